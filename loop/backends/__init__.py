@@ -1,0 +1,1 @@
+"""Backends: how a hat runs."""

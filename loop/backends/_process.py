@@ -1,0 +1,128 @@
+"""Run a child process with pipes, a timeout, an output cap and a killable group.
+
+The child runs in its own session (process group). On timeout or cancellation the
+whole group gets SIGTERM, then SIGKILL after a short grace, in a shielded scope so
+that cleanup finishes even while the caller is being cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+
+from loop.errors import BackendUnavailable
+
+__all__ = ["ProcessResult", "run_process"]
+
+KILL_GRACE_SECONDS = 2.0
+
+
+@dataclass(slots=True)
+class ProcessResult:
+    """A finished child: exit code, captured output, and whether a limit cut it."""
+
+    returncode: int | None
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool = False
+    truncated: bool = False
+
+
+async def _read_capped(stream: ByteReceiveStream | None, cap: int, sink: list[bytes],
+                       flags: dict[str, bool]) -> None:
+    if stream is None:
+        return
+    size = 0
+    async for chunk in stream:
+        if size >= cap:
+            flags["truncated"] = True
+            continue  # keep draining so the child never blocks on a full pipe
+        room = cap - size
+        if len(chunk) > room:
+            flags["truncated"] = True
+            chunk = chunk[:room]
+        sink.append(chunk)
+        size += len(chunk)
+
+
+def _reap_stragglers(proc: Process) -> None:
+    # The leader has exited; anything left in its group (it holds our pipes open) goes.
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+async def _kill_group(proc: Process) -> None:
+    with anyio.CancelScope(shield=True):
+        for sig, wait in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, 5.0)):
+            if proc.returncode is not None:
+                _reap_stragglers(proc)
+                return
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+            with anyio.move_on_after(wait):
+                await proc.wait()
+
+
+async def run_process(
+    argv: Sequence[str],
+    *,
+    stdin: bytes | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float | None = None,
+    max_output_bytes: int = 10 * 1024 * 1024,
+) -> ProcessResult:
+    """Run ``argv`` to completion (or timeout) and capture its output.
+
+    Raises:
+        BackendUnavailable: the program does not exist or is not executable.
+    """
+    try:
+        proc = await anyio.open_process(
+            list(argv),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise BackendUnavailable(f"program not found: {argv[0]}") from exc
+    except PermissionError as exc:
+        raise BackendUnavailable(f"program not executable: {argv[0]}") from exc
+    out: list[bytes] = []
+    err: list[bytes] = []
+    flags = {"truncated": False}
+    timed_out = False
+    try:
+        with anyio.move_on_after(timeout) as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_read_capped, proc.stdout, max_output_bytes, out, flags)
+                tg.start_soon(_read_capped, proc.stderr, max_output_bytes, err, flags)
+                if proc.stdin is not None:
+                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        await proc.stdin.send(stdin or b"")
+                    await proc.stdin.aclose()
+                await proc.wait()
+                _reap_stragglers(proc)
+        timed_out = scope.cancelled_caught
+    finally:
+        await _kill_group(proc)
+        with anyio.CancelScope(shield=True):
+            await proc.aclose()
+    return ProcessResult(
+        returncode=proc.returncode,
+        stdout=b"".join(out),
+        stderr=b"".join(err),
+        timed_out=timed_out,
+        truncated=flags["truncated"],
+    )

@@ -1,0 +1,132 @@
+"""The ``emit`` channel: what an agent runs to publish an event during an iteration.
+
+``python -m loop emit TOPIC [PAYLOAD] [--json]`` appends one JSON line to the file
+named by ``LOOP_EVENTS_FILE``. Agents call it often, so this module imports only the
+standard library (the whole command starts in a few tens of milliseconds).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ENV_EVENTS_FILE = "LOOP_EVENTS_FILE"
+_SEGMENT = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+USAGE = """usage: python -m loop emit TOPIC [PAYLOAD] [--json] [--target HAT]
+
+Publish an event from inside an iteration (appends to $LOOP_EVENTS_FILE).
+  TOPIC          dot-separated topic, e.g. plan.ready
+  PAYLOAD        text payload (or '-' to read it from stdin)
+  --json         the payload is JSON (object, array or value)
+  --target HAT   address the event to one hat
+exit codes: 0 emitted, 2 bad usage or input
+"""
+
+
+def append_event(path: Path, topic: str, payload: Any, target: str | None = None) -> None:
+    """Append one event line with a single ``write`` on an ``O_APPEND`` descriptor.
+
+    One write per line keeps concurrent emitters from interleaving within a line.
+    """
+    record: dict[str, Any] = {"topic": topic, "payload": payload, "ts": time.time()}
+    if target:
+        record["target"] = target
+    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read_events_file(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Read emitted event lines: ``(records, problems)``.
+
+    A malformed line is reported in ``problems`` (with its number), never fatal.
+    """
+    records: list[dict[str, Any]] = []
+    problems: list[str] = []
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return records, problems
+    for number, raw in enumerate(data.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            problems.append(f"line {number}: not JSON")
+            continue
+        if not isinstance(rec, dict) or not _valid_topic(rec.get("topic")):
+            problems.append(f"line {number}: no valid topic")
+            continue
+        records.append(rec)
+    return records, problems
+
+
+def _valid_topic(topic: object) -> bool:
+    return isinstance(topic, str) and bool(topic) and all(
+        _SEGMENT.match(s) for s in topic.split(".")
+    )
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of ``python -m loop emit``; returns the exit code."""
+    args = list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        (sys.stdout if args else sys.stderr).write(USAGE)
+        return 0 if args else 2
+    as_json = False
+    target: str | None = None
+    positional: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--json":
+            as_json = True
+        elif arg == "--target":
+            if i + 1 >= len(args):
+                return _fail("--target needs a hat name")
+            target = args[i + 1]
+            i += 1
+        elif arg.startswith("--target="):
+            target = arg.split("=", 1)[1]
+        elif arg.startswith("--") and arg != "--":
+            return _fail(f"unknown option {arg}")
+        else:
+            positional.append(arg)
+        i += 1
+    if len(positional) not in (1, 2):
+        return _fail("expected TOPIC and an optional PAYLOAD")
+    topic = positional[0]
+    if not _valid_topic(topic):
+        return _fail(f"invalid topic {topic!r}: use dot-separated segments of letters, digits, '_' or '-'")
+    raw = positional[1] if len(positional) == 2 else ""
+    if raw == "-":
+        raw = sys.stdin.read()
+    payload: Any = raw
+    if as_json:
+        try:
+            payload = json.loads(raw) if raw else None
+        except json.JSONDecodeError as exc:
+            return _fail(f"--json payload is not valid JSON: {exc.msg} at column {exc.colno}")
+    target_file = os.environ.get(ENV_EVENTS_FILE)
+    if not target_file:
+        return _fail(f"{ENV_EVENTS_FILE} is not set: run emit inside a hatloop iteration")
+    try:
+        append_event(Path(target_file), topic, payload, target)
+    except OSError as exc:
+        return _fail(f"cannot append to {target_file}: {exc.strerror or exc}")
+    return 0
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"error: emit: {message}\n")
+    return 2

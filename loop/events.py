@@ -1,0 +1,157 @@
+"""Events, topic patterns and the ``<event>`` tag channel.
+
+An event has a dot-separated ``topic``, a ``payload`` (a string or any JSON value),
+a ``source`` (a hat name, ``loop`` or a subscriber's name), an optional ``target``
+hat and a timestamp. Patterns match per segment with ``*``; a bare ``*`` matches
+every topic and is the fallback.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from loop.errors import InputError
+
+__all__ = [
+    "Event",
+    "EventPayload",
+    "is_valid_pattern",
+    "is_valid_topic",
+    "parse_event_tags",
+    "pattern_specificity",
+    "topic_matches",
+    "validate_topic",
+]
+
+EventPayload = Any  # a string or any JSON value (dict, list, number, bool, null)
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9_\-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event on the bus."""
+
+    topic: str
+    payload: EventPayload = ""
+    source: str = "loop"
+    target: str | None = None
+    ts: float = field(default_factory=time.time)
+
+    def with_target(self, target: str | None) -> Event:
+        """A copy addressed to ``target``."""
+        return replace(self, target=target)
+
+    def payload_text(self) -> str:
+        """The payload as text: strings as they are, anything else as compact JSON."""
+        if isinstance(self.payload, str):
+            return self.payload
+        return json.dumps(self.payload, ensure_ascii=False, sort_keys=True)
+
+    def signature(self) -> tuple[str, str, str]:
+        """Topic, source and payload: what the stale-loop rule compares."""
+        return (self.topic, self.source, self.payload_text())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the journal and recording form)."""
+        out: dict[str, Any] = {"topic": self.topic, "payload": self.payload, "source": self.source}
+        if self.target is not None:
+            out["target"] = self.target
+        out["ts"] = self.ts
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Event:
+        """Rebuild an event from :meth:`to_dict` output."""
+        return cls(
+            topic=str(data["topic"]),
+            payload=data.get("payload", ""),
+            source=str(data.get("source", "loop")),
+            target=data.get("target"),
+            ts=float(data.get("ts", 0.0)),
+        )
+
+
+def is_valid_topic(topic: str) -> bool:
+    """A topic is one or more non-empty segments of ``[A-Za-z0-9_-]``, dot-separated."""
+    return bool(topic) and all(_SEGMENT.match(seg) for seg in topic.split("."))
+
+
+def validate_topic(topic: str) -> str:
+    """Return ``topic`` or raise ``InputError`` with a one-line reason."""
+    if not is_valid_topic(topic):
+        raise InputError(
+            f"invalid topic {topic!r}: use dot-separated segments of letters, digits, '_' or '-'"
+        )
+    return topic
+
+
+def is_valid_pattern(pattern: str) -> bool:
+    """A pattern is a topic whose segments may also be ``*``."""
+    return bool(pattern) and all(
+        seg == "*" or _SEGMENT.match(seg) for seg in pattern.split(".")
+    )
+
+
+def topic_matches(pattern: str, topic: str) -> bool:
+    """Whether ``pattern`` matches ``topic``: ``*`` per segment, bare ``*`` matches all."""
+    if pattern == "*":
+        return True
+    if pattern == topic:
+        return True
+    p_segs = pattern.split(".")
+    t_segs = topic.split(".")
+    if len(p_segs) != len(t_segs):
+        return False
+    return all(p == "*" or p == t for p, t in zip(p_segs, t_segs, strict=True))
+
+
+def pattern_specificity(pattern: str) -> tuple[int, int]:
+    """Sort key: higher is more specific (literal segments first, then length).
+
+    The bare ``*`` fallback ranks below every other pattern.
+    """
+    if pattern == "*":
+        return (-1, 0)
+    segs = pattern.split(".")
+    return (sum(1 for s in segs if s != "*"), len(segs))
+
+
+_TAG = re.compile(
+    r"<event\s+(?P<attrs>[^>]*?)\s*(?:/>|>(?P<body>.*?)</event\s*>)",
+    re.DOTALL | re.IGNORECASE,
+)
+_ATTR = re.compile(r"""(?P<key>[A-Za-z_][\w\-]*)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')""")
+
+
+def parse_event_tags(text: str, *, source: str) -> list[Event]:
+    """Find ``<event topic="t" [target="hat"]>payload</event>`` tags in agent output.
+
+    A tag without a valid topic is skipped. A payload that parses as a JSON object or
+    array is kept as JSON; anything else stays text (stripped).
+    """
+    events: list[Event] = []
+    for match in _TAG.finditer(text):
+        attrs = {
+            m.group("key").lower(): html.unescape(m.group("dq") if m.group("dq") is not None
+                                                 else m.group("sq") or "")
+            for m in _ATTR.finditer(match.group("attrs"))
+        }
+        topic = attrs.get("topic", "").strip()
+        if not is_valid_topic(topic):
+            continue
+        body = (match.group("body") or "").strip()
+        payload: EventPayload = body
+        if body[:1] in ("{", "["):
+            try:
+                payload = json.loads(body)
+            except json.JSONDecodeError:
+                payload = body
+        target = attrs.get("target") or None
+        events.append(Event(topic=topic, payload=payload, source=source, target=target))
+    return events

@@ -1,0 +1,194 @@
+"""The CLI adapter: every tool becomes a subcommand, generated from its input model.
+
+``python -m loop task create --title "Write docs" --parent-id ID`` calls ``createTask``
+with ``{"title": ..., "parent_id": ...}``. Field names become ``--kebab-case`` options
+(camelCase too: ``themeName`` → ``--theme-name``); strings, numbers and choices are
+typed options, booleans are ``--flag/--no-flag``, anything structured takes JSON.
+``--input JSON`` (or ``@file``, or ``-`` for stdin) gives the whole input at once.
+``--json`` prints the result as JSON; otherwise a renderer prints it for a person.
+A tool error prints ``error: <code>: <message>`` on stderr and exits 2 (with ``--json``
+the structured error also goes to stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+import re
+import sys
+import types
+import typing
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from loop.errors import EXIT_OK, EXIT_USAGE, ToolError, UsageError
+from loop.tools.registry import ToolContext, get_tool
+
+__all__ = ["Renderer", "add_context_options", "add_tool_group", "context_from_args"]
+
+Renderer = Callable[[dict[str, Any]], str]
+
+
+def _kebab(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"-\1", name).replace("_", "-").lower()
+
+
+def _unwrap_optional(annotation: Any) -> Any:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def _add_field_option(parser: argparse.ArgumentParser, name: str, info: FieldInfo) -> None:
+    ann = _unwrap_optional(info.annotation)
+    flag = "--" + _kebab(name)
+    help_text = (info.description or "").replace("%", "%%") or None
+    kwargs: dict[str, Any] = {"dest": f"field__{name}", "default": None, "help": help_text}
+    if ann is bool:
+        parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
+        return
+    if ann in (str, int, float):
+        parser.add_argument(flag, type=ann, metavar=_kebab(name).upper().replace("-", "_"),
+                            **kwargs)
+        return
+    if typing.get_origin(ann) is Literal:
+        parser.add_argument(flag, choices=[str(c) for c in typing.get_args(ann)], **kwargs)
+        return
+    if isinstance(ann, type) and issubclass(ann, enum.Enum):
+        parser.add_argument(flag, choices=[str(m.value) for m in ann], **kwargs)
+        return
+    parser.add_argument(flag, type=_json_arg, metavar="JSON", **kwargs)
+
+
+def _json_arg(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg} at column {exc.colno}") \
+            from exc
+
+
+def add_context_options(parser: argparse.ArgumentParser) -> None:
+    """The options that say where tool files live (they override env and config)."""
+    group = parser.add_argument_group("where the files live")
+    group.add_argument("--tasks-file", metavar="PATH",
+                       help="tasks JSON file (default: $FILE_PATH, [tasks] file, .loop/tasks.json)")
+    group.add_argument("--workspace", metavar="DIR",
+                       help="theme workspace (default: $LOOP_WORKSPACE, [themes] workspace, "
+                            ".loop/works)")
+    group.add_argument("--experiences-dir", metavar="DIR",
+                       help="experiences base folder (default: $LOOP_EXPERIENCES_DIR, "
+                            "[experience] base_directory, .loop/experiences)")
+
+
+def context_from_args(args: argparse.Namespace) -> ToolContext:
+    """Build the tool context: flags, then environment, then ``loop.toml``, then defaults."""
+    from loop.config import tool_settings_from_project  # noqa: PLC0415 - keeps emit light
+
+    project = tool_settings_from_project(Path.cwd(), getattr(args, "config", None))
+    return ToolContext.from_env(
+        tasks_file=getattr(args, "tasks_file", None) or project.get("tasks_file"),
+        workspace=getattr(args, "workspace", None) or project.get("workspace"),
+        experiences_base=getattr(args, "experiences_dir", None) or project.get("experiences_base"),
+        default_tasks_file=".loop/tasks.json",
+    )
+
+
+def add_tool_group(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    group: str,
+    *,
+    help: str,  # noqa: A002 - mirrors argparse's own keyword
+    commands: dict[str, str],
+    positionals: dict[str, list[str]] | None = None,
+    renderers: dict[str, Renderer] | None = None,
+) -> argparse.ArgumentParser:
+    """Add ``group`` with one subcommand per tool.
+
+    Args:
+        subparsers: the top-level subparsers.
+        group: the group's command name (``task``, ``theme``, ``experience``).
+        help: one line for ``--help``.
+        commands: subcommand name → tool name.
+        positionals: subcommand name → fields that may also be given positionally.
+        renderers: subcommand name → function that renders the output for a person.
+    """
+    parent = subparsers.add_parser(group, help=help, description=help)
+    sub = parent.add_subparsers(dest="tool_command", metavar="COMMAND", required=True)
+    for command, tool_name in commands.items():
+        tool = get_tool(tool_name)
+        summary = tool.description.strip().splitlines()[0]
+        p = sub.add_parser(command, help=summary, description=tool.description,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        for field_name in (positionals or {}).get(command, []):
+            p.add_argument(f"pos__{field_name}", nargs="?", metavar=_kebab(field_name).upper(),
+                           default=None, help=f"same as --{_kebab(field_name)}")
+        for name, info in tool.input_model.model_fields.items():
+            _add_field_option(p, info.alias or name, info)
+        p.add_argument("--input", metavar="JSON", help="the whole input as JSON, @FILE or - (stdin)")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
+        add_context_options(p)
+        p.set_defaults(handler=_make_handler(tool_name, (renderers or {}).get(command)))
+    return parent
+
+
+def _collect_input(args: argparse.Namespace) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    if args.input:
+        raw = args.input
+        if raw == "-":
+            raw = sys.stdin.read()
+        elif raw.startswith("@"):
+            try:
+                raw = Path(raw[1:]).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise UsageError(f"--input {raw}: {exc.strerror or exc}") from exc
+        try:
+            loaded = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--input is not valid JSON: {exc.msg} at column {exc.colno}") \
+                from exc
+        if not isinstance(loaded, dict):
+            raise UsageError("--input must be a JSON object")
+        data.update(loaded)
+    for key, value in vars(args).items():
+        if value is None:
+            continue
+        if key.startswith("pos__"):
+            data[key[5:]] = value
+        elif key.startswith("field__"):
+            data[key[7:]] = value
+    return data
+
+
+def _make_handler(tool_name: str, renderer: Renderer | None) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        ctx = context_from_args(args)
+        try:
+            result = get_tool(tool_name).run(ctx, _collect_input(args))
+        except ToolError as exc:
+            if args.json:
+                print(json.dumps(exc.to_dict(), ensure_ascii=False, indent=2))
+            print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+            return EXIT_USAGE
+        out = result.model_dump(mode="json", by_alias=True)
+        if args.json or renderer is None:
+            print(json.dumps(out, ensure_ascii=False, indent=2))
+        else:
+            print(renderer(out))
+        return EXIT_OK
+
+    return handler
+
+
+def model_field_names(model: type[BaseModel]) -> list[str]:
+    """The wire names of a model's fields (aliases where set)."""
+    return [info.alias or name for name, info in model.model_fields.items()]

@@ -1,0 +1,180 @@
+"""The tool registry: each tool is written once and served three ways.
+
+A :class:`Tool` is a name (the seed's), a description written for a model, a pydantic
+input model whose fields are the seed's parameter names, an output model, and a plain
+synchronous function ``func(ctx, input) -> output`` that raises :class:`ToolError`
+for failures a caller can act on. The CLI adapter, the MCP server and the bus
+subscribers all call :func:`call_tool`, so no rule exists twice.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from loop.errors import InputError, ToolError
+
+__all__ = ["DOMAIN_MODULES", "Tool", "ToolContext", "all_tools", "call_tool", "get_tool"]
+
+# Each domain module exposes ``TOOLS: list[Tool]``.
+DOMAIN_MODULES: tuple[str, ...] = (
+    "loop.tasks.tools",
+    "loop.themes.tools",
+    "loop.experience.tools",
+    "loop.session.tools",
+)
+
+ENV_TASKS_FILE = "FILE_PATH"  # the seed's name (003)
+ENV_WORKSPACE = "LOOP_WORKSPACE"
+ENV_EXPERIENCES = "LOOP_EXPERIENCES_DIR"
+ENV_SESSION_DIR = "LOOP_SESSION_DIR"
+ENV_EVENTS_FILE = "LOOP_EVENTS_FILE"
+
+
+@dataclass
+class ToolContext:
+    """Where the tools keep their files; built from flags, environment and config.
+
+    Attributes:
+        root: the project folder (relative settings resolve against it).
+        tasks_file: the tasks JSON file; ``None`` keeps tasks in memory (seed 003).
+        workspace: the theme workspace (themebox/, feedbackbox/, artifacts/, stats/).
+        experiences_base: the folder holding ``experiences/experience_<id>/``.
+        session_dir: the running loop session's folder, when called from inside one.
+        events_file: the running iteration's events file (``LOOP_EVENTS_FILE``).
+        state: per-process state of in-memory stores, keyed by domain.
+    """
+
+    root: Path = field(default_factory=Path.cwd)
+    tasks_file: Path | None = None
+    workspace: Path = field(default_factory=lambda: Path(".loop/works"))
+    experiences_base: Path = field(default_factory=lambda: Path(".loop/experiences"))
+    session_dir: Path | None = None
+    events_file: Path | None = None
+    state: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.root = self.root.resolve()
+        if self.tasks_file is not None and not self.tasks_file.is_absolute():
+            self.tasks_file = self.root / self.tasks_file
+        if not self.workspace.is_absolute():
+            self.workspace = self.root / self.workspace
+        if not self.experiences_base.is_absolute():
+            self.experiences_base = self.root / self.experiences_base
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        root: Path | None = None,
+        tasks_file: str | None = None,
+        workspace: str | None = None,
+        experiences_base: str | None = None,
+        default_tasks_file: str | None = None,
+        environ: dict[str, str] | None = None,
+    ) -> ToolContext:
+        """Build a context: explicit arguments win, then the environment, then defaults."""
+        env = os.environ if environ is None else environ
+        tf = tasks_file or env.get(ENV_TASKS_FILE) or default_tasks_file
+        ws = workspace or env.get(ENV_WORKSPACE) or ".loop/works"
+        ex = experiences_base or env.get(ENV_EXPERIENCES) or ".loop/experiences"
+        sd = env.get(ENV_SESSION_DIR)
+        ef = env.get(ENV_EVENTS_FILE)
+        return cls(
+            root=root or Path.cwd(),
+            tasks_file=Path(tf) if tf else None,
+            workspace=Path(ws),
+            experiences_base=Path(ex),
+            session_dir=Path(sd) if sd else None,
+            events_file=Path(ef) if ef else None,
+        )
+
+
+ToolFunc = Callable[[ToolContext, Any], BaseModel]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One tool: the seed's name and parameters, one implementation."""
+
+    name: str
+    domain: str
+    description: str
+    input_model: type[BaseModel]
+    output_model: type[BaseModel]
+    func: ToolFunc
+    read_only: bool = False
+
+    def parse_input(self, args: dict[str, Any]) -> BaseModel:
+        """Validate raw arguments; a failure is a ``ToolError`` naming the fields."""
+        try:
+            return self.input_model.model_validate(args)
+        except ValidationError as exc:
+            raise ToolError("invalid_input", _validation_message(self.name, exc),
+                            details=_validation_details(exc)) from exc
+
+    def run(self, ctx: ToolContext, args: dict[str, Any]) -> BaseModel:
+        """Validate ``args``, call the tool, return its output model."""
+        parsed = self.parse_input(args)
+        try:
+            return self.func(ctx, parsed)
+        except ToolError:
+            raise
+        except InputError as exc:  # paths, stores: still the caller's to fix
+            raise ToolError(_code_for(exc), exc.message) from exc
+
+
+def _code_for(exc: InputError) -> str:
+    name = type(exc).__name__
+    return {"PathError": "invalid_path", "StoreError": "store_error"}.get(name, "invalid_input")
+
+
+def _validation_details(exc: ValidationError) -> list[dict[str, Any]]:
+    return [
+        {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+        for err in exc.errors(include_url=False)
+    ]
+
+
+def _validation_message(tool: str, exc: ValidationError) -> str:
+    parts = [f"{d['field'] or '(input)'}: {d['message']}" for d in _validation_details(exc)]
+    return f"invalid arguments for {tool}: " + "; ".join(parts)
+
+
+_cache: dict[str, Tool] | None = None
+
+
+def all_tools() -> dict[str, Tool]:
+    """Every registered tool by name, in domain order (imports the domains once)."""
+    global _cache  # noqa: PLW0603 - a process-wide, import-once registry cache
+    if _cache is None:
+        tools: dict[str, Tool] = {}
+        for module_name in DOMAIN_MODULES:
+            module = importlib.import_module(module_name)
+            for tool in module.TOOLS:
+                if tool.name in tools:
+                    raise RuntimeError(f"tool {tool.name!r} registered twice")
+                tools[tool.name] = tool
+        _cache = tools
+    return _cache
+
+
+def get_tool(name: str) -> Tool:
+    """The tool called ``name``; an unknown name is a ``ToolError``."""
+    tools = all_tools()
+    if name not in tools:
+        raise ToolError("unknown_tool", f"no tool named {name!r}",
+                        details={"known": sorted(tools)})
+    return tools[name]
+
+
+def call_tool(ctx: ToolContext, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """Call a tool by name with raw arguments; return its JSON-ready output."""
+    result = get_tool(name).run(ctx, args)
+    return result.model_dump(mode="json", by_alias=True)
