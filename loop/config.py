@@ -1,14 +1,213 @@
-"""Configuration: pydantic models for the loop and its hats, loaded from TOML."""
+"""Configuration: pydantic models for the loop and its hats, loaded from TOML.
+
+Key names follow Ralph Orchestrator's where they exist (DESIGN.md, "Config contract").
+Unknown keys are errors that name the file and the key. Relative paths in a file
+resolve against that file's folder.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from loop.backends.configs import (
+    CodexConfig,
+    CommandConfig,
+    GeminiConfig,
+    PythonConfig,
+    ReplayConfig,
+    ScriptedConfig,
+)
 from loop.errors import ConfigError
+from loop.events import is_valid_pattern, is_valid_topic, topic_matches
+
+__all__ = [
+    "BackendConfig",
+    "HatConfig",
+    "LoadedConfig",
+    "LoopSection",
+    "config_from_snapshot",
+    "load_config",
+    "preset_dir",
+    "preset_names",
+    "tool_settings_from_project",
+]
 
 DEFAULT_CONFIG_NAME = "loop.toml"
+BACKEND_TYPES = ("scripted", "command", "python", "claude", "gemini", "codex")
+
+
+def _claude_config() -> Any:
+    from loop.backends.claude import ClaudeConfig  # noqa: PLC0415 - optional heavy import path
+
+    return ClaudeConfig
+
+
+BackendConfig = Annotated[
+    ScriptedConfig | CommandConfig | PythonConfig | GeminiConfig | CodexConfig | ReplayConfig,
+    Field(discriminator="type"),
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LoopSection(_Strict):
+    """``[loop]``: the objective, the starting and completion events, the limits."""
+
+    prompt: str | None = None
+    prompt_file: str | None = None
+    starting_event: str = "task.start"
+    completion_event: str = "LOOP_COMPLETE"
+    max_iterations: int = Field(default=50, ge=1)
+    max_runtime_seconds: float = Field(default=3600, gt=0)
+    iteration_timeout_seconds: float = Field(default=600, gt=0)
+    max_consecutive_failures: int = Field(default=3, ge=1)
+    stale_threshold: int = Field(default=3, ge=2)
+    hats: list[str] = Field(default_factory=list)
+    fallback_hat: str | None = None
+    durable: bool = True
+    sessions_dir: str = ".loop/sessions"
+
+    @field_validator("starting_event", "completion_event")
+    @classmethod
+    def _topic(cls, v: str) -> str:
+        if not is_valid_topic(v):
+            raise ValueError(f"not a valid topic: {v!r}")
+        return v
+
+
+class TasksSection(_Strict):
+    """``[tasks]``: the task store the loop and its agents share."""
+
+    enabled: bool = True
+    file: str = ".loop/tasks.json"
+    block_completion: bool = True
+
+
+class ThemesSection(_Strict):
+    """``[themes]``: the theme workspace; every iteration is a heartbeat."""
+
+    enabled: bool = True
+    workspace: str = ".loop/works"
+
+
+class ExperienceSection(_Strict):
+    """``[experience]``: where experiences are exported."""
+
+    enabled: bool = True
+    base_directory: str = ".loop/experiences"
+    export_on_complete: bool = False
+
+
+class RecordingSection(_Strict):
+    """``[recording]``: the session recording's cap and redaction."""
+
+    max_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    redact_secrets: bool = True
+
+
+class HatConfig(_Strict):
+    """One hat: a persona triggered by events, publishing events."""
+
+    name: str | None = None
+    description: str = ""
+    triggers: list[str] = Field(min_length=1)
+    publishes: list[str] = Field(default_factory=list)
+    instructions: str = ""
+    default_publishes: str | None = None
+    max_activations: int | None = Field(default=None, ge=1)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    backend: BackendConfig | None = None
+
+    @field_validator("triggers")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not is_valid_pattern(p):
+                raise ValueError(f"not a valid trigger pattern: {p!r}")
+        return v
+
+    @field_validator("publishes")
+    @classmethod
+    def _topics(cls, v: list[str]) -> list[str]:
+        for t in v:
+            if not is_valid_pattern(t):
+                raise ValueError(f"not a valid topic: {t!r}")
+        return v
+
+    @field_validator("default_publishes")
+    @classmethod
+    def _default(cls, v: str | None) -> str | None:
+        if v is not None and not is_valid_topic(v):
+            raise ValueError(f"not a valid topic: {v!r}")
+        return v
+
+
+class _ConfigFile(_Strict):
+    loop: LoopSection = Field(default_factory=LoopSection)
+    backend: BackendConfig = Field(default_factory=ScriptedConfig)
+    hats: dict[str, HatConfig] = Field(default_factory=dict)
+    tasks: TasksSection = Field(default_factory=TasksSection)
+    themes: ThemesSection = Field(default_factory=ThemesSection)
+    experience: ExperienceSection = Field(default_factory=ExperienceSection)
+    recording: RecordingSection = Field(default_factory=RecordingSection)
+
+
+class _HatFile(_Strict):
+    hats: dict[str, HatConfig]
+
+
+@dataclass
+class LoadedConfig:
+    """A validated configuration with every path resolved."""
+
+    loop: LoopSection
+    backend: Any
+    hats: dict[str, HatConfig]
+    tasks: TasksSection
+    themes: ThemesSection
+    experience: ExperienceSection
+    recording: RecordingSection
+    prompt: str
+    base_dir: Path
+    source: str
+    hat_sources: dict[str, Path] = field(default_factory=dict)
+
+    def hat_backend(self, name: str) -> Any:
+        """The backend config of hat ``name`` (its own, or the default ``[backend]``)."""
+        return self.hats[name].backend or self.backend
+
+    def resolve(self, path: str) -> Path:
+        """A path from the config, resolved against the config's folder."""
+        p = Path(path)
+        return p if p.is_absolute() else self.base_dir / p
+
+    def snapshot(self) -> dict[str, Any]:
+        """The effective configuration as JSON-ready data (what the digest covers)."""
+        return {
+            "loop": self.loop.model_dump(mode="json"),
+            "backend": self.backend.model_dump(mode="json"),
+            "hats": {n: h.model_dump(mode="json", exclude_none=True) for n, h in self.hats.items()},
+            "tasks": self.tasks.model_dump(mode="json"),
+            "themes": self.themes.model_dump(mode="json"),
+            "experience": self.experience.model_dump(mode="json"),
+            "recording": self.recording.model_dump(mode="json"),
+            "prompt": self.prompt,
+        }
+
+    def digest(self) -> str:
+        """A stable SHA-256 of :meth:`snapshot`."""
+        raw = json.dumps(self.snapshot(), sort_keys=True, ensure_ascii=False).encode()
+        return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
@@ -17,10 +216,226 @@ def _load_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except FileNotFoundError as exc:
         raise ConfigError("file not found", file=path) from exc
+    except IsADirectoryError as exc:
+        raise ConfigError("is a folder, expected a TOML file", file=path) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"invalid TOML: {exc}", file=path) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from exc
+
+
+def _translate(exc: ValidationError, path: Path) -> ConfigError:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "tagged-")))
+    if err["type"] == "extra_forbidden":
+        return ConfigError("unknown key", file=path, key=loc)
+    if err["type"] == "union_tag_invalid":
+        tag = err.get("input", {}).get("type") if isinstance(err.get("input"), dict) else None
+        return ConfigError(f"unknown backend type {tag!r} (known: {', '.join(BACKEND_TYPES)})",
+                           file=path, key=loc)
+    if err["type"] == "missing":
+        return ConfigError("missing required key", file=path, key=loc)
+    msg = err["msg"].removeprefix("Value error, ")
+    more = len(exc.errors()) - 1
+    return ConfigError(msg + (f" (and {more} more)" if more else ""), file=path, key=loc)
+
+
+def preset_names() -> list[str]:
+    """The names of the presets shipped inside the package."""
+    root = resources.files("loop") / "presets"
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+
+def preset_dir(name: str) -> Path:
+    """The folder of the packaged preset ``name``."""
+    if name not in preset_names():
+        raise ConfigError(f"unknown preset {name!r} (known: {', '.join(preset_names())})")
+    return Path(str(resources.files("loop") / "presets" / name))
+
+
+def _hat_files(base: Path, entries: list[str], origin: Path) -> list[Path]:
+    files: list[Path] = []
+    for entry in entries:
+        p = Path(entry)
+        p = p if p.is_absolute() else base / p
+        if p.is_dir():
+            files.extend(sorted(p.glob("*.toml")))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise ConfigError(f"hat file or folder not found: {entry}", file=origin, key="loop.hats")
+    return files
+
+
+def load_config(
+    config: Path | None = None,
+    *,
+    root: Path | None = None,
+    hats: list[Path] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> LoadedConfig:
+    """Load and validate the loop configuration.
+
+    Args:
+        config: a ``loop.toml``; ``None`` uses ``<root>/loop.toml`` or, failing that,
+            the packaged default preset.
+        root: the working folder (default: the current one).
+        hats: hat files or folders replacing ``[loop] hats``.
+        overrides: ``[loop]`` keys from the command line (prompt, max_iterations...),
+            plus ``backend`` (a type name applied to every hat).
+
+    Raises:
+        ConfigError: naming the file and the key.
+    """
+    root = root or Path.cwd()
+    if config is None:
+        local = root / DEFAULT_CONFIG_NAME
+        config = local if local.exists() else preset_dir("default") / DEFAULT_CONFIG_NAME
+    path = config.resolve() if config.exists() else config
+    raw = _load_toml(path)
+    try:
+        parsed = _ConfigFile.model_validate(raw)
+    except ValidationError as exc:
+        raise _translate(exc, path) from exc
+    base = path.parent
+    overrides = dict(overrides or {})
+    backend_type = overrides.pop("backend", None)
+    loop_data = parsed.loop.model_dump()
+    loop_data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        loop = LoopSection.model_validate(loop_data)
+    except ValidationError as exc:
+        raise _translate(exc, Path("<command line>")) from exc
+
+    all_hats: dict[str, HatConfig] = dict(parsed.hats)
+    sources: dict[str, Path] = dict.fromkeys(parsed.hats, path)
+    if hats is not None:
+        files = _hat_files(root, [str(h) for h in hats], Path("--hats"))
+    else:
+        files = _hat_files(base, loop.hats, path)
+    for hat_file in files:
+        data = _load_toml(hat_file)
+        try:
+            hat_set = _HatFile.model_validate(data)
+        except ValidationError as exc:
+            raise _translate(exc, hat_file) from exc
+        for name, hat in hat_set.hats.items():
+            if name in all_hats:
+                raise ConfigError(f"hat {name!r} is also defined in {sources[name]}",
+                                  file=hat_file, key=f"hats.{name}")
+            all_hats[name] = _resolve_hat_paths(hat, hat_file.parent)
+            sources[name] = hat_file
+
+    backend = parsed.backend
+    if backend_type is not None:
+        backend, all_hats = _force_backend(backend_type, all_hats)
+    prompt = _prompt(loop, base, root, path)
+    loaded = LoadedConfig(
+        loop=loop, backend=_resolve_backend_paths(backend, base), hats=all_hats,
+        tasks=parsed.tasks, themes=parsed.themes, experience=parsed.experience,
+        recording=parsed.recording, prompt=prompt, base_dir=base, source=str(path),
+        hat_sources=sources,
+    )
+    validate_topology(loaded)
+    return loaded
+
+
+def _resolve_hat_paths(hat: HatConfig, base: Path) -> HatConfig:
+    if hat.backend is None:
+        return hat
+    return hat.model_copy(update={"backend": _resolve_backend_paths(hat.backend, base)})
+
+
+def _resolve_backend_paths(backend: Any, base: Path) -> Any:
+    if isinstance(backend, ScriptedConfig) and backend.outputs_file:
+        p = Path(backend.outputs_file)
+        if not p.is_absolute():
+            return backend.model_copy(update={"outputs_file": str(base / p)})
+    return backend
+
+
+def _force_backend(kind: str, hats: dict[str, HatConfig]) -> tuple[Any, dict[str, HatConfig]]:
+    models: dict[str, Any] = {
+        "claude": _claude_config(), "gemini": GeminiConfig, "codex": CodexConfig,
+    }
+    if kind not in models:
+        raise ConfigError(
+            f"--backend {kind}: only claude, gemini or codex can be set for every hat from the "
+            "command line (scripted, command and python need per-hat settings)"
+        )
+    backend = models[kind]()
+    return backend, {n: h.model_copy(update={"backend": backend}) for n, h in hats.items()}
+
+
+def _prompt(loop: LoopSection, base: Path, root: Path, path: Path) -> str:
+    if loop.prompt:
+        return loop.prompt
+    candidates = []
+    if loop.prompt_file:
+        p = Path(loop.prompt_file)
+        candidates.append(p if p.is_absolute() else base / p)
+        if not candidates[0].exists():
+            raise ConfigError(f"prompt file not found: {loop.prompt_file}", file=path,
+                              key="loop.prompt_file")
+    else:
+        candidates.append(root / "PROMPT.md")
+    for c in candidates:
+        if c.exists():
+            try:
+                return c.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"cannot read prompt file: {exc}", file=c) from exc
+    raise ConfigError("no prompt: set [loop] prompt or prompt_file, add PROMPT.md, or pass --prompt",
+                      file=path, key="loop.prompt")
+
+
+def config_from_snapshot(snapshot: dict[str, Any], *, base_dir: Path,
+                         source: str = "<recording>") -> LoadedConfig:
+    """Rebuild a configuration from :meth:`LoadedConfig.snapshot` (as recorded).
+
+    Relative paths (tasks file, workspace, sessions) resolve against ``base_dir``, so a
+    replay can run the recorded configuration in a scratch folder.
+    """
+    try:
+        parsed = _ConfigFile.model_validate({k: snapshot[k] for k in (
+            "loop", "backend", "hats", "tasks", "themes", "experience", "recording")
+            if k in snapshot})
+    except ValidationError as exc:
+        raise _translate(exc, Path(source)) from exc
+    loaded = LoadedConfig(
+        loop=parsed.loop, backend=parsed.backend, hats=dict(parsed.hats), tasks=parsed.tasks,
+        themes=parsed.themes, experience=parsed.experience, recording=parsed.recording,
+        prompt=str(snapshot.get("prompt", "")), base_dir=base_dir, source=source,
+        hat_sources=dict.fromkeys(parsed.hats, Path(source)),
+    )
+    validate_topology(loaded)
+    return loaded
+
+
+def validate_topology(cfg: LoadedConfig) -> None:
+    """Cross-checks: hats exist, triggers unambiguous, the starting event handled."""
+    if not cfg.hats:
+        raise ConfigError("no hats defined: add [hats.NAME] tables or [loop] hats files",
+                          file=cfg.source, key="hats")
+    claimed: dict[str, str] = {}
+    for name, hat in cfg.hats.items():
+        where = cfg.hat_sources.get(name, cfg.source)
+        for trig in hat.triggers:
+            if trig in claimed and trig != "*":
+                raise ConfigError(f"trigger {trig!r} is claimed by hats {claimed[trig]!r} and "
+                                  f"{name!r} (each trigger may route to one hat)",
+                                  file=where, key=f"hats.{name}.triggers")
+            claimed[trig] = name
+        if cfg.loop.completion_event in hat.triggers:
+            raise ConfigError("a hat cannot be triggered by the completion event", file=where,
+                              key=f"hats.{name}.triggers")
+    if cfg.loop.fallback_hat and cfg.loop.fallback_hat not in cfg.hats:
+        raise ConfigError(f"fallback hat {cfg.loop.fallback_hat!r} is not defined",
+                          file=cfg.source, key="loop.fallback_hat")
+    start = cfg.loop.starting_event
+    if not any(topic_matches(t, start) for h in cfg.hats.values() for t in h.triggers):
+        raise ConfigError(f"no hat is triggered by the starting event {start!r}",
+                          file=cfg.source, key="loop.starting_event")
 
 
 def tool_settings_from_project(root: Path, config: str | None = None) -> dict[str, str]:
@@ -44,3 +459,6 @@ def tool_settings_from_project(root: Path, config: str | None = None) -> dict[st
         if isinstance(value, str) and value:
             out[name] = str(base / value)
     return out
+
+
+LogFormat = Literal["auto", "console", "json"]

@@ -14,21 +14,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from loop.events import Event
+
 __all__ = ["Backend", "BackendRequest", "BackendResult"]
 
 
 @dataclass(frozen=True, slots=True)
 class BackendRequest:
-    """What a backend needs to run one iteration of one hat."""
+    """What a backend needs to run one iteration of one hat.
+
+    ``activation`` is how many times this hat ran before (0 for its first run), derived
+    from the session journal, so deterministic backends index their outputs by it and a
+    resumed session carries on where it stopped. ``triggers`` are the events that
+    activated the hat; ``env`` carries the ``LOOP_*`` variables for child processes.
+    """
 
     hat: str
     prompt: str
     iteration: int
     session_id: str
+    activation: int
     events_file: Path
     workdir: Path
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_seconds: float | None = None
+    iteration_dir: Path | None = None
+    triggers: tuple[Event, ...] = ()
 
 
 @dataclass(slots=True)

@@ -1,0 +1,36 @@
+"""Logging: structlog to stderr; a console renderer on a terminal, JSON lines otherwise."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Literal
+
+import structlog
+
+__all__ = ["configure_logging"]
+
+LogFormat = Literal["auto", "console", "json"]
+
+
+def configure_logging(fmt: LogFormat = "auto", *, level: int = logging.INFO) -> None:
+    """Send structlog output to stderr; ``auto`` picks console on a TTY (not in CI)."""
+    if fmt == "auto":
+        interactive = sys.stderr.isatty() and not os.environ.get("CI")
+        fmt = "console" if interactive else "json"
+    processors: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso" if fmt == "json" else "%H:%M:%S"),
+    ]
+    if fmt == "json":
+        processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    else:
+        processors.append(structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
+    structlog.configure(
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )

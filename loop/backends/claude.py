@@ -1,0 +1,315 @@
+"""The ``claude`` backend: the real Claude Code CLI in headless stream-json mode.
+
+One iteration runs ``claude -p --output-format stream-json --verbose`` with the prompt
+on stdin. The CLI prints NDJSON: a ``system``/``init`` line (tools, MCP servers and
+their status), ``assistant`` and ``user`` lines (text, tool uses, tool results) and a
+final ``result`` line with the answer, ``is_error``, ``total_cost_usd``, ``usage`` and
+``num_turns``. The result line is the truth: no result line, ``is_error``, a non-zero
+exit or a timeout make a failed iteration whose reason says which.
+
+With ``mcp = true`` (the default) the agent gets hatloop's own MCP server
+(``python -m loop mcp``) through a ``--mcp-config`` file written in the iteration's
+folder, with the session's ``LOOP_*`` variables in its environment, and the whole
+server is allowed (``--allowedTools mcp__hatloop``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from loop._fs import write_json
+from loop.backends._process import ProcessResult, run_process
+from loop.backends.base import BackendRequest, BackendResult
+
+__all__ = [
+    "MCP_ENV_KEYS",
+    "MCP_SERVER_NAME",
+    "ClaudeBackend",
+    "ClaudeConfig",
+    "StreamSummary",
+    "build_argv",
+    "effective_timeout",
+    "loop_env",
+    "mcp_config",
+    "parse_stream",
+    "summarize",
+]
+
+log = structlog.get_logger(__name__)
+
+MCP_SERVER_NAME = "hatloop"
+MCP_CONFIG_NAME = "claude-mcp.json"
+DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
+
+# What hatloop's MCP server needs to find the session's files (passed only when known).
+MCP_ENV_KEYS = (
+    "LOOP_EVENTS_FILE",
+    "LOOP_SESSION_ID",
+    "LOOP_ITERATION",
+    "LOOP_HAT",
+    "LOOP_SESSION_DIR",
+    "FILE_PATH",
+    "LOOP_WORKSPACE",
+    "LOOP_EXPERIENCES_DIR",
+)
+
+
+class ClaudeConfig(BaseModel):
+    """Settings of the ``claude`` backend as they appear in TOML."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["claude"] = "claude"
+    command: list[str] = Field(default_factory=lambda: ["claude"], min_length=1)
+    args: list[str] = Field(default_factory=list, description="extra CLI arguments")
+    model: str | None = None
+    permission_mode: str | None = None
+    allowed_tools: list[str] = Field(default_factory=list)
+    mcp: bool = Field(default=True, description="give the agent hatloop's MCP server")
+    mcp_command: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="the MCP server's command (default: this Python, `-m loop mcp`)",
+    )
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
+
+
+# -- pure parts ---------------------------------------------------------------------------
+
+
+def loop_env(request: BackendRequest) -> dict[str, str]:
+    """The ``LOOP_*`` variables for the request (``request.env`` wins where it has them)."""
+    base = {
+        "LOOP_EVENTS_FILE": str(request.events_file),
+        "LOOP_SESSION_ID": request.session_id,
+        "LOOP_ITERATION": str(request.iteration),
+        "LOOP_HAT": request.hat,
+    }
+    return {**base, **request.env}
+
+
+def mcp_config(config: ClaudeConfig, env: Mapping[str, str]) -> dict[str, Any]:
+    """The ``--mcp-config`` document naming hatloop's MCP server (pure).
+
+    Args:
+        config: the backend settings (``mcp_command`` overrides the server command).
+        env: the variables of the iteration; only :data:`MCP_ENV_KEYS` are passed on.
+    """
+    command = config.mcp_command or [sys.executable, "-m", "loop", "mcp"]
+    server_env = {key: env[key] for key in MCP_ENV_KEYS if key in env}
+    server = {"command": command[0], "args": list(command[1:]), "env": server_env}
+    return {"mcpServers": {MCP_SERVER_NAME: server}}
+
+
+def build_argv(config: ClaudeConfig, mcp_config_file: Path | None = None) -> list[str]:
+    """The CLI's argv for one iteration (pure; the prompt goes on stdin).
+
+    The user's ``args`` come right after the fixed flags; hatloop's own options follow,
+    each introduced by its flag, so that a variadic option in ``args`` (the CLI has
+    several) cannot swallow them. ``--allowedTools`` is last, as one comma-joined value.
+    """
+    argv = [*config.command, "-p", "--output-format", "stream-json", "--verbose", *config.args]
+    if config.model:
+        argv += ["--model", config.model]
+    if config.permission_mode:
+        argv += ["--permission-mode", config.permission_mode]
+    allowed = list(config.allowed_tools)
+    if mcp_config_file is not None:
+        argv += ["--mcp-config", str(mcp_config_file)]
+        allowed.insert(0, f"mcp__{MCP_SERVER_NAME}")
+    if allowed:
+        argv += ["--allowedTools", ",".join(allowed)]
+    return argv
+
+
+@dataclass(slots=True)
+class StreamSummary:
+    """What the NDJSON stream said: the result line and what led to it."""
+
+    result: dict[str, Any] | None = None
+    session_id: str | None = None
+    tool_uses: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    api_retries: int = 0
+    bad_lines: int = 0
+
+
+def parse_stream(stdout: str) -> StreamSummary:
+    """Read the CLI's NDJSON output, skipping lines that are not JSON objects (pure)."""
+    summary = StreamSummary()
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            summary.bad_lines += 1
+            continue
+        if not isinstance(item, dict):
+            summary.bad_lines += 1
+            continue
+        summary.session_id = item.get("session_id") or summary.session_id
+        kind = item.get("type")
+        if kind == "result":
+            summary.result = item
+        elif kind == "system" and item.get("subtype") == "init":
+            summary.mcp_servers = [s for s in item.get("mcp_servers") or [] if isinstance(s, dict)]
+        elif kind == "system" and item.get("subtype") == "api_retry":
+            summary.api_retries += 1
+        elif kind == "assistant":
+            _collect_assistant(item, summary)
+    return summary
+
+
+def _collect_assistant(item: dict[str, Any], summary: StreamSummary) -> None:
+    message = item.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_use":
+            summary.tool_uses.append(str(block.get("name")))
+        elif block.get("type") == "text":
+            summary.texts.append(str(block.get("text", "")))
+
+
+def _last_line(raw: bytes, limit: int = 300) -> str:
+    lines = raw.decode("utf-8", errors="replace").strip().splitlines()
+    return lines[-1][-limit:] if lines else ""
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
+    """Turn a finished CLI run into a :class:`BackendResult` (pure)."""
+    summary = parse_stream(proc.stdout.decode("utf-8", errors="replace"))
+    res = summary.result
+    output = str(res.get("result") or "") if res else "\n".join(summary.texts)
+    stderr_tail = _last_line(proc.stderr)
+    meta: dict[str, Any] = {"tool_uses": summary.tool_uses}
+    if summary.session_id:
+        meta["session_id"] = summary.session_id
+    if summary.mcp_servers:
+        meta["mcp_servers"] = summary.mcp_servers
+    if summary.api_retries:
+        meta["api_retries"] = summary.api_retries
+    if stderr_tail:
+        meta["stderr_tail"] = stderr_tail
+    if proc.truncated:
+        meta["truncated"] = True
+    usage = res.get("usage") if res else None
+    usage = usage if isinstance(usage, dict) else {}
+    cost = res.get("total_cost_usd") if res else None
+    if res:
+        meta.update({k: res[k] for k in ("duration_ms", "stop_reason", "subtype") if k in res})
+        if res.get("api_error_status") is not None:
+            meta["api_error_status"] = res["api_error_status"]
+    result = BackendResult(
+        output=output,
+        exit_code=proc.returncode,
+        cost_usd=float(cost) if isinstance(cost, int | float) else None,
+        input_tokens=_int_or_none(usage.get("input_tokens")),
+        output_tokens=_int_or_none(usage.get("output_tokens")),
+        turns=_int_or_none(res.get("num_turns")) if res else None,
+        meta=meta,
+    )
+    reason = _failure(proc, res, timeout, stderr_tail)
+    if reason is not None:
+        result.ok = False
+        result.reason = reason
+    return result
+
+
+def _failure(
+    proc: ProcessResult, res: dict[str, Any] | None, timeout: float | None, stderr_tail: str
+) -> str | None:
+    tail = f": {stderr_tail}" if stderr_tail else ""
+    if proc.timed_out:
+        return f"timeout after {timeout:g}s" if timeout is not None else "timeout"
+    if res is None:
+        cap = " (output cap reached)" if proc.truncated else ""
+        return f"claude printed no result line{cap} (exit status {proc.returncode}){tail}"
+    if res.get("is_error"):
+        status = res.get("api_error_status")
+        what = f"API error {status}" if status is not None else "error result"
+        text = str(res.get("result") or res.get("subtype") or "").strip()
+        return f"claude reported an {what}: {text}" if text else f"claude reported an {what}"
+    if proc.returncode != 0:
+        return f"claude exit status {proc.returncode}{tail}"
+    return None
+
+
+def effective_timeout(*limits: float | None) -> float | None:
+    """The tightest of the given limits, or None when none is set."""
+    set_limits = [t for t in limits if t is not None]
+    return min(set_limits) if set_limits else None
+
+
+# -- the backend --------------------------------------------------------------------------
+
+
+class ClaudeBackend:
+    """Runs one iteration of a hat with the Claude Code CLI."""
+
+    kind = "claude"
+
+    def __init__(self, config: ClaudeConfig | None = None) -> None:
+        self.config = config or ClaudeConfig()
+
+    @classmethod
+    def from_config(cls, config: ClaudeConfig) -> ClaudeBackend:
+        """Build from TOML settings."""
+        return cls(config)
+
+    def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
+        """Write the MCP config file (when enabled) and return the argv and environment."""
+        variables = loop_env(request)
+        mcp_file: Path | None = None
+        if self.config.mcp:
+            folder = request.iteration_dir or request.events_file.parent
+            folder.mkdir(parents=True, exist_ok=True)
+            mcp_file = folder / MCP_CONFIG_NAME
+            write_json(mcp_file, mcp_config(self.config, variables), durable=False)
+        env = {**os.environ, **self.config.env, **variables}
+        return build_argv(self.config, mcp_file), env
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """Run the CLI once; failures come back as a failed result, never raised.
+
+        Raises:
+            BackendUnavailable: the CLI program is missing or not executable.
+        """
+        argv, env = self.prepare(request)
+        timeout = effective_timeout(self.config.timeout_seconds, request.timeout_seconds)
+        log.debug("claude.start", hat=request.hat, iteration=request.iteration, argv=argv)
+        proc = await run_process(
+            argv,
+            stdin=request.prompt.encode("utf-8"),
+            env=env,
+            cwd=request.workdir,
+            timeout=timeout,
+            max_output_bytes=self.config.max_output_bytes,
+        )
+        result = summarize(proc, timeout)
+        failed = [
+            s.get("name")
+            for s in result.meta.get("mcp_servers", [])
+            if s.get("status") != "connected"
+        ]
+        if failed:
+            log.warning("claude.mcp_not_connected", hat=request.hat, servers=failed)
+        return result

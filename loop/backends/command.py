@@ -1,0 +1,106 @@
+"""The command backend: any CLI, with the prompt on stdin, as an argument or in a file.
+
+The child gets ``LOOP_EVENTS_FILE``, ``LOOP_SESSION_ID``, ``LOOP_ITERATION`` and
+``LOOP_HAT`` (and the tool settings) in its environment, so it can run
+``python -m loop emit``. A non-zero exit or a timeout is a failed iteration with the
+reason recorded; the child's whole process group is killed on timeout or cancel.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from loop.backends._process import run_process
+from loop.backends.base import BackendRequest, BackendResult
+from loop.backends.configs import DEFAULT_MAX_OUTPUT, CodexConfig, CommandConfig, GeminiConfig
+
+__all__ = ["CommandBackend", "build_argv"]
+
+PROMPT_PLACEHOLDER = "{prompt}"
+PROMPT_FILE_PLACEHOLDER = "{prompt_file}"
+
+
+def build_argv(command: Sequence[str], prompt_via: str, prompt: str,
+               prompt_file: Path | None) -> tuple[list[str], bytes | None]:
+    """The argv and stdin for one run (pure; placeholders replaced or appended)."""
+    argv = list(command)
+    if prompt_via == "stdin":
+        return argv, prompt.encode("utf-8")
+    if prompt_via == "arg":
+        if PROMPT_PLACEHOLDER in argv:
+            return [prompt if a == PROMPT_PLACEHOLDER else a for a in argv], None
+        return [*argv, prompt], None
+    assert prompt_file is not None  # noqa: S101 - the caller writes the file for "file" mode
+    if PROMPT_FILE_PLACEHOLDER in argv:
+        return [str(prompt_file) if a == PROMPT_FILE_PLACEHOLDER else a for a in argv], None
+    return [*argv, str(prompt_file)], None
+
+
+def _tail(raw: bytes, limit: int = 300) -> str:
+    text = raw.decode("utf-8", errors="replace").strip()
+    lines = text.splitlines()
+    last = lines[-1] if lines else ""
+    return last[-limit:]
+
+
+class CommandBackend:
+    """Runs a CLI once per iteration."""
+
+    kind = "command"
+
+    def __init__(self, command: Sequence[str], *, prompt_via: str = "stdin",
+                 env: dict[str, str] | None = None, timeout_seconds: float | None = None,
+                 max_output_bytes: int = DEFAULT_MAX_OUTPUT, kind: str = "command") -> None:
+        self.command = list(command)
+        self.prompt_via = prompt_via
+        self.env = dict(env or {})
+        self.timeout_seconds = timeout_seconds
+        self.max_output_bytes = max_output_bytes
+        self.kind = kind
+
+    @classmethod
+    def from_config(cls, config: CommandConfig | GeminiConfig | CodexConfig) -> CommandBackend:
+        """Build from TOML settings (``gemini`` and ``codex`` are presets of ``command``)."""
+        if isinstance(config, CommandConfig):
+            return cls(config.command, prompt_via=config.prompt_via, env=config.env,
+                       timeout_seconds=config.timeout_seconds,
+                       max_output_bytes=config.max_output_bytes)
+        model = ["--model", config.model] if config.model else []
+        if isinstance(config, GeminiConfig):
+            argv = [*config.command, *model, *config.args, "-p", PROMPT_PLACEHOLDER]
+            return cls(argv, prompt_via="arg", env=config.env,
+                       timeout_seconds=config.timeout_seconds, kind="gemini")
+        argv = [*config.command, "exec", *model, *config.args, "-"]
+        return cls(argv, prompt_via="stdin", env=config.env,
+                   timeout_seconds=config.timeout_seconds, kind="codex")
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """Run the command; exit 0 is success, anything else a failure with its reason."""
+        prompt_file = None
+        if self.prompt_via == "file":
+            folder = request.iteration_dir or request.events_file.parent
+            prompt_file = folder / "prompt.md"
+            prompt_file.write_text(request.prompt, encoding="utf-8")
+        argv, stdin = build_argv(self.command, self.prompt_via, request.prompt, prompt_file)
+        env = {**os.environ, **self.env, **request.env}
+        timeout = self.timeout_seconds or request.timeout_seconds
+        proc = await run_process(argv, stdin=stdin, env=env, cwd=request.workdir,
+                                 timeout=timeout, max_output_bytes=self.max_output_bytes)
+        output = proc.stdout.decode("utf-8", errors="replace")
+        meta = {"stderr_tail": _tail(proc.stderr)} if proc.stderr else {}
+        if proc.truncated:
+            meta["truncated"] = True
+        if proc.timed_out:
+            res = BackendResult.failed(f"timeout after {timeout:g}s", output=output,
+                                       exit_code=proc.returncode)
+        elif proc.returncode != 0:
+            why = f"exit status {proc.returncode}"
+            if proc.stderr:
+                why += f": {_tail(proc.stderr)}"
+            res = BackendResult.failed(why, output=output, exit_code=proc.returncode)
+        else:
+            res = BackendResult(output=output, exit_code=0)
+        res.meta.update(meta)
+        return res

@@ -1,0 +1,117 @@
+"""``loop hats list|validate|graph``: the topology at a glance."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from loop.commands.run import add_config_options, load_from_args
+from loop.engine.routing import is_reserved
+from loop.events import topic_matches
+
+__all__ = ["edges", "register", "warnings_for"]
+
+
+def edges(config: Any) -> list[tuple[str, str, str]]:
+    """``(from_hat, topic, to_hat)`` for every published topic some hat triggers on."""
+    out = []
+    for name, hat in config.hats.items():
+        for topic in hat.publishes:
+            for other, o in config.hats.items():
+                if any(t != "*" and topic_matches(t, topic) for t in o.triggers):
+                    out.append((name, topic, other))
+    return out
+
+
+def warnings_for(config: Any) -> list[str]:
+    """Topology problems that are legal but probably mistakes."""
+    warns = []
+    comp = config.loop.completion_event
+    for name, hat in config.hats.items():
+        for topic in hat.publishes:
+            if topic == comp or is_reserved(topic, comp):
+                continue
+            if not any(topic_matches(t, topic) for o in config.hats.values() for t in o.triggers):
+                warns.append(f"hat {name!r} publishes {topic!r} but no hat is triggered by it")
+    reached = {config.loop.starting_event}
+    hats_reached: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, hat in config.hats.items():
+            if name in hats_reached:
+                continue
+            if any(topic_matches(t, r) for t in hat.triggers for r in reached):
+                hats_reached.add(name)
+                reached.update(hat.publishes)
+                changed = True
+    for name in config.hats:
+        if name not in hats_reached:
+            warns.append(f"hat {name!r} cannot be reached from {config.loop.starting_event!r}")
+    if not any(comp in h.publishes for h in config.hats.values()):
+        warns.append(f"no hat lists {comp!r} in publishes: the loop may never complete")
+    return warns
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``hats``."""
+    p = sub.add_parser("hats", help="list, validate or graph the hats")
+    hs = p.add_subparsers(dest="hats_command", metavar="COMMAND", required=True)
+    for name, handler, help_text in (
+        ("list", _list, "one line per hat: triggers, publishes, backend"),
+        ("validate", _validate, "check the config and the topology"),
+        ("graph", _graph, "the event flow, as text or Mermaid"),
+    ):
+        sp = hs.add_parser(name, help=help_text)
+        add_config_options(sp)
+        if name == "graph":
+            sp.add_argument("--mermaid", action="store_true", help="print a Mermaid flowchart")
+        sp.set_defaults(handler=handler)
+
+
+def _list(args: argparse.Namespace) -> int:
+    config = load_from_args(args)
+    rows = [("HAT", "TRIGGERS", "PUBLISHES", "BACKEND", "MAX")]
+    for name, hat in config.hats.items():
+        rows.append((name, ", ".join(hat.triggers), ", ".join(hat.publishes) or "-",
+                     config.hat_backend(name).type, str(hat.max_activations or "-")))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    config = load_from_args(args)
+    print(f"ok: {len(config.hats)} hat(s) from {config.source}; starts on "
+          f"{config.loop.starting_event!r}, completes on {config.loop.completion_event!r}")
+    for w in warnings_for(config):
+        print(f"warning: {w}")
+    return 0
+
+
+def _graph(args: argparse.Namespace) -> int:
+    config = load_from_args(args)
+    start, comp = config.loop.starting_event, config.loop.completion_event
+    starters = [n for n, h in config.hats.items() if any(topic_matches(t, start) for t in h.triggers)]
+    finishers = [n for n, h in config.hats.items() if comp in h.publishes]
+    if args.mermaid:
+        print("flowchart LR")
+        print(f"  start(({start}))")
+        for n in config.hats:
+            print(f"  {n}[{n}]")
+        print(f"  done(({comp}))")
+        for n in starters:
+            print(f"  start --> {n}")
+        for a, topic, b in edges(config):
+            print(f"  {a} -->|{topic}| {b}")
+        for n in finishers:
+            print(f"  {n} --> done")
+        return 0
+    for n in starters:
+        print(f"{start} → {n}")
+    for a, topic, b in edges(config):
+        print(f"{a} —{topic}→ {b}")
+    for n in finishers:
+        print(f"{n} → {comp} (done)")
+    return 0

@@ -1,0 +1,125 @@
+"""``loop run``: run (or resume) a session of the loop."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from loop.config import load_config
+from loop.engine.progress import render_summary
+from loop.extensions import Extension
+
+__all__ = ["add_config_options", "register"]
+
+
+def add_config_options(p: argparse.ArgumentParser) -> None:
+    """The options that choose and override the configuration."""
+    g = p.add_argument_group("configuration (flags override loop.toml)")
+    g.add_argument("--config", "-c", metavar="PATH",
+                   help="config file (default: ./loop.toml, else the built-in default preset)")
+    g.add_argument("--hats", metavar="PATH", action="append",
+                   help="hat file or folder (repeatable; replaces [loop] hats)")
+    g.add_argument("--prompt", help="the objective (overrides [loop] prompt)")
+    g.add_argument("--prompt-file", metavar="PATH", help="read the objective from a file")
+    g.add_argument("--max-iterations", type=int, metavar="N")
+    g.add_argument("--max-runtime", type=float, metavar="SECONDS", dest="max_runtime")
+    g.add_argument("--completion-event", metavar="TOPIC")
+    g.add_argument("--backend", metavar="TYPE", choices=["claude", "gemini", "codex"],
+                   help="run every hat on this backend")
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
+    """``[loop]`` overrides from the command line."""
+    out: dict[str, Any] = {
+        "max_iterations": args.max_iterations,
+        "max_runtime_seconds": args.max_runtime,
+        "completion_event": args.completion_event,
+        "backend": args.backend,
+    }
+    if args.prompt is not None:
+        out["prompt"] = args.prompt
+    if args.prompt_file is not None:
+        out["prompt"] = None
+        out["prompt_file"] = str(Path(args.prompt_file).resolve())
+    return out
+
+
+def load_from_args(args: argparse.Namespace) -> Any:
+    """Load the configuration the flags describe."""
+    return load_config(
+        Path(args.config) if args.config else None,
+        hats=[Path(h) for h in args.hats] if args.hats else None,
+        overrides=overrides_from(args),
+    )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``run``."""
+    p = sub.add_parser("run", help="run the loop (or resume a session)",
+                       description="Run the loop until completion or a limit.")
+    add_config_options(p)
+    s = p.add_argument_group("session")
+    s.add_argument("--session-id", metavar="ID", help="name the new session (default: generated)")
+    s.add_argument("--resume", nargs="?", const="", metavar="ID", default=None,
+                   help="continue a stopped session (default: the most recent one)")
+    r = p.add_argument_group("recording")
+    r.add_argument("--record-session", metavar="FILE", help="record the session as JSONL")
+    r.add_argument("--record-max-bytes", type=int, metavar="N",
+                   help="stop recording at N bytes (default: [recording] max_bytes, 100 MB)")
+    r.add_argument("--force", action="store_true", help="overwrite an existing recording")
+    r.add_argument("--no-redact", action="store_true",
+                   help="keep secret-looking environment values in the recording")
+    p.add_argument("--export-experience", action="store_true",
+                   help="export the session as an experience when it ends")
+    p.add_argument("--log-format", choices=["auto", "console", "json"], default="auto")
+    p.add_argument("--quiet", "-q", action="store_true", help="no per-iteration progress")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=_run)
+
+
+def _recorder(args: argparse.Namespace, config: Any, resume: bool) -> list[Extension]:
+    if not args.record_session:
+        return []
+    from loop.session.recorder import Recorder  # noqa: PLC0415 - only when recording
+
+    return [Recorder(
+        Path(args.record_session),
+        max_bytes=args.record_max_bytes or config.recording.max_bytes,
+        force=args.force,
+        append=resume,
+        redact=config.recording.redact_secrets and not args.no_redact,
+    )]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from loop.cli import print_json, run_async  # noqa: PLC0415 - avoid an import cycle
+    from loop.runner import RunOptions, run_loop, summary_dict  # noqa: PLC0415 - heavy
+
+    config = load_from_args(args)
+    resume = args.resume is not None
+    options = RunOptions(workdir=Path.cwd(), session_id=args.resume or args.session_id or None,
+                         resume=resume, progress=not args.quiet)
+    extra = _recorder(args, config, resume)
+    summary = run_async(run_loop, config, options, extra)
+    lines: list[str] = []
+    for ext in extra:
+        describe = getattr(ext, "describe", None)
+        if callable(describe):
+            lines.append(str(describe()))
+    if args.export_experience:
+        lines.append(_export(config, summary))
+    if args.json:
+        print_json({**summary_dict(summary), "extra": lines})
+    else:
+        print(render_summary(summary, lines))
+    return int(summary.exit_code)
+
+
+def _export(config: Any, summary: Any) -> str:
+    from loop.experience.session_export import export_session  # noqa: PLC0415 - on use
+    from loop.runner import tool_context  # noqa: PLC0415 - on use
+
+    ctx = tool_context(config, Path.cwd())
+    result = export_session(ctx, Path(summary.session_dir))
+    return f"experience {getattr(result, 'session_id', summary.session_id)} exported"

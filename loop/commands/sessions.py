@@ -1,0 +1,78 @@
+"""``loop status [ID]`` and ``loop sessions``: state derived from disk only."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from loop.session.store import latest_session, list_sessions, session_status
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``status`` and ``sessions``."""
+    p = sub.add_parser("status", help="a session's state, derived from its files")
+    p.add_argument("session_id", nargs="?", metavar="ID", help="default: the most recent")
+    p.add_argument("--sessions-dir", default=".loop/sessions", metavar="DIR")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_status)
+    s = sub.add_parser("sessions", help="every session with its state")
+    s.add_argument("--sessions-dir", default=".loop/sessions", metavar="DIR")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=_sessions)
+
+
+def _render(st: dict[str, Any]) -> str:
+    lines = [f"session     {st['session_id']}", f"status      {st['status']}"]
+    if st["status"] == "not_found":
+        return "\n".join(lines)
+    lines += [
+        f"iterations  {st['iterations']}" + (f" (iteration {st['in_flight']} was in flight)"
+                                             if st.get("in_flight") else ""),
+        f"last hat    {st['last_hat'] or '-'}",
+        f"pending     " + (", ".join(f"{p['topic']}→{p['hat']}" for p in st["pending"]) or "-"),
+        f"ended by    {st['termination'] or '-'}",
+        f"elapsed     {st['elapsed']:.2f}s",
+    ]
+    if st.get("resume_command"):
+        lines.append(f"resume with {st['resume_command']}")
+    return "\n".join(lines)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from loop.cli import print_json  # noqa: PLC0415 - avoid an import cycle
+
+    root = Path(args.sessions_dir)
+    sid = args.session_id or latest_session(root)
+    if sid is None:
+        st: dict[str, Any] = {"session_id": None, "status": "not_found"}
+        if args.json:
+            print_json(st)
+        else:
+            print(f"no session in {root}")
+        return 0
+    st = session_status(root, sid).to_dict()
+    if args.json:
+        print_json(st)
+    else:
+        print(_render(st))
+    return 0
+
+
+def _sessions(args: argparse.Namespace) -> int:
+    from loop.cli import print_json  # noqa: PLC0415 - avoid an import cycle
+
+    root = Path(args.sessions_dir)
+    rows = [session_status(root, sid).to_dict() for sid in list_sessions(root)]
+    if args.json:
+        print_json(rows)
+        return 0
+    if not rows:
+        print(f"no session in {root}")
+        return 0
+    for st in rows:
+        print(f"{st['session_id']}  {st['status']:<11} {st['iterations']:>4} it  "
+              f"{st['termination'] or '-':<24} {st['last_hat'] or '-'}")
+    return 0

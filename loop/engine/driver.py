@@ -1,0 +1,394 @@
+"""The thin async driver: run the pure decisions against backends, the bus and the journal.
+
+Per iteration: check limits → select the hat → journal ``iteration.start`` → let the
+extensions act (heartbeat) → build the prompt → run the backend under the timeout →
+collect events from both channels → decide the outcome → publish on the bus → journal
+``iteration.end`` (the commit point) → publish ``loop.iteration.done``.
+
+A session killed at any moment resumes from its journal: a completed iteration is
+never run twice; an iteration without its ``iteration.end`` is run again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from loop import __version__
+from loop.backends.base import Backend, BackendRequest, BackendResult
+from loop.bus import EventBus
+from loop.config import LoadedConfig
+from loop.emit import read_events_file
+from loop.engine.decide import Limits, Outcome, check_limits, decide_outcome, exit_code_for, \
+    select_next
+from loop.engine.prompt import PromptParts, build_prompt
+from loop.engine.routing import HatSpec, hat_specs
+from loop.engine.state import LoopState, RouteContext, apply, fold
+from loop.errors import BackendUnavailable, SessionError
+from loop.events import Event, parse_event_tags
+from loop.extensions import Extension
+from loop.session.journal import Journal, read_journal
+from loop.session.store import SessionLock, SessionPaths, mark_latest
+
+__all__ = ["Engine", "RunSummary"]
+
+log = structlog.get_logger("loop.engine")
+
+
+@dataclass
+class RunSummary:
+    """How a run ended, for the closing summary and the exit code."""
+
+    session_id: str
+    reason: str
+    exit_code: int
+    iterations: int
+    elapsed: float
+    failed_iterations: int
+    events_per_hat: dict[str, int]
+    activations: dict[str, int]
+    cost_usd: float
+    resumed: bool
+    session_dir: str
+    notes: list[str] = field(default_factory=list)
+
+
+class Engine:
+    """Runs one session of the loop to its end."""
+
+    def __init__(
+        self,
+        config: LoadedConfig,
+        *,
+        paths: SessionPaths,
+        backends: Mapping[str, Backend],
+        bus: EventBus | None = None,
+        extensions: list[Extension] | None = None,
+        workdir: Path | None = None,
+        resume: bool = False,
+        child_env: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.paths = paths
+        self.backends = dict(backends)
+        self.bus = bus or EventBus()
+        self.extensions = list(extensions or [])
+        self.workdir = (workdir or Path.cwd()).resolve()
+        self.resume = resume
+        self.child_env = dict(child_env or {})
+        self.clock = clock
+        specs = hat_specs(config.hats)
+        self.specs = {s.name: s for s in specs}
+        self.route_ctx = RouteContext(hats=tuple(specs),
+                                      completion_event=config.loop.completion_event,
+                                      fallback=config.loop.fallback_hat)
+        self.limits = Limits(
+            max_iterations=config.loop.max_iterations,
+            max_runtime_seconds=config.loop.max_runtime_seconds,
+            max_consecutive_failures=config.loop.max_consecutive_failures,
+            stale_threshold=config.loop.stale_threshold,
+        )
+        self.state = LoopState()
+        self.journal = Journal(paths.journal, durable=config.loop.durable)
+        self._lock = SessionLock(paths.lock)
+        self._collecting: list[Event] | None = None
+        self._base_elapsed = 0.0
+        self._t0 = 0.0
+
+    # -- set-up -----------------------------------------------------------------------
+
+    def _record(self, record: dict[str, Any]) -> None:
+        record.setdefault("ts", time.time())
+        self.journal.append(record)
+        apply(self.state, record, self.route_ctx)
+
+    def _elapsed(self) -> float:
+        return self._base_elapsed + (self.clock() - self._t0)
+
+    def _start_session(self) -> None:
+        self.paths.dir.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        contents = read_journal(self.paths.journal)
+        if self.resume:
+            if not contents.records:
+                raise SessionError(f"session {self.paths.session_id} has no journal to resume")
+            self.state = fold(contents.records, self.route_ctx)
+            if self.state.termination == "completed":
+                raise SessionError(f"session {self.paths.session_id} already completed; "
+                                   "start a new one")
+            if contents.torn:
+                log.warning("journal had a torn last line; it was dropped",
+                            journal=str(self.paths.journal))
+            self.journal.open(truncate_to=contents.good_size)
+            self._base_elapsed = self.state.elapsed
+            self._record({"kind": "resume", "pid": os.getpid(),
+                          "iteration": self.state.iteration, "in_flight": self.state.in_flight})
+        else:
+            if contents.records or contents.torn:
+                raise SessionError(f"session {self.paths.session_id} already exists; "
+                                   "use --resume to continue it")
+            self.journal.open()
+            start = Event(topic=self.config.loop.starting_event, payload=self.config.prompt,
+                          source="loop")
+            self._record({
+                "kind": "session.start",
+                "session_id": self.paths.session_id,
+                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "version": __version__,
+                "config_source": self.config.source,
+                "config_digest": self.config.digest(),
+                "completion_event": self.config.loop.completion_event,
+                "fallback_hat": self.config.loop.fallback_hat,
+                "hats": self._hats_record(),
+                "config": self.config.snapshot(),
+                "start_event": start.to_dict(),
+            })
+        mark_latest(self.paths.sessions_dir, self.paths.session_id)
+
+    def _hats_record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, hat in self.config.hats.items():
+            out[name] = {
+                "description": hat.description,
+                "triggers": list(hat.triggers),
+                "publishes": list(hat.publishes),
+                "default_publishes": hat.default_publishes,
+                "max_activations": hat.max_activations,
+                "backend": self.config.hat_backend(name).type,
+            }
+        return out
+
+    def _collector(self, event: Event) -> None:
+        if self._collecting is not None:
+            self._collecting.append(event)
+
+    # -- the run ----------------------------------------------------------------------
+
+    async def run(self) -> RunSummary:
+        """Run (or resume) the session until a termination reason; always journal the end."""
+        self._start_session()
+        self._t0 = self.clock()
+        self.bus.subscribe("*", self._collector, name="engine")
+        for ext in self.extensions:
+            ext.attach(self.bus)
+        reason = "error"
+        notes: list[str] = []
+        try:
+            await self.bus.publish(Event(
+                topic="loop.resumed" if self.resume else "loop.started",
+                payload=self._header(), source="loop"))
+            reason = await self._loop(notes)
+        except anyio.get_cancelled_exc_class():
+            reason = "interrupted"
+            raise
+        except BaseException:
+            reason = "error"
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._finish(reason)
+        return self.summary(reason, notes)
+
+    def _header(self) -> dict[str, Any]:
+        return {
+            "session_id": self.paths.session_id,
+            "config_digest": self.config.digest(),
+            "hats": self._hats_record(),
+            "completion_event": self.config.loop.completion_event,
+            "starting_event": self.config.loop.starting_event,
+            "resumed_at_iteration": self.state.iteration if self.resume else None,
+            "config": self.config.snapshot(),
+        }
+
+    async def _finish(self, reason: str) -> None:
+        try:
+            self._record({"kind": "session.end", "reason": reason,
+                          "iterations": self.state.iteration,
+                          "elapsed": round(self._elapsed(), 6)})
+            await self.bus.publish(Event(topic="loop.terminated", source="loop", payload={
+                "reason": reason, "iterations": self.state.iteration,
+                "elapsed": round(self._elapsed(), 6), "exit_code": exit_code_for(reason),
+            }))
+            for ext in self.extensions:
+                await ext.aclose()
+        finally:
+            self.journal.close()
+            self._lock.release()
+
+    async def _loop(self, notes: list[str]) -> str:
+        while True:
+            reason = check_limits(self.state, self.limits, self._elapsed())
+            if reason is not None:
+                return reason
+            selection = select_next(self.state, self.specs)
+            assert selection is not None  # noqa: S101 - check_limits stops on no pending events
+            if selection.exhausted:
+                await self._exhaust(selection.hat, [p.seq for p in selection.triggers])
+                continue
+            try:
+                await self._iteration(selection.hat, selection.triggers)
+            except BackendUnavailable as exc:
+                notes.append(str(exc))
+                log.error("backend unavailable", error=str(exc))
+                return "backend_unavailable"
+
+    async def _exhaust(self, hat: str, dropped: list[int]) -> None:
+        event = Event(topic=f"{hat}.exhausted", source="loop",
+                      payload=f"hat {hat!r} reached max_activations "
+                              f"({self.specs[hat].max_activations}); its events were dropped")
+        self._record({"kind": "hat.exhausted", "hat": hat, "dropped": dropped,
+                      "event": event.to_dict()})
+        log.warning("hat exhausted", hat=hat, dropped=len(dropped))
+        await self.bus.publish(event)
+
+    def _child_env(self, hat: str, iteration: int, events_file: Path) -> dict[str, str]:
+        env = dict(self.child_env)
+        env.update({
+            "LOOP_EVENTS_FILE": str(events_file),
+            "LOOP_SESSION_ID": self.paths.session_id,
+            "LOOP_SESSION_DIR": str(self.paths.dir.resolve()),
+            "LOOP_ITERATION": str(iteration),
+            "LOOP_HAT": hat,
+            "LOOP_PYTHON": sys.executable,
+        })
+        path = os.environ.get("PATH", "")
+        env["PATH"] = str(Path(sys.executable).parent) + (os.pathsep + path if path else "")
+        return env
+
+    async def _iteration(self, hat: str, triggers: tuple[Any, ...]) -> None:
+        iteration = self.state.iteration + 1
+        activation = self.state.activations.get(hat, 0)
+        spec = self.specs[hat]
+        hat_cfg = self.config.hats[hat]
+        backend = self.backends[hat]
+        self._record({"kind": "iteration.start", "iteration": iteration, "hat": hat,
+                      "triggers": [p.seq for p in triggers]})
+        started = self.clock()
+        published: list[Event] = []
+        self._collecting = published
+        try:
+            for ext in self.extensions:
+                for event in await ext.on_iteration_start(iteration, hat):
+                    await self.bus.publish(event)
+        finally:
+            self._collecting = None
+        context = [s for ext in self.extensions if (s := ext.prompt_section(hat))]
+        prompt = build_prompt(PromptParts(
+            hat=hat, description=hat_cfg.description, instructions=hat_cfg.instructions,
+            objective=self.config.prompt, iteration=iteration,
+            triggers=[p.event for p in triggers], publishes=hat_cfg.publishes,
+            completion_event=self.config.loop.completion_event, context=context,
+        ))
+        it_dir = self.paths.iteration_dir(iteration)
+        it_dir.mkdir(parents=True, exist_ok=True)
+        events_file = it_dir / "events.jsonl"
+        events_file.write_bytes(b"")  # a re-run of an in-flight iteration starts clean
+        timeout = hat_cfg.timeout_seconds or self.config.loop.iteration_timeout_seconds
+        request = BackendRequest(
+            hat=hat, prompt=prompt, iteration=iteration, session_id=self.paths.session_id,
+            activation=activation, events_file=events_file, workdir=self.workdir,
+            env=self._child_env(hat, iteration, events_file), timeout_seconds=timeout,
+            iteration_dir=it_dir, triggers=tuple(p.event for p in triggers),
+        )
+        result = await self._run_backend(backend, request, timeout, hat)
+        emitted, events, problems = self._collect(hat, result, events_file)
+        blocker = None
+        if events and events[-1].topic == self.config.loop.completion_event:
+            blocker = next((b for ext in self.extensions if (b := ext.completion_blocker())),
+                           None)
+        outcome = decide_outcome(spec, ok=result.ok, failure=result.reason, events=events,
+                                 completion_event=self.config.loop.completion_event,
+                                 completion_blocker=blocker)
+        outcome.notes.extend(problems)
+        self._collecting = published
+        try:
+            for event in outcome.publish:
+                await self.bus.publish(event)
+        finally:
+            self._collecting = None
+        duration = self.clock() - started
+        record = self._iteration_record(iteration, hat, activation, prompt, result, outcome,
+                                        events, published, triggers, duration, backend)
+        record["emitted"] = [e.to_dict() for e in emitted]
+        self._record(record)
+        await self.bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))
+
+    async def _run_backend(self, backend: Backend, request: BackendRequest, timeout: float,
+                           hat: str) -> BackendResult:
+        with anyio.move_on_after(timeout) as scope:
+            try:
+                return await backend.run(request)
+            except BackendUnavailable:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a backend bug fails one iteration only
+                log.exception("backend raised", hat=hat)
+                return BackendResult.failed(f"backend error: {type(exc).__name__}: {exc}")
+        assert scope.cancelled_caught  # noqa: S101 - only a timeout leaves the scope here
+        return BackendResult.failed(f"timeout after {timeout:g}s", exit_code=None)
+
+    def _collect(self, hat: str, result: BackendResult,
+                 events_file: Path) -> tuple[list[Event], list[Event], list[str]]:
+        """Events from both channels: the emit file first (in order), then output tags."""
+        records, problems = read_events_file(events_file)
+        emitted = [
+            Event(topic=r["topic"], payload=r.get("payload", ""), source=hat,
+                  target=r.get("target"), ts=float(r.get("ts") or time.time()))
+            for r in records
+        ]
+        events = emitted + parse_event_tags(result.output, source=hat)
+        return emitted, events, [f"emit file {p}" for p in problems]
+
+    def _iteration_record(self, iteration: int, hat: str, activation: int, prompt: str,
+                          result: BackendResult, outcome: Outcome, events: list[Event],
+                          published: list[Event], triggers: tuple[Any, ...], duration: float,
+                          backend: Backend) -> dict[str, Any]:
+        return {
+            "kind": "iteration.end",
+            "iteration": iteration,
+            "hat": hat,
+            "activation": activation,
+            "backend": backend.kind,
+            "status": outcome.status,
+            "reason": outcome.reason,
+            "exit_code": result.exit_code,
+            "prompt": prompt,
+            "output": result.output,
+            "triggers": [p.event.to_dict() for p in triggers],
+            "events": [e.to_dict() for e in events],
+            "published": [e.to_dict() for e in published],
+            "consumed": [p.seq for p in triggers] if outcome.consume else [],
+            "completed": outcome.completed,
+            "notes": outcome.notes,
+            "duration": round(duration, 6),
+            "elapsed": round(self._elapsed(), 6),
+            "cost_usd": result.cost_usd,
+            "input_tokens": result.input_tokens,
+            "output_tokens": result.output_tokens,
+            "turns": result.turns,
+            "meta": result.meta,
+        }
+
+    def summary(self, reason: str, notes: list[str]) -> RunSummary:
+        """The run summary for ``reason``."""
+        return RunSummary(
+            session_id=self.paths.session_id, reason=reason, exit_code=exit_code_for(reason),
+            iterations=self.state.iteration, elapsed=self._elapsed(),
+            failed_iterations=self.state.failed_iterations,
+            events_per_hat=dict(self.state.events_per_hat),
+            activations=dict(self.state.activations), cost_usd=self.state.cost_usd,
+            resumed=self.resume, session_dir=str(self.paths.dir), notes=notes,
+        )
+
+
+def specs_by_name(specs: list[HatSpec]) -> dict[str, HatSpec]:
+    """Index hat specs by name."""
+    return {s.name: s for s in specs}

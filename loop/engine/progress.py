@@ -1,0 +1,75 @@
+"""Progress on stderr while a run goes, and the summary on stdout when it ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from loop.bus import EventBus
+from loop.events import Event
+from loop.extensions import Extension
+
+__all__ = ["ProgressReporter", "render_summary"]
+
+log = structlog.get_logger("loop.progress")
+
+
+class ProgressReporter(Extension):
+    """Logs one line per iteration: number, hat, elapsed, events, status, cost."""
+
+    name = "progress"
+
+    def attach(self, bus: EventBus) -> None:
+        """Follow the loop's lifecycle events."""
+        bus.subscribe("loop.iteration.done", self._iteration, name="progress")
+        bus.subscribe("loop.started", self._started, name="progress")
+        bus.subscribe("loop.resumed", self._started, name="progress")
+
+    def _started(self, event: Event) -> None:
+        data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
+        log.info("session resumed" if event.topic == "loop.resumed" else "session started",
+                 session=data.get("session_id"), hats=len(data.get("hats", {})),
+                 at_iteration=data.get("resumed_at_iteration"))
+
+    def _iteration(self, event: Event) -> None:
+        rec: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
+        fields: dict[str, Any] = {
+            "iteration": rec.get("iteration"),
+            "hat": rec.get("hat"),
+            "status": rec.get("status"),
+            "took": f"{rec.get('duration', 0):.2f}s",
+            "elapsed": f"{rec.get('elapsed', 0):.1f}s",
+            "events": ",".join(e["topic"] for e in rec.get("events", [])) or "-",
+        }
+        if rec.get("cost_usd") is not None:
+            fields["cost"] = f"${rec['cost_usd']:.4f}"
+        if rec.get("reason"):
+            fields["reason"] = rec["reason"]
+        for note in rec.get("notes", []):
+            log.warning("note", iteration=rec.get("iteration"), note=note)
+        if rec.get("status") == "ok":
+            log.info("iteration", **fields)
+        else:
+            log.warning("iteration failed", **fields)
+
+
+def render_summary(summary: Any, extra: list[str] | None = None) -> str:
+    """The closing summary a person reads at a glance."""
+    hats = " · ".join(f"{h} ×{n}" for h, n in summary.activations.items()) or "none"
+    lines = [
+        f"hatloop: {summary.reason} after {summary.iterations} iteration(s) in "
+        f"{summary.elapsed:.2f}s (exit {summary.exit_code})",
+        f"  session   {summary.session_id}" + ("  (resumed)" if summary.resumed else ""),
+        f"  hats      {hats}",
+        f"  events    {sum(summary.events_per_hat.values())} published by hats"
+        + (f", {summary.failed_iterations} failed iteration(s)" if summary.failed_iterations
+           else ""),
+    ]
+    if summary.cost_usd:
+        lines.append(f"  cost      ${summary.cost_usd:.4f}")
+    lines += [f"  note      {n}" for n in summary.notes]
+    lines += [f"  {line}" for line in (extra or [])]
+    if summary.exit_code not in (0,):
+        lines.append(f"  resume    python -m loop run --resume {summary.session_id}")
+    return "\n".join(lines)

@@ -1,0 +1,78 @@
+"""Routing, in pure code: which hat an event goes to.
+
+A targeted event goes to its target. Otherwise the hat with the most specific
+matching trigger wins (literal segments beat ``*`` segments; ties go to the hat
+defined first), and the bare ``*`` is the fallback. Reserved topics (``task.*``,
+``theme.*``, ``experience.*``, ``loop.*`` and the completion event) are for the
+loop and its subscribers: they reach a hat only when a hat subscribes to them by a
+pattern other than the bare ``*``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from loop.events import Event, pattern_specificity, topic_matches
+
+__all__ = ["RESERVED_PREFIXES", "HatSpec", "is_reserved", "route"]
+
+RESERVED_PREFIXES = ("task.", "theme.", "experience.", "loop.")
+
+
+@dataclass(frozen=True, slots=True)
+class HatSpec:
+    """What routing and limits need to know about a hat."""
+
+    name: str
+    triggers: tuple[str, ...]
+    publishes: tuple[str, ...] = ()
+    default_publishes: str | None = None
+    max_activations: int | None = None
+
+
+def is_reserved(topic: str, completion_event: str) -> bool:
+    """Whether ``topic`` belongs to the loop and its subscribers rather than to hats."""
+    return topic == completion_event or topic.startswith(RESERVED_PREFIXES)
+
+
+def route(event: Event, hats: Sequence[HatSpec], *, completion_event: str,
+          fallback: str | None = None) -> str | None:
+    """The hat ``event`` goes to, or ``None`` when no hat takes it."""
+    names = {h.name for h in hats}
+    if event.target is not None:
+        return event.target if event.target in names else None
+    if event.topic == completion_event:
+        return None
+    best: tuple[tuple[int, int], int, str] | None = None
+    for index, hat in enumerate(hats):
+        for pattern in hat.triggers:
+            if pattern == "*" or not topic_matches(pattern, event.topic):
+                continue
+            key = (pattern_specificity(pattern), -index, hat.name)
+            if best is None or key[:2] > best[:2]:
+                best = key
+    if best is not None:
+        return best[2]
+    if is_reserved(event.topic, completion_event):
+        return None
+    for hat in hats:
+        if "*" in hat.triggers:
+            return hat.name
+    if fallback is not None and fallback in names:
+        return fallback
+    return None
+
+
+def hat_specs(hats: Mapping[str, object]) -> list[HatSpec]:
+    """HatSpecs from config hats (anything with the HatConfig attributes)."""
+    specs = []
+    for name, hat in hats.items():
+        specs.append(HatSpec(
+            name=name,
+            triggers=tuple(getattr(hat, "triggers", ())),
+            publishes=tuple(getattr(hat, "publishes", ())),
+            default_publishes=getattr(hat, "default_publishes", None),
+            max_activations=getattr(hat, "max_activations", None),
+        ))
+    return specs

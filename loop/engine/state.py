@@ -1,0 +1,154 @@
+"""The loop's state, derived from journal records by a pure reducer.
+
+Everything the engine needs (iteration count, pending events, per-hat activations,
+failure and stale counters, elapsed runtime, seen topics) is a fold of the session
+journal through :func:`apply`. The live engine appends a record and applies it; a
+restarted engine applies the records it reads back. One code path, so a resumed
+session is exactly the session that stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from loop.engine.routing import HatSpec, is_reserved, route
+from loop.events import Event
+
+__all__ = ["LoopState", "PendingEvent", "RouteContext", "apply", "fold"]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingEvent:
+    """An event waiting for its hat, with its sequence number."""
+
+    seq: int
+    event: Event
+    hat: str
+
+
+@dataclass(frozen=True)
+class RouteContext:
+    """What the reducer needs from the configuration."""
+
+    hats: tuple[HatSpec, ...]
+    completion_event: str = "LOOP_COMPLETE"
+    fallback: str | None = None
+
+    @property
+    def hat_names(self) -> frozenset[str]:
+        """The names of the configured hats."""
+        return frozenset(h.name for h in self.hats)
+
+
+@dataclass
+class LoopState:
+    """Plain data: what the journal says about a session so far."""
+
+    session_id: str = ""
+    iteration: int = 0
+    in_flight: int | None = None
+    in_flight_hat: str | None = None
+    next_seq: int = 1
+    pending: list[PendingEvent] = field(default_factory=list)
+    activations: dict[str, int] = field(default_factory=dict)
+    consecutive_failures: int = 0
+    failed_iterations: int = 0
+    last_signature: tuple[str, str, str] | None = None
+    repeat_count: int = 0
+    elapsed: float = 0.0
+    seen_topics: set[str] = field(default_factory=set)
+    exhausted: set[str] = field(default_factory=set)
+    unrouted: str | None = None
+    completed: bool = False
+    termination: str | None = None
+    last_hat: str | None = None
+    events_per_hat: dict[str, int] = field(default_factory=dict)
+    cost_usd: float = 0.0
+    resumes: int = 0
+    started: bool = False
+    last_reason: str | None = None
+
+
+def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
+    state.seen_topics.add(event.topic)
+    hat = route(event, ctx.hats, completion_event=ctx.completion_event, fallback=ctx.fallback)
+    if hat is not None:
+        state.pending.append(PendingEvent(seq=state.next_seq, event=event, hat=hat))
+        state.next_seq += 1
+    elif (event.source in ctx.hat_names and event.topic != ctx.completion_event
+          and not is_reserved(event.topic, ctx.completion_event)):
+        state.unrouted = event.topic
+
+
+def _events(raw: Sequence[dict[str, Any]]) -> list[Event]:
+    return [Event.from_dict(e) for e in raw]
+
+
+def apply(state: LoopState, record: dict[str, Any], ctx: RouteContext) -> LoopState:
+    """Fold one journal record into ``state`` (mutates and returns it)."""
+    kind = record.get("kind")
+    if kind == "session.start":
+        state.session_id = str(record.get("session_id", ""))
+        state.started = True
+        _route_into(state, Event.from_dict(record["start_event"]), ctx)
+    elif kind == "iteration.start":
+        state.in_flight = int(record["iteration"])
+        state.in_flight_hat = str(record["hat"])
+    elif kind == "iteration.end":
+        _apply_iteration_end(state, record, ctx)
+    elif kind == "hat.exhausted":
+        dropped = set(record.get("dropped", []))
+        state.pending = [p for p in state.pending if p.seq not in dropped]
+        state.exhausted.add(str(record["hat"]))
+        _route_into(state, Event.from_dict(record["event"]), ctx)
+    elif kind == "session.end":
+        state.termination = str(record["reason"])
+        state.in_flight = None
+        state.in_flight_hat = None
+    elif kind == "resume":
+        state.resumes += 1
+        state.termination = None
+        state.in_flight = None
+        state.in_flight_hat = None
+    return state
+
+
+def _apply_iteration_end(state: LoopState, record: dict[str, Any], ctx: RouteContext) -> None:
+    hat = str(record["hat"])
+    state.iteration = int(record["iteration"])
+    state.in_flight = None
+    state.in_flight_hat = None
+    state.last_hat = hat
+    state.activations[hat] = state.activations.get(hat, 0) + 1
+    state.elapsed = float(record.get("elapsed", state.elapsed))
+    state.cost_usd += float(record.get("cost_usd") or 0.0)
+    state.last_reason = record.get("reason")
+    if record.get("status") == "ok":
+        state.consecutive_failures = 0
+        consumed = set(record.get("consumed", []))
+        state.pending = [p for p in state.pending if p.seq not in consumed]
+    else:
+        state.consecutive_failures += 1
+        state.failed_iterations += 1
+    for event in _events(record.get("published", [])):
+        if event.source == hat:
+            state.events_per_hat[hat] = state.events_per_hat.get(hat, 0) + 1
+            sig = event.signature()
+            if sig == state.last_signature:
+                state.repeat_count += 1
+            else:
+                state.last_signature = sig
+                state.repeat_count = 1
+        _route_into(state, event, ctx)
+    if record.get("completed"):
+        state.completed = True
+
+
+def fold(records: Sequence[dict[str, Any]], ctx: RouteContext) -> LoopState:
+    """The state after all ``records`` (a fresh state for an empty journal)."""
+    state = LoopState()
+    for record in records:
+        apply(state, record, ctx)
+    return state

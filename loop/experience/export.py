@@ -1,0 +1,378 @@
+"""The export tools: status, init, conversations, thoughts, finalize (seeds 000 and 002).
+
+Each call is complete in itself: it derives the state from the directory, decides,
+and writes one file atomically under the directory's lock (``.export.lock``). A
+killed export leaves only whole files, and :func:`export_status` says where to go on.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import ValidationError
+
+from loop._fs import atomic_write, file_lock, fsync_dir, read_json
+from loop.errors import ToolError
+from loop.experience.layout import (
+    CONVERSATION_BATCH_LIMIT,
+    MANIFEST,
+    MAX_DIRECTORY_BYTES,
+    MAX_FILE_BYTES,
+    SUMMARY,
+    THOUGHTS,
+    DirState,
+    batch_file_name,
+    check_session_id,
+    derive_status,
+    experience_dir,
+    scan,
+)
+from loop.experience.models import (
+    ConversationsInput,
+    ConversationsOutput,
+    FinalizeOutput,
+    InitInput,
+    InitOutput,
+    SessionInput,
+    StatusOutput,
+    ThoughtsInput,
+    ThoughtsOutput,
+)
+from loop.experience.schemas import (
+    MCP_VERSION,
+    ConversationBatch,
+    Manifest,
+    ManifestFiles,
+    SummaryFile,
+)
+from loop.tools.registry import ToolContext
+
+__all__ = [
+    "encode",
+    "export_conversations",
+    "export_finalize",
+    "export_init",
+    "export_status",
+    "export_thoughts",
+]
+
+log = structlog.get_logger(__name__)
+
+EXPECTED_FILES = ["conversations_001.json", THOUGHTS, MANIFEST]
+
+
+def encode(value: Any) -> bytes:
+    """The bytes written for a JSON file (pretty, UTF-8, trailing newline)."""
+    return (json.dumps(value, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[DirState]:
+    """Hold the directory's lock and yield a listing taken inside it."""
+    with file_lock(directory / ".export"):
+        yield scan(directory)
+
+
+def _existing_dir(ctx: ToolContext, session_id: str) -> Path:
+    directory = experience_dir(ctx, session_id)
+    if not directory.is_dir():
+        raise ToolError(
+            "session_not_found",
+            f"no export session {session_id!r} in {ctx.experiences_base}: "
+            "call export_experience_init first",
+        )
+    return directory
+
+
+def _refuse_completed(state: DirState, session_id: str) -> None:
+    if MANIFEST in state.files:
+        raise ToolError(
+            "export_completed",
+            f"session {session_id!r} is already finalized (manifest.json exists); "
+            "start a new export with another session_id",
+        )
+
+
+def _check_sizes(state: DirState, name: str, data: bytes, *, freed: int = 0) -> None:
+    """Refuse a write over 10 MB, or one that takes the directory over 100 MB."""
+    if len(data) > MAX_FILE_BYTES:
+        raise ToolError(
+            "file_too_large",
+            f"{name} would be {len(data)} bytes; the limit is {MAX_FILE_BYTES} bytes (10 MB) "
+            "per file: send fewer or shorter items",
+            details={"file": name, "size": len(data), "limit": MAX_FILE_BYTES},
+        )
+    total = state.total_bytes - state.size_of(name) - freed + len(data)
+    if total > MAX_DIRECTORY_BYTES:
+        raise ToolError(
+            "directory_too_large",
+            f"writing {name} would bring the experience to {total} bytes; the limit is "
+            f"{MAX_DIRECTORY_BYTES} bytes (100 MB) per directory",
+            details={"file": name, "directory_size": total, "limit": MAX_DIRECTORY_BYTES},
+        )
+
+
+def export_status(ctx: ToolContext, inp: SessionInput) -> StatusOutput:
+    """``get_export_status``: derive the export's state from its files."""
+    directory = experience_dir(ctx, inp.session_id)
+    state = scan(directory)
+    status, next_batch = derive_status(state)
+    return StatusOutput(
+        status=status,
+        session_id=inp.session_id,
+        directory_path=str(directory),
+        created_files=list(state.files),
+        next_batch_number=next_batch,
+    )
+
+
+def export_init(ctx: ToolContext, inp: InitInput) -> InitOutput:
+    """``export_experience_init``: create the directory and record summary.json.
+
+    Repeating the same init is accepted (a safe retry); a different init for an
+    existing session is refused, and so is any init of a finalized one.
+    """
+    session_id = check_session_id(inp.session_id) if inp.session_id else str(uuid.uuid4())
+    directory = experience_dir(ctx, session_id)
+    summary = inp.summary.model_dump(mode="json", exclude_none=True)
+    record = {
+        "summary": summary,
+        "metadata": inp.metadata,
+        "session_id": session_id,
+        "created_at": _now(),
+    }
+    data = encode(record)
+    _check_sizes(DirState(exists=False), SUMMARY, data)
+    directory.mkdir(parents=True, exist_ok=True)
+    out = InitOutput(
+        session_id=session_id, directory_path=str(directory), expected_files=EXPECTED_FILES
+    )
+    with _locked(directory) as state:
+        _refuse_completed(state, session_id)
+        if SUMMARY in state.files:
+            existing = read_json(directory / SUMMARY)
+            if (
+                isinstance(existing, dict)
+                and existing.get("summary") == summary
+                and existing.get("metadata") == inp.metadata
+            ):
+                return out.model_copy(update={"resumed": True})
+        if state.files:
+            status, next_batch = derive_status(state)
+            raise ToolError(
+                "session_exists",
+                f"session {session_id!r} already exists ({status}, next batch {next_batch}) "
+                "with a different summary; resume it (get_export_status) or use another "
+                "session_id",
+            )
+        _check_sizes(state, SUMMARY, data)
+        atomic_write(directory / SUMMARY, data)
+    log.info("experience export started", session_id=session_id, directory=str(directory))
+    return out
+
+
+def _batch_length(path: Path) -> int:
+    raw = read_json(path)
+    conversations = raw.get("conversations") if isinstance(raw, dict) else None
+    if not isinstance(conversations, list):
+        raise ToolError(
+            "invalid_batch",
+            f"{path.name}: conversations: not a list",
+            details={"file": path.name, "field": "conversations"},
+        )
+    return len(conversations)
+
+
+def export_conversations(ctx: ToolContext, inp: ConversationsInput) -> ConversationsOutput:
+    """``export_experience_conversations``: write one batch, write-once and consecutive."""
+    directory = _existing_dir(ctx, inp.session_id)
+    count = len(inp.conversations_batch)
+    number = inp.batch_number
+    if count > CONVERSATION_BATCH_LIMIT:
+        raise ToolError(
+            "batch_too_large",
+            f"batch {number} has {count} conversations; at most {CONVERSATION_BATCH_LIMIT} "
+            "per batch: split it",
+            details={"count": count, "limit": CONVERSATION_BATCH_LIMIT},
+        )
+    name = batch_file_name(number)
+    with _locked(directory) as state:
+        _refuse_completed(state, inp.session_id)
+        batches = state.batches
+        expected = max(batches) + 1 if batches else 1
+        if number not in batches and number != expected:
+            raise ToolError(
+                "batch_not_consecutive",
+                f"batch_number {number} is out of order: the next batch is {expected}",
+                details={"batch_number": number, "next_batch_number": expected},
+            )
+        start = 1 + sum(_batch_length(directory / n) for b, n in batches.items() if b < number)
+        content = {
+            "batch_info": {
+                "batch_number": number,
+                "count": count,
+                "start_index": start,
+                "end_index": start + count - 1,
+            },
+            "conversations": [c.model_dump(mode="json") for c in inp.conversations_batch],
+        }
+        data = encode(content)
+        path = directory / name
+        if number in batches:
+            if read_json(path) != content:
+                raise ToolError(
+                    "batch_conflict",
+                    f"{name} already exists with different content; a batch is written "
+                    f"once: resend it unchanged or send batch {expected} next",
+                    details={"file": name, "next_batch_number": expected},
+                )
+            return ConversationsOutput(
+                file_path=str(path),
+                processed_count=count,
+                batch_file_size=state.size_of(name),
+                next_batch_number=expected,
+                already_existed=True,
+            )
+        _check_sizes(state, name, data)
+        atomic_write(path, data)
+    return ConversationsOutput(
+        file_path=str(path),
+        processed_count=count,
+        batch_file_size=len(data),
+        next_batch_number=number + 1,
+    )
+
+
+def export_thoughts(ctx: ToolContext, inp: ThoughtsInput) -> ThoughtsOutput:
+    """``export_experience_thoughts``: write thoughts.json (free form; the last one wins)."""
+    directory = _existing_dir(ctx, inp.session_id)
+    data = encode(inp.thoughts)
+    with _locked(directory) as state:
+        _refuse_completed(state, inp.session_id)
+        _check_sizes(state, THOUGHTS, data)
+        atomic_write(directory / THOUGHTS, data)
+    return ThoughtsOutput(file_path=str(directory / THOUGHTS), replaced=THOUGHTS in state.files)
+
+
+def _load_summary(directory: Path) -> SummaryFile:
+    try:
+        return SummaryFile.model_validate(read_json(directory / SUMMARY))
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ToolError(
+            "invalid_summary",
+            f"{SUMMARY}: {where}: {first['msg']}",
+            details={"file": SUMMARY, "field": where},
+        ) from exc
+
+
+def _count_batches(directory: Path, batches: dict[int, str]) -> int:
+    numbers = list(batches)
+    if numbers != list(range(1, len(numbers) + 1)):
+        raise ToolError(
+            "batch_not_consecutive",
+            f"conversation batches are not 1..{len(numbers)}: found {numbers}",
+        )
+    total = 0
+    for name in batches.values():
+        try:
+            batch = ConversationBatch.model_validate(read_json(directory / name), strict=True)
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ToolError(
+                "invalid_batch",
+                f"{name}: {where}: {first['msg']}",
+                details={"file": name, "field": where},
+            ) from exc
+        total += len(batch.conversations)
+    return total
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _build_manifest(
+    loaded: SummaryFile, batches: dict[int, str], thoughts: str, total: int
+) -> dict[str, Any]:
+    summary, meta = loaded.summary, loaded.metadata
+    manifest = Manifest(
+        mcp_version=MCP_VERSION,
+        ai_name=summary.ai_name,
+        ai_context=summary.ai_context,
+        experience_summary=summary.experience_summary,
+        experience_flow=summary.experience_flow,
+        files=ManifestFiles(conversations=list(batches.values()), thoughts=thoughts),
+        main_topics=summary.main_topics,
+        total_conversations=total,
+        session_id=loaded.session_id,
+        created_at=loaded.created_at,
+        ai_model=summary.ai_model or _text(meta.get("ai_model")) or _text(meta.get("model")),
+        duration=summary.duration
+        or _text(meta.get("duration"))
+        or _text(meta.get("session_duration")),
+        platform=summary.platform or _text(meta.get("platform")),
+        custom_metadata=meta,
+    )
+    return manifest.model_dump(mode="json", exclude_none=True)
+
+
+def export_finalize(ctx: ToolContext, inp: SessionInput) -> FinalizeOutput:
+    """``export_experience_finalize``: write manifest.json, then remove summary.json.
+
+    Finalizing a finalized export again is accepted (it completes a finalize that was
+    killed between the two steps).
+    """
+    directory = _existing_dir(ctx, inp.session_id)
+    warnings: list[str] = []
+    with _locked(directory) as state:
+        if MANIFEST in state.files:
+            warnings.append("already finalized")
+            total = _count_batches(directory, state.batches)
+        else:
+            if SUMMARY not in state.files:
+                raise ToolError(
+                    "summary_missing", f"{SUMMARY} is missing: call export_experience_init first"
+                )
+            loaded = _load_summary(directory)
+            if not state.batches:
+                raise ToolError(
+                    "no_conversations",
+                    "no conversation batch yet: send batch 1 with "
+                    "export_experience_conversations before finalizing",
+                )
+            total = _count_batches(directory, state.batches)
+            thoughts = THOUGHTS if THOUGHTS in state.files else ""
+            if not thoughts:
+                warnings.append("no thoughts.json: the importer's most valuable file is missing")
+            data = encode(_build_manifest(loaded, state.batches, thoughts, total))
+            _check_sizes(state, MANIFEST, data, freed=state.size_of(SUMMARY))
+            atomic_write(directory / MANIFEST, data)
+        (directory / SUMMARY).unlink(missing_ok=True)
+        for stale in directory.glob(".*.tmp"):  # left by a writer killed mid-write
+            stale.unlink(missing_ok=True)
+        fsync_dir(directory)
+    final = scan(directory)
+    log.info("experience export finalized", session_id=inp.session_id, conversations=total)
+    return FinalizeOutput(
+        directory_path=str(directory),
+        manifest_path=str(directory / MANIFEST),
+        total_files=len(final.files),
+        total_size=final.total_bytes,
+        file_list=list(final.files),
+        total_conversations=total,
+        warnings=warnings,
+    )

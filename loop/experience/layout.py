@@ -1,0 +1,172 @@
+"""Where an experience lives and what its files say about its state (seed 000).
+
+There is no export manager: the ``session_id`` names the directory, and the state
+of an export is derived from the files in it on every call. :func:`scan` reads the
+directory listing once; :func:`derive_status` is a pure function of that listing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from loop._fs import inside_root, safe_join
+from loop.errors import PathError, ToolError
+from loop.tools.registry import ToolContext
+
+__all__ = [
+    "BATCH_RE",
+    "CONVERSATION_BATCH_LIMIT",
+    "DIR_PREFIX",
+    "MANIFEST",
+    "MAX_DIRECTORY_BYTES",
+    "MAX_FILE_BYTES",
+    "SESSION_ID_MAX",
+    "SUMMARY",
+    "THOUGHTS",
+    "DirState",
+    "ExportStatus",
+    "batch_file_name",
+    "check_session_id",
+    "derive_status",
+    "experience_dir",
+    "resolve_in_roots",
+    "scan",
+]
+
+ExportStatus = Literal["not_found", "initializing", "in_progress", "completed"]
+
+MANIFEST = "manifest.json"
+THOUGHTS = "thoughts.json"
+SUMMARY = "summary.json"
+DIR_PREFIX = "experience_"
+BATCH_RE = re.compile(r"^conversations_(\d{3,})\.json$")
+
+# Limits the original declared but never enforced.
+CONVERSATION_BATCH_LIMIT = 50
+MAX_FILE_BYTES = 10 * 1024 * 1024
+MAX_DIRECTORY_BYTES = 100 * 1024 * 1024
+SESSION_ID_MAX = 100
+
+_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def check_session_id(session_id: str) -> str:
+    """Return ``session_id`` if it is a safe directory-name part.
+
+    Allowed: 1 to 100 characters of letters, digits, ``.``, ``_`` and ``-``, starting
+    with a letter or digit, without ``..``.
+
+    Raises:
+        ToolError: ``invalid_session_id`` naming what is wrong.
+    """
+    if not session_id:
+        raise ToolError("invalid_session_id", "session_id must not be empty")
+    if len(session_id) > SESSION_ID_MAX:
+        raise ToolError(
+            "invalid_session_id",
+            f"session_id is {len(session_id)} characters long; at most {SESSION_ID_MAX} allowed",
+        )
+    if ".." in session_id or not _SESSION_ID.match(session_id):
+        raise ToolError(
+            "invalid_session_id",
+            f"invalid session_id {session_id!r}: use letters, digits, '.', '_' and '-' only, "
+            "starting with a letter or digit (e.g. 20250101-120000-feature)",
+        )
+    return session_id
+
+
+def experience_dir(ctx: ToolContext, session_id: str) -> Path:
+    """The directory of ``session_id`` under the configured experiences base."""
+    check_session_id(session_id)
+    try:
+        return safe_join(ctx.experiences_base, DIR_PREFIX + session_id, what="session_id")
+    except PathError as exc:  # a symlinked directory pointing outside the base
+        raise ToolError("invalid_session_id", exc.message) from exc
+
+
+def resolve_in_roots(ctx: ToolContext, raw: str, *, what: str) -> Path:
+    """Resolve a user-supplied directory; it must lie in the experiences base or the project.
+
+    Relative paths are taken relative to the project folder (``ctx.root``).
+
+    Raises:
+        ToolError: ``path_outside_roots`` when it leaves both roots.
+    """
+    if "\x00" in raw:
+        raise ToolError("invalid_path", f"{what} must not contain NUL")
+    path = Path(raw).expanduser()
+    candidate = path if path.is_absolute() else ctx.root / path
+    for root in (ctx.experiences_base, ctx.root):
+        try:
+            return inside_root(root, candidate, what=what)
+        except PathError:
+            continue
+    raise ToolError(
+        "path_outside_roots",
+        f"{what} {raw!r} is outside the experiences base {ctx.experiences_base} "
+        f"and the project {ctx.root}",
+    )
+
+
+def batch_file_name(batch_number: int) -> str:
+    """``conversations_001.json`` for batch 1 (zero-padded to 3 digits)."""
+    return f"conversations_{batch_number:03d}.json"
+
+
+@dataclass(frozen=True)
+class DirState:
+    """What one listing of an experience directory shows."""
+
+    exists: bool
+    files: dict[str, int] = field(default_factory=dict)  # visible file name -> size in bytes
+
+    @property
+    def batches(self) -> dict[int, str]:
+        """Batch number -> file name, for every ``conversations_NNN.json``."""
+        out: dict[int, str] = {}
+        for name in self.files:
+            match = BATCH_RE.match(name)
+            if match:
+                out[int(match.group(1))] = name
+        return dict(sorted(out.items()))
+
+    @property
+    def total_bytes(self) -> int:
+        """The size of the visible files together."""
+        return sum(self.files.values())
+
+    def size_of(self, name: str) -> int:
+        """The size of ``name``, or 0 when it does not exist."""
+        return self.files.get(name, 0)
+
+
+def scan(directory: Path) -> DirState:
+    """List the visible regular files of ``directory`` (lock and temp files are hidden)."""
+    if not directory.is_dir():
+        return DirState(exists=False)
+    files: dict[str, int] = {}
+    for entry in directory.iterdir():
+        if entry.name.startswith(".") or not entry.is_file():
+            continue
+        files[entry.name] = entry.stat().st_size
+    return DirState(exists=True, files=dict(sorted(files.items())))
+
+
+def derive_status(state: DirState) -> tuple[ExportStatus, int | None]:
+    """The seed-000 status and the next batch number to send (``None`` once completed).
+
+    ``initializing`` means the directory exists but neither a conversation batch nor
+    thoughts.json is there yet (summary.json alone does not make it in progress).
+    """
+    if not state.exists:
+        return "not_found", 1
+    if MANIFEST in state.files:
+        return "completed", None
+    batches = state.batches
+    next_batch = max(batches) + 1 if batches else 1
+    if batches or THOUGHTS in state.files:
+        return "in_progress", next_batch
+    return "initializing", next_batch

@@ -1,0 +1,127 @@
+"""``list_experiences``: find finalized experiences and filter them by their manifest."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from loop._fs import read_json
+from loop.errors import StoreError, ToolError
+from loop.experience.layout import BATCH_RE, DIR_PREFIX, MANIFEST, THOUGHTS, resolve_in_roots
+from loop.experience.models import DirectorySummary, ExperienceFilters, ListInput, ListOutput
+from loop.experience.schemas import Manifest, parse_timestamp
+from loop.tools.registry import ToolContext
+
+__all__ = ["list_experiences", "matches"]
+
+
+def _filter_date(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_timestamp(value)
+    except ValueError as exc:
+        raise ToolError(
+            "invalid_input", f"filters.{name}: not an ISO 8601 date or date-time: {value!r}"
+        ) from exc
+
+
+def matches(manifest: Manifest, filters: ExperienceFilters) -> bool:
+    """Whether ``manifest`` passes every given filter (pure).
+
+    Strings match as case-insensitive substrings; ``main_topics`` matches when any
+    filter topic is a substring of any stored topic; the date filters are exclusive
+    bounds and drop a manifest without ``created_at`` (it cannot be shown to match);
+    the conversation counts are inclusive.
+    """
+    if filters.ai_name and filters.ai_name.casefold() not in manifest.ai_name.casefold():
+        return False
+    if filters.ai_context and filters.ai_context.casefold() not in manifest.ai_context.casefold():
+        return False
+    if filters.main_topics:
+        wanted = [t.casefold() for t in filters.main_topics]
+        stored = [t.casefold() for t in manifest.main_topics]
+        if not any(w in s for w in wanted for s in stored):
+            return False
+    after = _filter_date(filters.created_after, "created_after")
+    before = _filter_date(filters.created_before, "created_before")
+    if after is not None or before is not None:
+        if manifest.created_at is None:
+            return False
+        created = parse_timestamp(manifest.created_at)
+        if after is not None and not created > after:
+            return False
+        if before is not None and not created < before:
+            return False
+    total = manifest.total_conversations
+    if filters.min_conversations is not None and total < filters.min_conversations:
+        return False
+    return filters.max_conversations is None or total <= filters.max_conversations
+
+
+def _file_count(directory: Path) -> int:
+    return sum(
+        1
+        for p in directory.iterdir()
+        if p.is_file() and (p.name in (MANIFEST, THOUGHTS) or BATCH_RE.match(p.name))
+    )
+
+
+def list_experiences(ctx: ToolContext, inp: ListInput) -> ListOutput:
+    """List the experiences under the base directory whose manifest is valid and matches."""
+    base = (
+        resolve_in_roots(ctx, inp.base_directory, what="base_directory")
+        if inp.base_directory
+        else ctx.experiences_base
+    )
+    filters = inp.filters or ExperienceFilters()
+    # Check the date filters once up front, so a bad one fails even with nothing to list.
+    _filter_date(filters.created_after, "created_after")
+    _filter_date(filters.created_before, "created_before")
+    found: list[dict[str, Any]] = []
+    summaries: list[DirectorySummary] = []
+    warnings: list[str] = []
+    if not base.is_dir():
+        return ListOutput(
+            experience_directories=[],
+            directory_summaries=[],
+            warnings=[f"no experiences yet: {base} does not exist"],
+        )
+    for directory in sorted(base.iterdir()):
+        if not directory.name.startswith(DIR_PREFIX) or not directory.is_dir():
+            continue
+        if not (directory / MANIFEST).is_file():
+            warnings.append(f"{directory.name}: not finalized (no manifest.json)")
+            continue
+        try:
+            raw = read_json(directory / MANIFEST)
+            manifest = Manifest.model_validate(raw, strict=True)
+        except StoreError as exc:
+            warnings.append(f"{directory.name}: {exc.message}")
+            continue
+        except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"])
+            warnings.append(f"{directory.name}: manifest.json: {where}: {first['msg']}")
+            continue
+        if not matches(manifest, filters):
+            continue
+        found.append(
+            {
+                **manifest.model_dump(mode="json", exclude_none=True),
+                "directory_path": str(directory),
+            }
+        )
+        summaries.append(
+            DirectorySummary(
+                directory=directory.name,
+                summary=f"{manifest.ai_name}: {manifest.experience_summary}",
+                file_count=_file_count(directory),
+            )
+        )
+    return ListOutput(
+        experience_directories=found, directory_summaries=summaries, warnings=warnings
+    )

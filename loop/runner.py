@@ -1,0 +1,134 @@
+"""Assemble a run: config → backends, bus, extensions, engine; signals; the summary."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from loop.backends import Backend, build_backend
+from loop.bus import EventBus
+from loop.config import LoadedConfig
+from loop.engine.driver import Engine, RunSummary
+from loop.engine.progress import ProgressReporter
+from loop.errors import SessionError
+from loop.extensions import Extension
+from loop.session.store import SessionPaths, latest_session, new_session_id, validate_session_id
+from loop.tools.registry import ToolContext
+
+__all__ = ["RunOptions", "build_backends", "domain_extensions", "resolve_session", "run_loop"]
+
+log = structlog.get_logger("loop.runner")
+
+
+@dataclass
+class RunOptions:
+    """How to run: which session, where, and what else listens on the bus."""
+
+    workdir: Path
+    session_id: str | None = None
+    resume: bool = False
+    progress: bool = True
+    extensions: list[Extension] = field(default_factory=list)
+    backends: dict[str, Backend] | None = None
+    handle_signals: bool = True
+
+
+def build_backends(config: LoadedConfig) -> dict[str, Backend]:
+    """One backend per hat, from the hat's own config or the default ``[backend]``."""
+    return {name: build_backend(config.hat_backend(name)) for name in config.hats}
+
+
+def tool_context(config: LoadedConfig, workdir: Path) -> ToolContext:
+    """The tool context the loop's extensions and child processes share."""
+    return ToolContext(
+        root=workdir,
+        tasks_file=config.resolve(config.tasks.file),
+        workspace=config.resolve(config.themes.workspace),
+        experiences_base=config.resolve(config.experience.base_directory),
+    )
+
+
+def domain_extensions(config: LoadedConfig, ctx: ToolContext) -> list[Extension]:
+    """The task, theme and experience extensions the config enables."""
+    exts: list[Extension] = []
+    if config.tasks.enabled:
+        from loop.tasks.extension import TasksExtension  # noqa: PLC0415 - import on use
+
+        exts.append(TasksExtension(ctx, block_completion=config.tasks.block_completion))
+    if config.themes.enabled:
+        from loop.themes.extension import ThemesExtension  # noqa: PLC0415 - import on use
+
+        exts.append(ThemesExtension(ctx))
+    if config.experience.enabled:
+        from loop.experience.extension import ExperienceExtension  # noqa: PLC0415 - on use
+
+        exts.append(ExperienceExtension(ctx))
+    return exts
+
+
+def child_env(ctx: ToolContext) -> dict[str, str]:
+    """Environment for agents so their tool calls reach the same files as the loop."""
+    env = {"LOOP_WORKSPACE": str(ctx.workspace), "LOOP_EXPERIENCES_DIR": str(ctx.experiences_base)}
+    if ctx.tasks_file is not None:
+        env["FILE_PATH"] = str(ctx.tasks_file)
+    return env
+
+
+def resolve_session(config: LoadedConfig, options: RunOptions) -> SessionPaths:
+    """The session to run: a new id, the given one, or (resume) the most recent one."""
+    sessions_dir = config.resolve(config.loop.sessions_dir)
+    if options.resume and options.session_id is None:
+        latest = latest_session(sessions_dir)
+        if latest is None:
+            raise SessionError(f"no session to resume in {sessions_dir}")
+        return SessionPaths(sessions_dir, latest)
+    sid = validate_session_id(options.session_id) if options.session_id else new_session_id()
+    return SessionPaths(sessions_dir, sid)
+
+
+async def _watch_signals(scope: anyio.CancelScope, received: list[int]) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            received.append(signum)
+            log.warning("signal received: stopping after cleanup", signal=signum)
+            scope.cancel()
+            return
+
+
+async def run_loop(config: LoadedConfig, options: RunOptions,
+                   extra: Sequence[Extension] = ()) -> RunSummary:
+    """Run (or resume) a session to its end; SIGINT/SIGTERM stop it gracefully."""
+    ctx = tool_context(config, options.workdir)
+    paths = resolve_session(config, options)
+    exts: list[Extension] = []
+    if options.progress:
+        exts.append(ProgressReporter())
+    exts += domain_extensions(config, ctx)
+    exts += list(extra) + options.extensions
+    engine = Engine(
+        config, paths=paths, backends=options.backends or build_backends(config),
+        bus=EventBus(), extensions=exts, workdir=options.workdir, resume=options.resume,
+        child_env=child_env(ctx),
+    )
+    received: list[int] = []
+    summary: RunSummary | None = None
+    async with anyio.create_task_group() as tg:
+        if options.handle_signals:
+            tg.start_soon(_watch_signals, tg.cancel_scope, received)
+        summary = await engine.run()
+        tg.cancel_scope.cancel()
+    if summary is None:
+        summary = engine.summary("interrupted", [f"stopped by signal {received[0]}"]
+                                 if received else [])
+    return summary
+
+
+def summary_dict(summary: RunSummary) -> dict[str, Any]:
+    """The summary as JSON-ready data."""
+    return dict(summary.__dict__)

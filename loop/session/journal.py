@@ -1,0 +1,101 @@
+"""The session journal: an append-only JSONL file that is the session's truth.
+
+Each line is one record (``{"kind": ..., "ts": ...}``). The engine appends a
+record, then applies it to its state; a restarted engine reads the records back.
+A torn last line (a crash mid-write) is dropped deterministically and cut off
+before the next append; a line that cannot be parsed in the middle is an error
+naming the file and the line, never a silent reset.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from loop.errors import SessionError
+
+__all__ = ["Journal", "JournalContents", "read_journal"]
+
+# Records after which the journal is fsynced when durability is on.
+_DURABLE_KINDS = frozenset({"session.start", "iteration.end", "session.end", "hat.exhausted",
+                            "resume"})
+
+
+class JournalContents:
+    """Records read from a journal, and where its last complete line ends."""
+
+    def __init__(self, records: list[dict[str, Any]], good_size: int, torn: bool) -> None:
+        self.records = records
+        self.good_size = good_size
+        self.torn = torn
+
+
+def read_journal(path: Path) -> JournalContents:
+    """Read every complete record.
+
+    Raises:
+        SessionError: a line other than the last cannot be parsed (names the line).
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return JournalContents([], 0, False)
+    except OSError as exc:
+        raise SessionError(f"{path}: cannot read journal: {exc.strerror or exc}") from exc
+    records: list[dict[str, Any]] = []
+    offset = 0
+    number = 0
+    torn = False
+    while offset < len(data):
+        end = data.find(b"\n", offset)
+        number += 1
+        last = end == -1
+        line = data[offset:] if last else data[offset:end]
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict) or "kind" not in rec:
+                raise ValueError("not a journal record")
+        except ValueError as exc:
+            if last:  # a crash mid-write: only the final line may be torn
+                torn = True
+                break
+            raise SessionError(f"{path}:{number}: corrupt journal line ({exc}); the session "
+                               "cannot be derived: fix or remove that line") from exc
+        if last:  # complete JSON but no newline: the write was cut right at the end
+            torn = True
+            break
+        records.append(rec)
+        offset = end + 1
+    return JournalContents(records, offset, torn)
+
+
+class Journal:
+    """Appends records; one ``write`` per line, fsync at commit points when durable."""
+
+    def __init__(self, path: Path, *, durable: bool = True) -> None:
+        self.path = path
+        self.durable = durable
+        self._fd: int | None = None
+
+    def open(self, *, truncate_to: int | None = None) -> None:
+        """Open for appending, first cutting a torn tail at ``truncate_to`` if given."""
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if truncate_to is not None and os.fstat(self._fd).st_size > truncate_to:
+            os.ftruncate(self._fd, truncate_to)
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one record as one line."""
+        if self._fd is None:
+            raise SessionError(f"{self.path}: journal is not open")
+        line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        os.write(self._fd, line)
+        if self.durable and record.get("kind") in _DURABLE_KINDS:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,72 @@
+"""``python -m loop theme ...``: the theme tools as subcommands, plus ``heartbeat``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from loop.errors import EXIT_OK, EXIT_USAGE, LoopError
+from loop.themes.heartbeat import write_heartbeat
+from loop.themes.workspace import Workspace
+from loop.tools.cli import add_context_options, add_tool_group, context_from_args
+
+__all__ = ["register"]
+
+COMMANDS = {
+    "preview": "preview_next_theme",
+    "start": "start_theme",
+    "end": "end_theme",
+    "feedback": "check_and_process_item",
+    "status": "get_theme_status",
+}
+
+
+def _with_content(out: dict[str, Any]) -> str:
+    text = str(out["message"])
+    if out.get("content") is not None:
+        text += "\n---\n" + str(out["content"]).rstrip("\n") + "\n---"
+    return text
+
+
+def _message(out: dict[str, Any]) -> str:
+    notes = [f"repaired: {r}" for r in out.get("repaired", [])]
+    return "\n".join([*notes, str(out["message"])])
+
+
+def _heartbeat(args: argparse.Namespace) -> int:
+    ctx = context_from_args(args)
+    try:
+        print(write_heartbeat(Workspace(ctx.workspace)))
+    except (LoopError, OSError) as exc:
+        print(f"error: heartbeat: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``theme`` command group (preview, start, end, feedback, status, heartbeat)."""
+    parent = add_tool_group(
+        subparsers,
+        "theme",
+        help="theme lifecycle: preview, start, end, feedback, status (seed 001)",
+        commands=COMMANDS,
+        positionals={"start": ["targetFilename"], "feedback": ["type"]},
+        renderers={
+            "preview": _with_content,
+            "feedback": _with_content,
+            "start": _message,
+            "end": _message,
+            "status": _message,
+        },
+    )
+    # add_tool_group keeps its subparsers action; find it to add the non-tool command.
+    sub = next(a for a in parent._actions if isinstance(a, argparse._SubParsersAction))
+    hb = sub.add_parser(
+        "heartbeat",
+        help="write the next heartbeat ID (the loop does this at every iteration)",
+        description="Write the next heartbeat ID to stats/current_heartbeat_id.txt and print "
+        "it. Use it when you drive the theme tools outside the loop.",
+    )
+    add_context_options(hb)
+    hb.set_defaults(handler=_heartbeat)

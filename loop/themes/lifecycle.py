@@ -1,0 +1,223 @@
+"""``start_theme`` as all or nothing: a plan, an intent file, stages, and a rollback.
+
+The plan is made under the workspace lock and lists only paths that do not exist
+yet. It is written to ``stats/start_theme.intent.json`` before anything else is
+created and removed only when the start succeeded or was fully undone. A start
+that was killed (``kill -9``) leaves the intent behind; the next theme call finds
+it and rolls back, in reverse order, whatever of the plan is on disk. Because the
+plan only names paths that were absent, a rollback never touches what existed before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from loop._fs import inside_root, read_json
+from loop.errors import StoreError, ToolError
+from loop.themes.ops import Operations
+from loop.themes.workspace import Workspace
+
+__all__ = ["StartPlan", "execute_start", "repair", "rollback"]
+
+log = structlog.get_logger(__name__)
+
+# Created before the history file (stage 3); the other planned directories are stage 4.
+_HISTORY_DIRS = frozenset({"artifacts", "artifacts/theme_histories"})
+STAGES = {3: "history file", 4: "theme directory", 5: "mark processed"}
+
+
+class StartPlan(BaseModel):
+    """What one ``start_theme`` will create; also the intent file's schema."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: int = 1
+    heartbeatId: str
+    target: str | None = None
+    processed: str | None = None
+    historyFile: str
+    historyTemp: str
+    themeDirectory: str
+    createDirs: list[str]
+
+
+def _path(ws: Workspace, rel: str) -> Path:
+    # Intent paths are re-checked: a hand-edited intent must not steer a deletion outside.
+    return inside_root(ws.root, rel, what="path in the start intent")
+
+
+def _step(
+    failures: list[str], what: str, path: Path, ws: Workspace, action: Callable[[], None]
+) -> None:
+    try:
+        action()
+    except OSError as exc:
+        failures.append(f"{what} {ws.rel(path)} ({exc.strerror or exc})")
+        log.warning("theme clean-up step failed", step=what, path=str(path), error=str(exc))
+
+
+def rollback(
+    ws: Workspace, plan: StartPlan, ops: Operations, *, keep_history: bool = False
+) -> list[str]:
+    """Undo whatever of ``plan`` is on disk, in reverse order; return what failed.
+
+    The intent file is removed only when every step succeeded, so a failed clean-up is
+    retried by the next theme call.
+    """
+    failures: list[str] = []
+    if plan.target and plan.processed:
+        src = _path(ws, f"themebox/{plan.target}")
+        dst = _path(ws, f"themebox/{plan.processed}")
+        if dst.exists() and not src.exists():
+            _step(failures, "rename back", dst, ws, lambda: ops.unmark_processed(dst, src))
+    for rel in reversed(plan.createDirs):
+        d = _path(ws, rel)
+        if d.is_dir():
+            _step(failures, "remove directory", d, ws, functools.partial(ops.remove_dir, d))
+    history = _path(ws, plan.historyFile)
+    if history.exists() and not keep_history:
+        _step(failures, "remove history file", history, ws, lambda: ops.remove_history(history))
+    temp = _path(ws, plan.historyTemp)
+    if temp.exists():
+        _step(failures, "remove temp file", temp, ws, lambda: ops.remove_history_temp(temp))
+    if not failures and ws.intent_file.exists():
+        _step(
+            failures,
+            "remove intent file",
+            ws.intent_file,
+            ws,
+            lambda: ops.remove_intent(ws.intent_file),
+        )
+    elif failures:
+        failures.append(
+            f"the intent file {ws.rel(ws.intent_file)} is kept so the next "
+            "theme call retries the clean-up"
+        )
+    return failures
+
+
+def _stage_error(
+    stage: int, code: str, what: str, exc: BaseException, failures: list[str], *, created: bool
+) -> ToolError:
+    head = f"stage {stage}/5 ({STAGES[stage]}) failed: {what}: {exc}."
+    if failures:
+        tail = " Clean-up failed; check by hand: " + "; ".join(failures) + "."
+        code = "cleanup_failed"
+    elif created:
+        tail = " Everything this call created was removed; the workspace is as before."
+    else:
+        tail = " Nothing was changed; you can retry."
+    return ToolError(
+        code,
+        head + tail,
+        details={
+            "stage": stage,
+            "stageName": STAGES[stage],
+            "cause": str(exc),
+            "manualCheck": failures,
+        },
+    )
+
+
+def execute_start(ws: Workspace, plan: StartPlan, history_text: str, ops: Operations) -> None:
+    """Run stages 3-5 of a planned start; on any failure undo everything and raise.
+
+    Raises:
+        ToolError: names the stage and the cause; ``cleanup_failed`` lists what to check.
+    """
+    try:
+        ops.write_intent(ws.intent_file, plan.model_dump())
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            ws.intent_file.unlink(missing_ok=True)
+        raise _stage_error(
+            3, "history_write_failed", "could not record the start intent", exc, [], created=False
+        ) from exc
+    history = _path(ws, plan.historyFile)
+    stage = 3
+    try:
+        for rel in plan.createDirs:
+            if rel in _HISTORY_DIRS:
+                ops.make_dir(_path(ws, rel))
+        try:
+            ops.write_history(history, history_text)
+        except FileExistsError as exc:
+            failures = rollback(ws, plan, ops, keep_history=True)
+            raise _stage_error(
+                3,
+                "history_write_failed",
+                f"{plan.historyFile} already exists",
+                exc,
+                failures,
+                created=True,
+            ) from exc
+        stage = 4
+        for rel in plan.createDirs:
+            if rel not in _HISTORY_DIRS:
+                ops.make_dir(_path(ws, rel))
+        stage = 5
+        if plan.target and plan.processed:
+            ops.mark_processed(
+                _path(ws, f"themebox/{plan.target}"), _path(ws, f"themebox/{plan.processed}")
+            )
+    except OSError as exc:
+        failures = rollback(ws, plan, ops)
+        what = {
+            3: f"could not create the theme history file {plan.historyFile}",
+            4: f"could not create the theme directory {plan.themeDirectory}",
+            5: f"could not rename themebox/{plan.target} to {plan.processed}",
+        }[stage]
+        code = {3: "history_write_failed", 4: "theme_directory_failed", 5: "mark_processed_failed"}[
+            stage
+        ]
+        raise _stage_error(stage, code, what, exc, failures, created=True) from exc
+    try:
+        ops.remove_intent(ws.intent_file)
+    except OSError as exc:  # the start is complete; only the marker is left over
+        log.warning("could not remove the start intent", error=str(exc))
+        raise ToolError(
+            "cleanup_failed",
+            f"the theme was started but {ws.rel(ws.intent_file)} could not be removed "
+            f"({exc}); remove it by hand, or the next theme call will undo this start",
+        ) from exc
+
+
+def repair(ws: Workspace, ops: Operations) -> list[str]:
+    """Undo a start that was killed half-way; return what was repaired (empty if none).
+
+    Call with the workspace lock held.
+
+    Raises:
+        StoreError: the intent file cannot be parsed (it names the file).
+        ToolError: ``cleanup_failed`` when part of the repair failed.
+    """
+    if not ws.intent_file.exists():
+        return []
+    try:
+        plan = StartPlan.model_validate(read_json(ws.intent_file))
+    except ValidationError as exc:
+        raise StoreError(
+            f"not a start intent: {exc.error_count()} invalid fields", file=ws.intent_file
+        ) from exc
+    present = [rel for rel in [plan.historyFile, *plan.createDirs] if _path(ws, rel).exists()]
+    failures = rollback(ws, plan, ops)
+    if failures:
+        raise ToolError(
+            "cleanup_failed",
+            "an interrupted start_theme could not be fully undone; check by hand: "
+            + "; ".join(failures),
+            details={"manualCheck": failures},
+        )
+    note = f"repaired an interrupted start_theme at heartbeat {plan.heartbeatId}: removed " + (
+        ", ".join(present) if present else "nothing but its intent file"
+    )
+    if plan.target and plan.processed:
+        note += f"; themebox/{plan.target} is unprocessed again"
+    log.info("theme start repaired", heartbeat_id=plan.heartbeatId, removed=present)
+    return [note]

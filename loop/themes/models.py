@@ -1,0 +1,162 @@
+"""Tool inputs and outputs of the theme domain; field names are the seed's (camelCase)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from loop.themes.naming import ID_PATTERN
+
+__all__ = [
+    "EndThemeInput",
+    "EndThemeOutput",
+    "FeedbackInput",
+    "FeedbackOutput",
+    "NoInput",
+    "PreviewOutput",
+    "StartThemeInput",
+    "StartThemeOutput",
+    "StatusOutput",
+    "ThemeInfo",
+]
+
+HeartbeatId = Annotated[str, Field(pattern=ID_PATTERN, description="14 digits, YYYYMMDDHHMMSS")]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Parented(_In):
+    parentThemeStartId: HeartbeatId | None = Field(
+        default=None, description="for a subtheme: the parent's THEME_START_ID"
+    )
+    parentThemeDirectoryPart: str | None = Field(
+        default=None, description="for a subtheme: the parent's themeDirectoryPart"
+    )
+
+    @model_validator(mode="after")
+    def _paired(self) -> _Parented:
+        if (self.parentThemeStartId is None) != (self.parentThemeDirectoryPart is None):
+            raise ValueError(
+                "parentThemeStartId and parentThemeDirectoryPart must be given together"
+            )
+        return self
+
+
+class NoInput(_In):
+    """No parameters."""
+
+
+class StartThemeInput(_Parented):
+    """``start_theme`` parameters."""
+
+    targetFilename: str | None = Field(
+        default=None,
+        description="themebox file to consume (from preview_next_theme); omit for a theme "
+        "you invent yourself",
+    )
+    themeName: str = Field(min_length=1, description="the theme's name")
+    themeDirectoryPart: str = Field(
+        min_length=1, description="directory name part, [a-z0-9_] (other characters become _)"
+    )
+    reason: str = Field(min_length=1, description="why this theme starts now")
+    activityContent: list[str] | None = Field(
+        default=None, description="what the theme will do (JSON list of strings)"
+    )
+
+
+class EndThemeInput(_Parented):
+    """``end_theme`` parameters."""
+
+    themeStartId: HeartbeatId = Field(description="THEME_START_ID of the theme to end")
+    themeDirectoryPart: str = Field(min_length=1, description="the theme's themeDirectoryPart")
+    themeName: str = Field(min_length=1, description="the theme's name")
+    reason: str = Field(min_length=1, description="why the theme ends")
+    achievements: list[str] | None = Field(
+        default=None, description="main achievements (JSON list of strings)"
+    )
+
+
+class FeedbackInput(_In):
+    """``check_and_process_item`` parameters."""
+
+    type: str = Field(
+        default="feedbackbox",
+        description='"feedbackbox" (themes use preview_next_theme/start_theme)',
+    )
+
+
+class _Out(BaseModel):
+    message: str = Field(description="what happened and what to do next, for the agent")
+    repaired: list[str] = Field(
+        default_factory=list, description="interrupted starts this call undid first"
+    )
+
+
+class PreviewOutput(_Out):
+    """The next theme candidate, or none."""
+
+    found: bool
+    filename: str | None = None
+    content: str | None = None
+    remaining: int = Field(0, description="further candidates after this one")
+    pendingRepair: bool = False
+
+
+class StartThemeOutput(_Out):
+    """A started theme."""
+
+    themeStartId: str
+    themeDirectoryPart: str
+    historyFile: str
+    themeDirectory: str
+    parentThemeStartId: str | None = None
+    processedFile: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class EndThemeOutput(_Out):
+    """An ended theme."""
+
+    themeStartId: str
+    themeEndId: str
+    themeDirectoryPart: str
+    historyFile: str
+    parentThemeStartId: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class FeedbackOutput(_Out):
+    """The oldest feedback item (now processed), or none."""
+
+    found: bool
+    filename: str | None = Field(None, description="the item's name before processing")
+    processedFile: str | None = None
+    content: str | None = None
+    remaining: int = 0
+
+
+class ThemeInfo(BaseModel):
+    """One active (started, not ended) theme or subtheme."""
+
+    themeStartId: str
+    themeDirectoryPart: str
+    themeName: str
+    themeDirectory: str | None
+    historyFile: str
+    parentThemeStartId: str | None = None
+    parentThemeDirectoryPart: str | None = None
+
+
+class StatusOutput(BaseModel):
+    """The workspace state, derived from its files."""
+
+    heartbeatId: str | None
+    activeThemes: list[ThemeInfo]
+    themeCandidates: int
+    unprocessedFeedback: int
+    pendingRepair: bool
+    cooldown: bool = Field(description="a theme was started or ended at this heartbeat")
+    message: str

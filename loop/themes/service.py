@@ -1,0 +1,418 @@
+"""The theme service: preview, start, end, feedback and status over one workspace.
+
+Every mutating call takes the workspace lock, first undoes a start that was killed
+half-way (see :mod:`loop.themes.lifecycle`) and says so in ``repaired``. Preview and
+status only read: calling them changes nothing on disk.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import structlog
+
+from loop.errors import StoreError, ToolError
+from loop.themes import naming
+from loop.themes.heartbeat import read_heartbeat_id, write_heartbeat
+from loop.themes.lifecycle import StartPlan, execute_start, repair
+from loop.themes.models import (
+    EndThemeInput,
+    EndThemeOutput,
+    FeedbackOutput,
+    PreviewOutput,
+    StartThemeInput,
+    StartThemeOutput,
+    StatusOutput,
+)
+from loop.themes.ops import Operations, write_new_file
+from loop.themes.status import active_themes, render_active
+from loop.themes.workspace import Workspace
+
+__all__ = ["ThemeService"]
+
+log = structlog.get_logger(__name__)
+
+INTERRUPT_PREFIX = "interrupt."
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"cannot read: {exc}", file=path) from exc
+
+
+class ThemeService:
+    """The theme lifecycle over the workspace at ``root``; ``ops`` is the fault seam."""
+
+    def __init__(self, root: Path, ops: Operations | None = None) -> None:
+        self.ws = Workspace(root)
+        self.ops = ops or Operations()
+
+    # --- heartbeat ------------------------------------------------------------------
+
+    def heartbeat(self) -> str:
+        """Write the next heartbeat ID (every loop iteration is one heartbeat)."""
+        return write_heartbeat(self.ws)
+
+    def repair(self) -> list[str]:
+        """Undo an interrupted start now, under the lock; return what was repaired."""
+        if not self.ws.intent_file.exists():
+            return []
+        with self.ws.locked():
+            return repair(self.ws, self.ops)
+
+    # --- reads ------------------------------------------------------------------------
+
+    def preview(self) -> PreviewOutput:
+        """The oldest theme candidate; read-only (takes no lock, creates nothing)."""
+        pending = self.ws.intent_file.exists()
+        names = naming.candidates(self.ws.list_md(self.ws.themebox))
+        if not names:
+            return PreviewOutput(
+                found=False,
+                pendingRepair=pending,
+                message="no theme to process: themebox has no candidate",
+            )
+        first = names[0]
+        content = _read_text(self.ws.themebox / first)
+        more = len(names) - 1
+        return PreviewOutput(
+            found=True,
+            filename=first,
+            content=content,
+            remaining=more,
+            pendingRepair=pending,
+            message=f"next theme candidate: {first} ({more} more). Nothing was changed; call "
+            f'start_theme with targetFilename "{first}" to start it.',
+        )
+
+    def _entries(self) -> list[naming.HistoryEntry]:
+        entries = []
+        for name in sorted(self.ws.list_md(self.ws.histories)):
+            if naming.HISTORY_NAME.match(name):
+                entry = naming.parse_history(name, _read_text(self.ws.histories / name))
+                if entry is not None:
+                    entries.append(entry)
+        return entries
+
+    def _cooldown_file(self, heartbeat_id: str) -> str | None:
+        same = sorted(
+            n
+            for n in self.ws.list_md(self.ws.histories)
+            if n.startswith(f"{heartbeat_id}_") and naming.HISTORY_NAME.match(n)
+        )
+        return same[0] if same else None
+
+    def status(self) -> StatusOutput:
+        """Active themes and subthemes, counts and the heartbeat, from the files."""
+        try:
+            hb: str | None = read_heartbeat_id(self.ws)
+        except ToolError:
+            hb = None
+        active = active_themes(self._entries())
+        themes = len(naming.candidates(self.ws.list_md(self.ws.themebox)))
+        feedback = len(naming.candidates(self.ws.list_md(self.ws.feedbackbox)))
+        pending = self.ws.intent_file.exists()
+        cooldown = hb is not None and self._cooldown_file(hb) is not None
+        lines = [
+            f"heartbeat: {hb or 'none (no heartbeat is running)'}",
+            render_active(active),
+            f"theme candidates: {themes}; unprocessed feedback items: {feedback}",
+        ]
+        if cooldown:
+            lines.append(
+                "a theme was started or ended at this heartbeat: the next theme "
+                "operation must wait for a later heartbeat"
+            )
+        if pending:
+            lines.append("an interrupted start_theme will be undone by the next theme call")
+        return StatusOutput(
+            heartbeatId=hb,
+            activeThemes=active,
+            themeCandidates=themes,
+            unprocessedFeedback=feedback,
+            pendingRepair=pending,
+            cooldown=cooldown,
+            message="\n".join(lines),
+        )
+
+    # --- start ------------------------------------------------------------------------
+
+    def _check_cooldown(self, heartbeat_id: str, stage: str) -> None:
+        existing = self._cooldown_file(heartbeat_id)
+        if existing is not None:
+            raise ToolError(
+                "cooldown",
+                f"{stage}cooldown: a theme was already started or ended at heartbeat "
+                f"{heartbeat_id} (artifacts/theme_histories/{existing}); finish this turn "
+                "and try again at a later heartbeat",
+                details={"heartbeatId": heartbeat_id, "existing": existing},
+            )
+
+    def _plan(
+        self, inp: StartThemeInput, hb: str, part: str, parent: tuple[str, str] | None
+    ) -> StartPlan:
+        ws = self.ws
+        dir_parts = naming.theme_dir_parts(hb, part, *(parent or (None, None)))
+        theme_dir = ws.artifacts.joinpath(*dir_parts)
+        if parent is not None:
+            parent_dir = ws.artifacts / dir_parts[0]
+            if not parent_dir.is_dir():
+                raise ToolError(
+                    "parent_theme_not_found",
+                    f"stage 4/5 (theme directory) failed: the parent theme directory "
+                    f"{ws.rel(parent_dir)} does not exist; check parentThemeStartId and "
+                    "parentThemeDirectoryPart (`theme status` lists the active themes). "
+                    "Nothing was changed.",
+                )
+        if theme_dir.exists() or theme_dir.is_symlink():
+            raise ToolError(
+                "theme_directory_exists",
+                f"stage 4/5 (theme directory) failed: {ws.rel(theme_dir)} already exists and "
+                "was left untouched; choose another themeDirectoryPart or check it by hand. "
+                "Nothing was changed.",
+            )
+        wanted = [ws.artifacts, ws.histories]
+        if parent is not None:
+            wanted.append(theme_dir.parent)
+        wanted += [theme_dir, theme_dir / "histories"]
+        history = ws.histories / naming.start_history_name(hb, part)
+        return StartPlan(
+            heartbeatId=hb,
+            target=inp.targetFilename,
+            processed=None
+            if inp.targetFilename is None
+            else naming.PROCESSED_PREFIX + inp.targetFilename,
+            historyFile=ws.rel(history),
+            historyTemp=ws.rel(history.with_name(f".{history.name}.tmp")),
+            themeDirectory=ws.rel(theme_dir),
+            createDirs=[ws.rel(d) for d in wanted if not d.exists()],
+        )
+
+    def _check_target(self, name: str) -> None:
+        path = self.ws.join(self.ws.themebox, name, "targetFilename")
+        if name.startswith(naming.PROCESSED_PREFIX):
+            raise ToolError(
+                "theme_already_processed",
+                f"stage 1/5 (target) failed: themebox/{name} is already processed; call "
+                "preview_next_theme for the next candidate. Nothing was changed.",
+            )
+        if not path.is_file():
+            raise ToolError(
+                "theme_file_not_found",
+                f"stage 1/5 (target) failed: themebox/{name} was not found (or was already "
+                "processed); call preview_next_theme for the next candidate. Nothing was "
+                "changed.",
+            )
+
+    def start(self, inp: StartThemeInput) -> StartThemeOutput:
+        """Start a theme: the seed's five stages, all or nothing."""
+        part = naming.sanitize_part(inp.themeDirectoryPart)
+        parent = None
+        if inp.parentThemeStartId and inp.parentThemeDirectoryPart:
+            parent = (
+                inp.parentThemeStartId,
+                naming.sanitize_part(inp.parentThemeDirectoryPart, "parentThemeDirectoryPart"),
+            )
+        if inp.targetFilename is not None:
+            self.ws.join(self.ws.themebox, inp.targetFilename, "targetFilename")
+        warnings = _sanitize_warnings(
+            inp.themeDirectoryPart, part, inp.parentThemeDirectoryPart, parent
+        )
+        read_heartbeat_id(self.ws)  # fail fast, before the lock creates anything
+        with self.ws.locked():
+            repaired = repair(self.ws, self.ops)
+            hb = read_heartbeat_id(self.ws)
+            if inp.targetFilename is not None:
+                self._check_target(inp.targetFilename)
+            self._check_cooldown(hb, "stage 2/5 (cooldown) failed: ")
+            plan = self._plan(inp, hb, part, parent)
+            text = naming.render_start_history(
+                name=inp.themeName,
+                start_id=hb,
+                part=part,
+                directory=plan.themeDirectory,
+                reason=inp.reason,
+                activity=inp.activityContent,
+                parent=parent,
+            )
+            execute_start(self.ws, plan, text, self.ops)
+        kind = "subtheme" if parent else "theme"
+        log.info("theme started", theme_start_id=hb, part=part, subtheme=parent is not None)
+        msg = [
+            f"Started {kind} {inp.themeName!r}: THEME_START_ID {hb}.",
+            f"History: {plan.historyFile}",
+            f"Theme directory: {plan.themeDirectory}/",
+        ]
+        if parent:
+            msg.append(f"Parent theme: {parent[0]}_{parent[1]}")
+        if plan.processed:
+            msg.append(f"themebox/{plan.target} is now themebox/{plan.processed}")
+        msg.extend(f"warning: {w}" for w in warnings)
+        return StartThemeOutput(
+            message="\n".join(msg),
+            repaired=repaired,
+            themeStartId=hb,
+            themeDirectoryPart=part,
+            historyFile=plan.historyFile,
+            themeDirectory=plan.themeDirectory,
+            parentThemeStartId=parent[0] if parent else None,
+            processedFile=f"themebox/{plan.processed}" if plan.processed else None,
+            warnings=warnings,
+        )
+
+    # --- end --------------------------------------------------------------------------
+
+    def end(self, inp: EndThemeInput) -> EndThemeOutput:
+        """End a started theme: one end history file, refused in the start's heartbeat."""
+        part = naming.sanitize_part(inp.themeDirectoryPart)
+        parent = None
+        if inp.parentThemeStartId and inp.parentThemeDirectoryPart:
+            parent = (
+                inp.parentThemeStartId,
+                naming.sanitize_part(inp.parentThemeDirectoryPart, "parentThemeDirectoryPart"),
+            )
+        warnings = _sanitize_warnings(
+            inp.themeDirectoryPart, part, inp.parentThemeDirectoryPart, parent
+        )
+        read_heartbeat_id(self.ws)  # fail fast, before the lock creates anything
+        with self.ws.locked():
+            repaired = repair(self.ws, self.ops)
+            hb = read_heartbeat_id(self.ws)
+            self._check_cooldown(hb, "")
+            entries = self._entries()
+            start_name = naming.start_history_name(inp.themeStartId, part)
+            start = next((e for e in entries if e.file == start_name), None)
+            if start is None:
+                raise ToolError(
+                    "theme_not_started",
+                    f"no start history artifacts/theme_histories/{start_name}: check "
+                    "themeStartId and themeDirectoryPart (`theme status` lists active themes)",
+                )
+            active = active_themes(entries)
+            if not any(
+                t.themeStartId == inp.themeStartId and t.themeDirectoryPart == part for t in active
+            ):
+                raise ToolError(
+                    "theme_already_ended", f"the theme {inp.themeStartId}_{part} has already ended"
+                )
+            open_subs = [
+                t
+                for t in active
+                if t.parentThemeStartId == inp.themeStartId and t.parentThemeDirectoryPart == part
+            ]
+            if open_subs:
+                names = ", ".join(f"{t.themeStartId}_{t.themeDirectoryPart}" for t in open_subs)
+                raise ToolError(
+                    "subthemes_active",
+                    f"end the active subthemes first ({names}), one per heartbeat",
+                )
+            directory = start.directory or "?"
+            if not (self.ws.root / directory).is_dir():
+                warnings.append(f"the theme directory {directory}/ does not exist")
+            history = self.ws.histories / naming.end_history_name(hb, part)
+            text = naming.render_end_history(
+                name=inp.themeName,
+                start_id=inp.themeStartId,
+                end_id=hb,
+                part=part,
+                directory=directory,
+                reason=inp.reason,
+                achievements=inp.achievements,
+                parent=parent,
+            )
+            try:
+                write_new_file(history, text)
+            except OSError as exc:
+                raise ToolError(
+                    "history_write_failed",
+                    f"could not create the end history file {self.ws.rel(history)}: "
+                    f"{exc}. Nothing was changed; you can retry.",
+                ) from exc
+        log.info("theme ended", theme_start_id=inp.themeStartId, theme_end_id=hb, part=part)
+        msg = [
+            f"Ended {'subtheme' if parent else 'theme'} {inp.themeName!r}: "
+            f"{inp.themeStartId} -> {hb}.",
+            f"History: {self.ws.rel(history)}",
+        ]
+        if parent:
+            msg.append(f"Returning to the parent theme {parent[0]}_{parent[1]}.")
+        msg.append(
+            "Write the log of this activity and finish this turn. A new theme may start "
+            f"only at a later heartbeat (after {hb})."
+        )
+        msg.extend(f"warning: {w}" for w in warnings)
+        return EndThemeOutput(
+            message="\n".join(msg),
+            repaired=repaired,
+            themeStartId=inp.themeStartId,
+            themeEndId=hb,
+            themeDirectoryPart=part,
+            historyFile=self.ws.rel(history),
+            parentThemeStartId=parent[0] if parent else None,
+            warnings=warnings,
+        )
+
+    # --- feedbackbox ------------------------------------------------------------------
+
+    def process_feedback(self, kind: str, *, interrupts_only: bool = False) -> FeedbackOutput:
+        """Take the oldest unprocessed feedback item and mark it ``processed.``."""
+        if kind != "feedbackbox":
+            raise ToolError(
+                "unsupported_type",
+                f'check_and_process_item only handles type "feedbackbox" (got {kind[:40]!r}); '
+                "for themes use preview_next_theme, then start_theme and end_theme",
+            )
+        if not self.ws.intent_file.exists() and not naming.candidates(
+            self.ws.list_md(self.ws.feedbackbox)
+        ):  # nothing to do: answer without creating the lock file
+            return FeedbackOutput(found=False, message="no feedback to process")
+        with self.ws.locked():
+            repaired = repair(self.ws, self.ops)
+            names = naming.candidates(self.ws.list_md(self.ws.feedbackbox))
+            if interrupts_only:
+                names = [n for n in names if n.startswith(INTERRUPT_PREFIX)]
+            if not names:
+                return FeedbackOutput(
+                    found=False, repaired=repaired, message="no feedback to process"
+                )
+            first = names[0]
+            src = self.ws.feedbackbox / first
+            dst = self.ws.feedbackbox / (naming.PROCESSED_PREFIX + first)
+            content = _read_text(src)
+            try:
+                self.ops.mark_processed(src, dst)
+            except OSError as exc:
+                raise ToolError(
+                    "mark_processed_failed",
+                    f"could not rename feedbackbox/{first} to {dst.name}: {exc}; "
+                    "check the feedbackbox by hand",
+                ) from exc
+        more = len(names) - 1
+        return FeedbackOutput(
+            found=True,
+            filename=first,
+            processedFile=f"feedbackbox/{dst.name}",
+            content=content,
+            remaining=more,
+            repaired=repaired,
+            message=f"feedback item {first} (now {dst.name}); {more} more to process",
+        )
+
+
+def _sanitize_warnings(
+    raw: str, part: str, raw_parent: str | None, parent: tuple[str, str] | None
+) -> list[str]:
+    out = []
+    if raw != part:
+        out.append(f"themeDirectoryPart {raw!r} was changed to {part!r} (use [a-z0-9_])")
+    if parent is not None and raw_parent is not None and raw_parent != parent[1]:
+        out.append(f"parentThemeDirectoryPart {raw_parent!r} was changed to {parent[1]!r}")
+    return out
+
+
+def interrupt_name(name: str) -> str:
+    """The item's name without ``interrupt.`` and ``.md`` (what an interrupt event shows)."""
+    return re.sub(r"\.md$", "", name.removeprefix(INTERRUPT_PREFIX))

@@ -1,0 +1,117 @@
+"""The theme tools of seed 001, registered once for the CLI, MCP and the bus."""
+
+from __future__ import annotations
+
+from loop.themes.models import (
+    EndThemeInput,
+    EndThemeOutput,
+    FeedbackInput,
+    FeedbackOutput,
+    NoInput,
+    PreviewOutput,
+    StartThemeInput,
+    StartThemeOutput,
+    StatusOutput,
+)
+from loop.themes.ops import Operations
+from loop.themes.service import ThemeService
+from loop.tools.registry import Tool, ToolContext
+
+__all__ = ["DOMAIN", "TOOLS", "service_for"]
+
+DOMAIN = "themes"
+
+
+def service_for(ctx: ToolContext) -> ThemeService:
+    """The service over ``ctx.workspace``; ``ctx.state["themes"]`` may hold an Operations."""
+    ops = ctx.state.get(DOMAIN)
+    return ThemeService(ctx.workspace, ops if isinstance(ops, Operations) else None)
+
+
+def _preview(ctx: ToolContext, _: NoInput) -> PreviewOutput:
+    return service_for(ctx).preview()
+
+
+def _start(ctx: ToolContext, inp: StartThemeInput) -> StartThemeOutput:
+    return service_for(ctx).start(inp)
+
+
+def _end(ctx: ToolContext, inp: EndThemeInput) -> EndThemeOutput:
+    return service_for(ctx).end(inp)
+
+
+def _feedback(ctx: ToolContext, inp: FeedbackInput) -> FeedbackOutput:
+    return service_for(ctx).process_feedback(inp.type)
+
+
+def _status(ctx: ToolContext, _: NoInput) -> StatusOutput:
+    return service_for(ctx).status()
+
+
+TOOLS: list[Tool] = [
+    Tool(
+        name="preview_next_theme",
+        domain=DOMAIN,
+        description=(
+            "Show the next theme candidate in themebox without changing anything.\n"
+            "Returns the oldest .md file without a draft./processed. prefix: its name, its "
+            "content and how many more wait. Safe to call any number of times; start it "
+            "with start_theme."
+        ),
+        input_model=NoInput,
+        output_model=PreviewOutput,
+        func=_preview,
+        read_only=True,
+    ),
+    Tool(
+        name="start_theme",
+        domain=DOMAIN,
+        description=(
+            "Start a theme (or a subtheme), all or nothing.\n"
+            "Checks the target file, the heartbeat cooldown (one theme start or end per "
+            "heartbeat), writes the start history, creates the theme directory and marks "
+            "the themebox file processed. On failure nothing is left changed and the error "
+            "names the stage. Give parentThemeStartId and parentThemeDirectoryPart for a "
+            "subtheme."
+        ),
+        input_model=StartThemeInput,
+        output_model=StartThemeOutput,
+        func=_start,
+    ),
+    Tool(
+        name="end_theme",
+        domain=DOMAIN,
+        description=(
+            "End the current theme (or subtheme) with its reason and achievements.\n"
+            "Writes the end history; refused in the heartbeat that already started or "
+            "ended a theme. A new theme may start only at a later heartbeat."
+        ),
+        input_model=EndThemeInput,
+        output_model=EndThemeOutput,
+        func=_end,
+    ),
+    Tool(
+        name="check_and_process_item",
+        domain=DOMAIN,
+        description=(
+            'Take the oldest unprocessed feedback item (type "feedbackbox").\n'
+            "Returns its content and marks it processed. Themes are not handled here: use "
+            "preview_next_theme and start_theme."
+        ),
+        input_model=FeedbackInput,
+        output_model=FeedbackOutput,
+        func=_feedback,
+    ),
+    Tool(
+        name="get_theme_status",
+        domain=DOMAIN,
+        description=(
+            "Show the active theme and subthemes, the heartbeat and the counts.\n"
+            "Derived from the history files; read-only."
+        ),
+        input_model=NoInput,
+        output_model=StatusOutput,
+        func=_status,
+        read_only=True,
+    ),
+]
