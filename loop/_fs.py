@@ -45,6 +45,17 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _read_umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+# Read once at import: os.umask() is process-wide, so calling it from worker threads
+# (MCP runs sync tools in threads) could briefly change it for everyone.
+_UMASK = _read_umask()
+
+
 def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically: readers see old or new, never half.
 
@@ -56,6 +67,12 @@ def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None
     raw = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        # mkstemp makes 0600 files: keep the replaced file's mode, else the umask default
+        try:
+            mode = path.stat().st_mode & 0o7777
+        except FileNotFoundError:
+            mode = 0o666 & ~_UMASK
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
             fh.flush()

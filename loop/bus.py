@@ -110,6 +110,8 @@ class EventBus:
             if inspect.isawaitable(result):
                 await result
             sub.delivered += 1
+        except BusOverflow:
+            raise  # a runaway cascade is the publisher's problem, not one subscriber's
         except Exception as exc:  # noqa: BLE001 - a failing subscriber must not stop the bus
             sub.failures += 1
             sub.last_error = f"{type(exc).__name__}: {exc}"

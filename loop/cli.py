@@ -24,6 +24,10 @@ COMMAND_MODULES: list[str] = [
     "loop.commands.init",
     "loop.commands.hats",
     "loop.commands.sessions",
+    "loop.commands.mcp",
+    "loop.tasks.cli",
+    "loop.themes.cli",
+    "loop.commands.replay",
 ]
 
 EXIT_CODES_HELP = """exit codes:

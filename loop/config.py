@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from loop.backends.claude import ClaudeConfig
 from loop.backends.configs import (
     CodexConfig,
     CommandConfig,
@@ -44,14 +45,9 @@ DEFAULT_CONFIG_NAME = "loop.toml"
 BACKEND_TYPES = ("scripted", "command", "python", "claude", "gemini", "codex")
 
 
-def _claude_config() -> Any:
-    from loop.backends.claude import ClaudeConfig  # noqa: PLC0415 - optional heavy import path
-
-    return ClaudeConfig
-
-
 BackendConfig = Annotated[
-    ScriptedConfig | CommandConfig | PythonConfig | GeminiConfig | CodexConfig | ReplayConfig,
+    ScriptedConfig | CommandConfig | PythonConfig | GeminiConfig | CodexConfig | ReplayConfig
+    | ClaudeConfig,
     Field(discriminator="type"),
 ]
 
@@ -181,15 +177,20 @@ class LoadedConfig:
     base_dir: Path
     source: str
     hat_sources: dict[str, Path] = field(default_factory=dict)
+    root: Path = field(default_factory=Path.cwd)
 
     def hat_backend(self, name: str) -> Any:
         """The backend config of hat ``name`` (its own, or the default ``[backend]``)."""
         return self.hats[name].backend or self.backend
 
     def resolve(self, path: str) -> Path:
-        """A path from the config, resolved against the config's folder."""
+        """A state path (sessions, tasks, workspace), resolved against the working folder.
+
+        Hat files and prompt files resolve against the config's folder instead; state
+        lives where the loop runs, so the packaged default never writes into the package.
+        """
         p = Path(path)
-        return p if p.is_absolute() else self.base_dir / p
+        return p if p.is_absolute() else self.root / p
 
     def snapshot(self) -> dict[str, Any]:
         """The effective configuration as JSON-ready data (what the digest covers)."""
@@ -334,7 +335,7 @@ def load_config(
         loop=loop, backend=_resolve_backend_paths(backend, base), hats=all_hats,
         tasks=parsed.tasks, themes=parsed.themes, experience=parsed.experience,
         recording=parsed.recording, prompt=prompt, base_dir=base, source=str(path),
-        hat_sources=sources,
+        hat_sources=sources, root=root.resolve(),
     )
     validate_topology(loaded)
     return loaded
@@ -356,7 +357,7 @@ def _resolve_backend_paths(backend: Any, base: Path) -> Any:
 
 def _force_backend(kind: str, hats: dict[str, HatConfig]) -> tuple[Any, dict[str, HatConfig]]:
     models: dict[str, Any] = {
-        "claude": _claude_config(), "gemini": GeminiConfig, "codex": CodexConfig,
+        "claude": ClaudeConfig, "gemini": GeminiConfig, "codex": CodexConfig,
     }
     if kind not in models:
         raise ConfigError(
@@ -406,7 +407,7 @@ def config_from_snapshot(snapshot: dict[str, Any], *, base_dir: Path,
         loop=parsed.loop, backend=parsed.backend, hats=dict(parsed.hats), tasks=parsed.tasks,
         themes=parsed.themes, experience=parsed.experience, recording=parsed.recording,
         prompt=str(snapshot.get("prompt", "")), base_dir=base_dir, source=source,
-        hat_sources=dict.fromkeys(parsed.hats, Path(source)),
+        hat_sources=dict.fromkeys(parsed.hats, Path(source)), root=base_dir,
     )
     validate_topology(loaded)
     return loaded
@@ -442,13 +443,13 @@ def tool_settings_from_project(root: Path, config: str | None = None) -> dict[st
     """Where the tool files live according to ``loop.toml`` (or ``config``), if any.
 
     Returns keys ``tasks_file``, ``workspace`` and ``experiences_base`` for the settings
-    present; relative paths resolve against the config file's folder.
+    present; relative paths resolve against ``root`` (where the loop runs), as in the loop.
     """
     path = Path(config) if config else root / DEFAULT_CONFIG_NAME
     if not config and not path.exists():
         return {}
     data = _load_toml(path)
-    base = path.resolve().parent
+    base = root.resolve()
     out: dict[str, str] = {}
     for section, key, name in (
         ("tasks", "file", "tasks_file"),

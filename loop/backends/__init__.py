@@ -37,5 +37,5 @@ def build_backend(config: Any) -> Backend:
     if getattr(config, "type", None) == "claude":
         from loop.backends.claude import ClaudeBackend  # noqa: PLC0415 - import on use
 
-        return ClaudeBackend.from_config(config)  # type: ignore[no-any-return]
+        return ClaudeBackend.from_config(config)
     raise ConfigError(f"unknown backend config {config!r}")

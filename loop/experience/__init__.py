@@ -1,1 +1,11 @@
-"""experience."""
+"""The experience domain (seeds 000 and 002): export, list and validate AI experiences.
+
+An experience is a folder ``experience_<session_id>/`` under the configured base:
+``manifest.json``, ``conversations_NNN.json`` batches and ``thoughts.json``. There is
+no export manager: every tool derives the export's state from those files.
+
+Modules: ``tools`` (the registered tools), ``export`` (the write tools), ``validation``,
+``listing``, ``schemas`` (file formats), ``models`` (tool I/O), ``layout`` (paths, ids,
+limits, status), ``guides`` (agent guides, en/ja), ``session_export`` and ``journal``
+(a loop session becomes an experience), ``extension`` (tools over the bus), ``cli``.
+"""

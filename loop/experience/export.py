@@ -123,6 +123,18 @@ def _check_sizes(state: DirState, name: str, data: bytes, *, freed: int = 0) -> 
         )
 
 
+def _write(path: Path, data: bytes) -> None:
+    """Replace ``path`` atomically; an OS failure (disk full...) is a ``write_failed``."""
+    try:
+        atomic_write(path, data)
+    except OSError as exc:
+        raise ToolError(
+            "write_failed",
+            f"cannot write {path.name}: {exc.strerror or exc}",
+            details={"file": path.name},
+        ) from exc
+
+
 def export_status(ctx: ToolContext, inp: SessionInput) -> StatusOutput:
     """``get_export_status``: derive the export's state from its files."""
     directory = experience_dir(ctx, inp.session_id)
@@ -143,7 +155,9 @@ def export_init(ctx: ToolContext, inp: InitInput) -> InitOutput:
     Repeating the same init is accepted (a safe retry); a different init for an
     existing session is refused, and so is any init of a finalized one.
     """
-    session_id = check_session_id(inp.session_id) if inp.session_id else str(uuid.uuid4())
+    session_id = (
+        check_session_id(inp.session_id) if inp.session_id is not None else str(uuid.uuid4())
+    )
     directory = experience_dir(ctx, session_id)
     summary = inp.summary.model_dump(mode="json", exclude_none=True)
     record = {
@@ -154,7 +168,12 @@ def export_init(ctx: ToolContext, inp: InitInput) -> InitOutput:
     }
     data = encode(record)
     _check_sizes(DirState(exists=False), SUMMARY, data)
-    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ToolError(
+            "write_failed", f"cannot create {directory}: {exc.strerror or exc}"
+        ) from exc
     out = InitOutput(
         session_id=session_id, directory_path=str(directory), expected_files=EXPECTED_FILES
     )
@@ -177,7 +196,7 @@ def export_init(ctx: ToolContext, inp: InitInput) -> InitOutput:
                 "session_id",
             )
         _check_sizes(state, SUMMARY, data)
-        atomic_write(directory / SUMMARY, data)
+        _write(directory / SUMMARY, data)
     log.info("experience export started", session_id=session_id, directory=str(directory))
     return out
 
@@ -245,7 +264,7 @@ def export_conversations(ctx: ToolContext, inp: ConversationsInput) -> Conversat
                 already_existed=True,
             )
         _check_sizes(state, name, data)
-        atomic_write(path, data)
+        _write(path, data)
     return ConversationsOutput(
         file_path=str(path),
         processed_count=count,
@@ -261,7 +280,7 @@ def export_thoughts(ctx: ToolContext, inp: ThoughtsInput) -> ThoughtsOutput:
     with _locked(directory) as state:
         _refuse_completed(state, inp.session_id)
         _check_sizes(state, THOUGHTS, data)
-        atomic_write(directory / THOUGHTS, data)
+        _write(directory / THOUGHTS, data)
     return ThoughtsOutput(file_path=str(directory / THOUGHTS), replaced=THOUGHTS in state.files)
 
 
@@ -360,7 +379,7 @@ def export_finalize(ctx: ToolContext, inp: SessionInput) -> FinalizeOutput:
                 warnings.append("no thoughts.json: the importer's most valuable file is missing")
             data = encode(_build_manifest(loaded, state.batches, thoughts, total))
             _check_sizes(state, MANIFEST, data, freed=state.size_of(SUMMARY))
-            atomic_write(directory / MANIFEST, data)
+            _write(directory / MANIFEST, data)
         (directory / SUMMARY).unlink(missing_ok=True)
         for stale in directory.glob(".*.tmp"):  # left by a writer killed mid-write
             stale.unlink(missing_ok=True)

@@ -1,5 +1,6 @@
-"""Read a loop session's journal (``journal.jsonl``) for export, tolerating a torn last line.
+"""Interpret a loop session's journal (``journal.jsonl``) for export.
 
+Parsing, and the torn-last-line rule, are the engine's (:mod:`loop.session.journal`).
 Only what the export needs is kept: the session header, one record per finished
 iteration (an ``iteration.end``), and the session's end. Unknown record kinds are
 skipped, so the journal can grow new kinds without breaking the export.
@@ -7,14 +8,14 @@ skipped, so the journal can grow new kinds without breaking the export.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from loop.errors import StoreError
+from loop.errors import SessionError, StoreError
+from loop.session.journal import read_journal as read_records
 
 __all__ = ["IterationRecord", "SessionJournal", "read_journal"]
 
@@ -56,6 +57,7 @@ class SessionJournal:
     start_ts: float | None = None
     hats: dict[str, dict[str, Any]] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    completion_event: str | None = None
     iterations: list[IterationRecord] = field(default_factory=list)
     end: dict[str, Any] | None = None
     torn_tail: bool = False
@@ -90,38 +92,23 @@ def _iteration(record: dict[str, Any]) -> IterationRecord | None:
     )
 
 
-def _parse_lines(path: Path, text: str) -> tuple[list[dict[str, Any]], bool]:
-    lines = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-    records: list[dict[str, Any]] = []
-    torn = False
-    for index, (number, line) in enumerate(lines):
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if index == len(lines) - 1:  # a crash mid-append: the last line may be torn
-                log.warning("journal: ignoring a torn last line", file=str(path), line=number)
-                torn = True
-                break
-            raise StoreError(f"line {number}: invalid JSON: {exc.msg}", file=path) from exc
-        if isinstance(value, dict):
-            records.append(value)
-    return records, torn
-
-
 def read_journal(session_dir: Path) -> SessionJournal:
-    """Read ``session_dir / journal.jsonl``.
+    """Read ``session_dir / journal.jsonl`` with the engine's own journal reader.
 
     Raises:
         StoreError: the journal is missing, unreadable, or corrupt before its last line.
     """
     path = session_dir / JOURNAL_NAME
+    if not path.is_file():
+        raise StoreError("no journal: not a loop session folder", file=path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise StoreError("no journal: not a loop session folder", file=path) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreError(f"cannot read: {exc}", file=path) from exc
-    records, torn = _parse_lines(path, text)
+        contents = read_records(path)
+    except SessionError as exc:
+        # The engine's message reads "<path>:<line>: ..."; keep the line, name the file once.
+        raise StoreError("line " + exc.message.removeprefix(f"{path}:"), file=path) from exc
+    if contents.torn:
+        log.warning("journal: ignoring a torn last line", file=str(path))
+    records, torn = contents.records, contents.torn
     journal = SessionJournal(path=path, torn_tail=torn)
     finished: dict[int, IterationRecord] = {}
     for record in records:
@@ -131,8 +118,12 @@ def read_journal(session_dir: Path) -> SessionJournal:
             journal.started_at = _str(record.get("started_at"))
             journal.start_ts = _float(record.get("ts"))
             hats = record.get("hats")
-            journal.hats = {k: v for k, v in hats.items() if isinstance(v, dict)} \
-                if isinstance(hats, dict) else {}
+            journal.hats = (
+                {k: v for k, v in hats.items() if isinstance(v, dict)}
+                if isinstance(hats, dict)
+                else {}
+            )
+            journal.completion_event = _str(record.get("completion_event"))
             config = record.get("config")
             journal.config = config if isinstance(config, dict) else {}
         elif kind == "iteration.end":

@@ -74,6 +74,7 @@ class _Check:
 
 def _load(directory: Path, name: str, check: _Check) -> Any:
     """Parse one file; a syntax error is recorded and yields ``_MISSING``."""
+    check.file(name)
     path = directory / name
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
@@ -166,8 +167,6 @@ def _check_batches(directory: Path, state: DirState, check: _Check) -> dict[str,
             _check_batch(name, number, batch, start, check)
             counts[name] = len(batch.conversations)
             start += len(batch.conversations)
-        else:
-            check.file(name)
     return counts
 
 
@@ -183,8 +182,6 @@ def _check_thoughts(directory: Path, check: _Check) -> None:
         )
     elif not data:
         check.warn(THOUGHTS, "thoughts.json is an empty object")
-    else:
-        check.file(THOUGHTS)
 
 
 def _check_cross(
@@ -262,7 +259,6 @@ def validate_directory(directory: Path) -> DirectoryValidationResult:
         if data is not _MISSING:
             loaded = _schema(MANIFEST, Manifest, data, check)
             manifest = loaded if isinstance(loaded, Manifest) else None
-            check.file(MANIFEST)
     else:
         check.missing.append(MANIFEST)
     counts = _check_batches(directory, state, check)

@@ -1,1 +1,12 @@
-"""tasks."""
+"""Hierarchical tasks with ordered execution and progress (seed 003).
+
+Layers, from the inside out:
+
+* :mod:`loop.tasks.models`: the ``Task`` model and the seven tools' inputs and outputs;
+* :mod:`loop.tasks.tree`, :mod:`loop.tasks.operations`, :mod:`loop.tasks.execution`,
+  :mod:`loop.tasks.summary`: pure decisions over a task list (no I/O, no clock);
+* :mod:`loop.tasks.store`: the ``Task[]`` JSON file (locked, atomic) or memory;
+* :mod:`loop.tasks.tools`: ``TOOLS``, served by the CLI, the MCP server and the bus;
+* :mod:`loop.tasks.cli` (``python -m loop task ...``) and :mod:`loop.tasks.extension`
+  (``task.*`` events, the prompt section, the completion guard).
+"""

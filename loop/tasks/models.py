@@ -43,7 +43,8 @@ STATUSES: tuple[str, ...] = ("todo", "in_progress", "done")
 class Task(BaseModel):
     """One task (seed 003 ``Task``): a node of the hierarchy, ordered among its siblings."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # Frozen: a parsed file's tasks are shared between reads (see the store's cache).
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
 
     id: str = Field(description="UUID of the task")
     name: str = Field(description="short name")

@@ -259,8 +259,8 @@ def delete(
             "to delete the whole subtree",
             details={"subtasks": [brief(k) for k in kids], "descendants": len(below)},
         )
-    removed = [*below, task]
-    for victim in reversed(removed):
+    # Reversed depth-first order removes every subtask before its parent.
+    for victim in reversed([task, *below]):
         forest.remove(victim.id)
     ids = [task.id, *(t.id for t in below)]
     return forest.tasks(), DeleteTaskOutput(id=task_id, deleted_ids=ids)

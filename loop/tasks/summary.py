@@ -105,8 +105,11 @@ def hierarchy_table(forest: Forest, task_id: str) -> str:
 
 
 def next_task(forest: Forest) -> Task | None:
-    """The task to work on next: first in execution order that is todo, or in progress
-    with every subtask done (so it can be completed). Done subtrees are skipped."""
+    """The task to take up next, in execution order (done subtrees skipped).
+
+    That is the first todo task, or an in-progress parent whose subtasks are all done
+    (it is left to complete). In-progress leaves are the current work, not the next.
+    """
     stack = list(reversed(forest.children(None)))
     while stack:
         task = stack.pop()
@@ -115,7 +118,7 @@ def next_task(forest: Forest) -> Task | None:
         if task.status == "todo":
             return task
         kids = forest.children(task.id)
-        if all(k.status == "done" for k in kids):
+        if kids and all(k.status == "done" for k in kids):
             return task
         stack.extend(reversed(kids))
     return None

@@ -28,6 +28,8 @@ class Forest:
             self._pos[task.id] = pos
             self._children.setdefault(task.parent_id, []).append(task.id)
         self._next_pos = len(tasks)
+        self._sorted: dict[str | None, list[Task]] = {}  # children() memo; cleared on change
+        self._complete = False  # whether _sorted holds every parent
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -46,10 +48,14 @@ class Forest:
 
     def children(self, parent_id: str | None) -> list[Task]:
         """Direct subtasks of ``parent_id`` (``None``: root tasks), by order then age."""
-        ids = self._children.get(parent_id, [])
-        kids = [self._by_id[i] for i in ids]
-        kids.sort(key=lambda t: (t.order, self._pos[t.id]))
-        return kids
+        kids = self._sorted.get(parent_id)
+        if kids is None and self._complete:
+            return []
+        if kids is None:
+            kids = [self._by_id[i] for i in self._children.get(parent_id, ())]
+            kids.sort(key=lambda t: (t.order, self._pos[t.id]))
+            self._sorted[parent_id] = kids
+        return list(kids)
 
     def has_children(self, task_id: str) -> bool:
         """Whether the task has at least one subtask."""
@@ -71,11 +77,26 @@ class Forest:
 
     def walk(self, parent_id: str | None = None, depth: int = 0) -> Iterator[tuple[Task, int]]:
         """Depth-first, in execution order, below ``parent_id``: ``(task, depth)`` pairs."""
-        stack = [(t, depth) for t in reversed(self.children(parent_id))]
+        kids = self._all_children()
+        stack = [(t, depth) for t in reversed(kids.get(parent_id, ()))]
         while stack:
             task, d = stack.pop()
             yield task, d
-            stack.extend((c, d + 1) for c in reversed(self.children(task.id)))
+            below = kids.get(task.id)
+            if below:
+                stack.extend((c, d + 1) for c in reversed(below))
+
+    def _all_children(self) -> dict[str | None, list[Task]]:
+        # One sort of every task, then grouping, beats sorting each sibling list apart.
+        if not self._complete:
+            pos = self._pos
+            ordered = sorted(self._by_id.values(), key=lambda t: (t.order, pos[t.id]))
+            grouped: dict[str | None, list[Task]] = {}
+            for task in ordered:
+                grouped.setdefault(task.parent_id, []).append(task)
+            self._sorted = grouped
+            self._complete = True
+        return self._sorted
 
     def root_of(self, task_id: str) -> Task:
         """The root task whose tree holds ``task_id``."""
@@ -84,6 +105,8 @@ class Forest:
 
     def add(self, task: Task) -> None:
         """Add a new task at the end of storage order."""
+        self._sorted.clear()
+        self._complete = False
         self._by_id[task.id] = task
         self._pos[task.id] = self._next_pos
         self._next_pos += 1
@@ -91,6 +114,8 @@ class Forest:
 
     def set(self, task_id: str, **changes: Any) -> Task:
         """Replace a task by a copy with ``changes`` (attribute names); returns the copy."""
+        self._sorted.clear()
+        self._complete = False
         old = self._by_id[task_id]
         new = old.model_copy(update=changes)
         if new.parent_id != old.parent_id:
@@ -101,6 +126,8 @@ class Forest:
 
     def remove(self, task_id: str) -> None:
         """Drop one task (its subtasks must be removed by the caller)."""
+        self._sorted.clear()
+        self._complete = False
         task = self._by_id.pop(task_id)
         self._children[task.parent_id].remove(task_id)
         self._children.pop(task_id, None)

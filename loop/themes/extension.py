@@ -23,7 +23,8 @@ from loop.bus import EventBus
 from loop.errors import LoopError, ToolError
 from loop.events import Event
 from loop.extensions import Extension
-from loop.themes.service import ThemeService, interrupt_name
+from loop.themes.feedback import interrupt_name
+from loop.themes.service import ThemeService
 from loop.themes.status import render_active
 from loop.themes.tools import TOOLS, service_for
 from loop.tools.registry import ToolContext

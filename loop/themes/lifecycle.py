@@ -62,6 +62,13 @@ def _step(
         log.warning("theme clean-up step failed", step=what, path=str(path), error=str(exc))
 
 
+def _remove_dirs(ws: Workspace, rels: list[str], ops: Operations, failures: list[str]) -> None:
+    for rel in reversed(rels):
+        d = _path(ws, rel)
+        if d.is_dir():
+            _step(failures, "remove directory", d, ws, functools.partial(ops.remove_dir, d))
+
+
 def rollback(
     ws: Workspace, plan: StartPlan, ops: Operations, *, keep_history: bool = False
 ) -> list[str]:
@@ -76,16 +83,18 @@ def rollback(
         dst = _path(ws, f"themebox/{plan.processed}")
         if dst.exists() and not src.exists():
             _step(failures, "rename back", dst, ws, lambda: ops.unmark_processed(dst, src))
-    for rel in reversed(plan.createDirs):
-        d = _path(ws, rel)
-        if d.is_dir():
-            _step(failures, "remove directory", d, ws, functools.partial(ops.remove_dir, d))
+    # Reverse of creation: theme directories, then the history file, then the folders
+    # that hold the history (created before it in stage 3).
+    theme_dirs = [r for r in plan.createDirs if r not in _HISTORY_DIRS]
+    history_dirs = [r for r in plan.createDirs if r in _HISTORY_DIRS]
+    _remove_dirs(ws, theme_dirs, ops, failures)
     history = _path(ws, plan.historyFile)
     if history.exists() and not keep_history:
         _step(failures, "remove history file", history, ws, lambda: ops.remove_history(history))
     temp = _path(ws, plan.historyTemp)
     if temp.exists():
         _step(failures, "remove temp file", temp, ws, lambda: ops.remove_history_temp(temp))
+    _remove_dirs(ws, history_dirs, ops, failures)
     if not failures and ws.intent_file.exists():
         _step(
             failures,

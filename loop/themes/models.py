@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -21,28 +21,33 @@ __all__ = [
     "ThemeInfo",
 ]
 
-HeartbeatId = Annotated[str, Field(pattern=ID_PATTERN, description="14 digits, YYYYMMDDHHMMSS")]
-
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class _Parented(_In):
-    parentThemeStartId: HeartbeatId | None = Field(
-        default=None, description="for a subtheme: the parent's THEME_START_ID"
-    )
-    parentThemeDirectoryPart: str | None = Field(
-        default=None, description="for a subtheme: the parent's themeDirectoryPart"
-    )
+    """Checks that the two parent parameters come together (subclasses declare them)."""
 
     @model_validator(mode="after")
     def _paired(self) -> _Parented:
-        if (self.parentThemeStartId is None) != (self.parentThemeDirectoryPart is None):
+        start_id = getattr(self, "parentThemeStartId", None)
+        part = getattr(self, "parentThemeDirectoryPart", None)
+        if (start_id is None) != (part is None):
             raise ValueError(
                 "parentThemeStartId and parentThemeDirectoryPart must be given together"
             )
         return self
+
+
+def _parent_id() -> Any:
+    return Field(
+        default=None, pattern=ID_PATTERN, description="for a subtheme: the parent's THEME_START_ID"
+    )
+
+
+def _parent_part() -> Any:
+    return Field(default=None, description="for a subtheme: the parent's themeDirectoryPart")
 
 
 class NoInput(_In):
@@ -65,18 +70,24 @@ class StartThemeInput(_Parented):
     activityContent: list[str] | None = Field(
         default=None, description="what the theme will do (JSON list of strings)"
     )
+    parentThemeStartId: str | None = _parent_id()
+    parentThemeDirectoryPart: str | None = _parent_part()
 
 
 class EndThemeInput(_Parented):
     """``end_theme`` parameters."""
 
-    themeStartId: HeartbeatId = Field(description="THEME_START_ID of the theme to end")
+    themeStartId: str = Field(
+        pattern=ID_PATTERN, description="THEME_START_ID of the theme to end (14 digits)"
+    )
     themeDirectoryPart: str = Field(min_length=1, description="the theme's themeDirectoryPart")
     themeName: str = Field(min_length=1, description="the theme's name")
     reason: str = Field(min_length=1, description="why the theme ends")
     achievements: list[str] | None = Field(
         default=None, description="main achievements (JSON list of strings)"
     )
+    parentThemeStartId: str | None = _parent_id()
+    parentThemeDirectoryPart: str | None = _parent_part()
 
 
 class FeedbackInput(_In):

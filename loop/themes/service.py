@@ -7,13 +7,13 @@ status only read: calling them changes nothing on disk.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import structlog
 
-from loop.errors import StoreError, ToolError
+from loop.errors import ToolError
 from loop.themes import naming
+from loop.themes.feedback import process_feedback
 from loop.themes.heartbeat import read_heartbeat_id, write_heartbeat
 from loop.themes.lifecycle import StartPlan, execute_start, repair
 from loop.themes.models import (
@@ -27,20 +27,11 @@ from loop.themes.models import (
 )
 from loop.themes.ops import Operations, write_new_file
 from loop.themes.status import active_themes, render_active
-from loop.themes.workspace import Workspace
+from loop.themes.workspace import Workspace, read_text
 
 __all__ = ["ThemeService"]
 
 log = structlog.get_logger(__name__)
-
-INTERRUPT_PREFIX = "interrupt."
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreError(f"cannot read: {exc}", file=path) from exc
 
 
 class ThemeService:
@@ -76,7 +67,7 @@ class ThemeService:
                 message="no theme to process: themebox has no candidate",
             )
         first = names[0]
-        content = _read_text(self.ws.themebox / first)
+        content = read_text(self.ws.themebox / first)
         more = len(names) - 1
         return PreviewOutput(
             found=True,
@@ -92,7 +83,7 @@ class ThemeService:
         entries = []
         for name in sorted(self.ws.list_md(self.ws.histories)):
             if naming.HISTORY_NAME.match(name):
-                entry = naming.parse_history(name, _read_text(self.ws.histories / name))
+                entry = naming.parse_history(name, read_text(self.ws.histories / name))
                 if entry is not None:
                     entries.append(entry)
         return entries
@@ -309,7 +300,9 @@ class ThemeService:
                     "subthemes_active",
                     f"end the active subthemes first ({names}), one per heartbeat",
                 )
-            directory = start.directory or "?"
+            directory = start.directory or "/".join(
+                ("artifacts", *naming.theme_dir_parts(inp.themeStartId, part, *(parent or ())))
+            )
             if not (self.ws.root / directory).is_dir():
                 warnings.append(f"the theme directory {directory}/ does not exist")
             history = self.ws.histories / naming.end_history_name(hb, part)
@@ -359,47 +352,7 @@ class ThemeService:
 
     def process_feedback(self, kind: str, *, interrupts_only: bool = False) -> FeedbackOutput:
         """Take the oldest unprocessed feedback item and mark it ``processed.``."""
-        if kind != "feedbackbox":
-            raise ToolError(
-                "unsupported_type",
-                f'check_and_process_item only handles type "feedbackbox" (got {kind[:40]!r}); '
-                "for themes use preview_next_theme, then start_theme and end_theme",
-            )
-        if not self.ws.intent_file.exists() and not naming.candidates(
-            self.ws.list_md(self.ws.feedbackbox)
-        ):  # nothing to do: answer without creating the lock file
-            return FeedbackOutput(found=False, message="no feedback to process")
-        with self.ws.locked():
-            repaired = repair(self.ws, self.ops)
-            names = naming.candidates(self.ws.list_md(self.ws.feedbackbox))
-            if interrupts_only:
-                names = [n for n in names if n.startswith(INTERRUPT_PREFIX)]
-            if not names:
-                return FeedbackOutput(
-                    found=False, repaired=repaired, message="no feedback to process"
-                )
-            first = names[0]
-            src = self.ws.feedbackbox / first
-            dst = self.ws.feedbackbox / (naming.PROCESSED_PREFIX + first)
-            content = _read_text(src)
-            try:
-                self.ops.mark_processed(src, dst)
-            except OSError as exc:
-                raise ToolError(
-                    "mark_processed_failed",
-                    f"could not rename feedbackbox/{first} to {dst.name}: {exc}; "
-                    "check the feedbackbox by hand",
-                ) from exc
-        more = len(names) - 1
-        return FeedbackOutput(
-            found=True,
-            filename=first,
-            processedFile=f"feedbackbox/{dst.name}",
-            content=content,
-            remaining=more,
-            repaired=repaired,
-            message=f"feedback item {first} (now {dst.name}); {more} more to process",
-        )
+        return process_feedback(self.ws, self.ops, kind, interrupts_only=interrupts_only)
 
 
 def _sanitize_warnings(
@@ -411,8 +364,3 @@ def _sanitize_warnings(
     if parent is not None and raw_parent is not None and raw_parent != parent[1]:
         out.append(f"parentThemeDirectoryPart {raw_parent!r} was changed to {parent[1]!r}")
     return out
-
-
-def interrupt_name(name: str) -> str:
-    """The item's name without ``interrupt.`` and ``.md`` (what an interrupt event shows)."""
-    return re.sub(r"\.md$", "", name.removeprefix(INTERRUPT_PREFIX))

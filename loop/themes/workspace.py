@@ -10,7 +10,15 @@ from pathlib import Path
 from loop._fs import file_lock, safe_join
 from loop.errors import StoreError
 
-__all__ = ["Workspace"]
+__all__ = ["Workspace", "read_text"]
+
+
+def read_text(path: Path) -> str:
+    """A workspace file as UTF-8 text; failure is a ``StoreError`` naming the file."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StoreError(f"cannot read: {exc}", file=path) from exc
 
 
 @dataclass(frozen=True)

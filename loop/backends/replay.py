@@ -1,0 +1,72 @@
+"""The replay backend: serves each recorded iteration's output to the real engine.
+
+For iteration *n* it returns what the backend returned when the session was recorded:
+the output text (so ``<event>`` tags are parsed again by the engine), the events that
+came through the emit file (written to ``request.events_file``, so the engine reads
+that channel again too), the exit code, the cost, and a recorded failure as the same
+failure. Nothing is decided here: routing, defaults, completion and limits are the
+engine's, which is what makes a replay a regression check.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from loop.backends.base import BackendRequest, BackendResult
+from loop.emit import append_event
+from loop.session.recording import IterationRecord
+
+__all__ = ["RecordedIterations", "ReplayBackend"]
+
+
+class RecordedIterations(Protocol):
+    """Where the replay backend reads recorded iterations (on demand, by number)."""
+
+    @property
+    def last_iteration(self) -> int:
+        """The highest iteration number in the recording (0 for none)."""
+        ...
+
+    def iteration(self, number: int) -> IterationRecord | None:
+        """The record of iteration ``number``, or ``None`` when it is not recorded."""
+        ...
+
+
+class ReplayBackend:
+    """Serves recorded iterations by iteration number, for every hat."""
+
+    kind = "replay"
+
+    def __init__(self, source: RecordedIterations) -> None:
+        self.source = source
+        self.served = 0
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """The recorded result of ``request.iteration``, or a failure saying why not."""
+        number = request.iteration
+        record = self.source.iteration(number)
+        if record is None:
+            last = self.source.last_iteration
+            if number > last:
+                return BackendResult.failed(
+                    f"recording exhausted: it holds {last} iteration(s), the engine asked "
+                    f"for iteration {number}")
+            return BackendResult.failed(f"recording has no iteration {number}")
+        if record.hat != request.hat:
+            return BackendResult.failed(
+                f"replay: iteration {number} was recorded for hat {record.hat!r}, "
+                f"the engine chose {request.hat!r}")
+        for event in record.emitted:
+            append_event(request.events_file, event.topic, event.payload, event.target)
+        self.served += 1
+        return BackendResult(
+            output=record.output,
+            ok=record.backend_ok,
+            exit_code=record.exit_code,
+            reason=None if record.backend_ok else record.reason,
+            cost_usd=record.cost_usd,
+            input_tokens=record.input_tokens,
+            output_tokens=record.output_tokens,
+            turns=record.turns,
+            meta=dict(record.meta),
+        )

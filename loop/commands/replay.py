@@ -1,0 +1,196 @@
+"""``loop replay``, ``loop show`` and ``loop schema``: recordings from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+from loop._fs import atomic_write
+from loop.errors import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE, LoopError
+from loop.session.recording import FooterRecord, IterationRecord, MarkerRecord
+
+__all__ = ["collect_recordings", "junit_xml", "register", "render_show"]
+
+SUITE = "hatloop.replay"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``replay``, ``show`` and ``schema``."""
+    p = sub.add_parser(
+        "replay", help="replay recordings through the real engine and compare",
+        description="Replay each recording with the replay backend and the recorded "
+                    "configuration; report the first divergence. Exit 0 when all match, "
+                    "4 when one diverged, 2 on bad input.")
+    p.add_argument("paths", nargs="+", metavar="FILE|DIR",
+                   help="recordings, or folders of *.jsonl recordings")
+    p.add_argument("--junit-xml", metavar="PATH", help="also write a JUnit XML report")
+    p.add_argument("--log-format", choices=["auto", "console", "json"], default="auto")
+    p.set_defaults(handler=_replay)
+
+    s = sub.add_parser("show", help="a recorded session at a glance",
+                       description="Print a recording's timeline and footer.")
+    s.add_argument("file", metavar="FILE")
+    s.set_defaults(handler=_show)
+
+    sc = sub.add_parser("schema", help="print a file format's JSON Schema")
+    sc.add_argument("format", choices=["recording"], help="which format")
+    sc.set_defaults(handler=_schema)
+
+
+# -- replay -------------------------------------------------------------------------------
+
+
+def collect_recordings(paths: Iterable[str]) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Expand folders to their ``*.jsonl`` files: ``(recordings, problems)``."""
+    found: list[Path] = []
+    problems: list[tuple[Path, str]] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            inside = sorted(path.glob("*.jsonl"))
+            if not inside:
+                problems.append((path, f"{path}: no recordings (*.jsonl) in this folder"))
+            found.extend(inside)
+        else:
+            found.append(path)
+    return found, problems
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from loop.cli import run_async  # noqa: PLC0415 - avoid an import cycle
+    from loop.session.replay import ReplayResult, replay_recording  # noqa: PLC0415 - heavy
+
+    files, problems = collect_recordings(args.paths)
+    outcomes: list[tuple[Path, ReplayResult | str]] = list(problems)
+    started = time.perf_counter()
+
+    async def run_all() -> None:
+        for path in files:
+            try:
+                outcome: ReplayResult | str = await replay_recording(path)
+            except LoopError as exc:
+                outcome = str(exc)
+            outcomes.append((path, outcome))
+            _print_outcome(outcome)
+
+    for _, message in problems:
+        print(f"ERROR    {message}")
+    run_async(run_all)
+    elapsed = time.perf_counter() - started
+    passed = sum(1 for _, o in outcomes if not isinstance(o, str) and o.ok)
+    diverged = sum(1 for _, o in outcomes if not isinstance(o, str) and not o.ok)
+    errors = sum(1 for _, o in outcomes if isinstance(o, str))
+    print(f"\n{len(outcomes)} recording(s): {passed} ok, {diverged} diverged, "
+          f"{errors} error(s) in {elapsed:.2f}s")
+    if args.junit_xml:
+        target = Path(args.junit_xml)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, junit_xml(outcomes, elapsed))
+        print(f"JUnit XML written to {target}")
+    if errors:
+        return EXIT_USAGE
+    return EXIT_DIVERGED if diverged else EXIT_OK
+
+
+def _print_outcome(outcome: Any) -> None:
+    if isinstance(outcome, str):
+        print(f"ERROR    {outcome}")
+        return
+    print(outcome.summary())
+    for warning in outcome.warnings:
+        print(f"  warning: {warning}")
+    if outcome.divergence is not None:
+        print("\n".join("  " + line for line in outcome.divergence.render().splitlines()))
+
+
+def junit_xml(outcomes: list[tuple[Path, Any]], elapsed: float) -> bytes:
+    """A JUnit XML report: one test case per recording (failure = divergence)."""
+    suite = ET.Element("testsuite", name=SUITE, tests=str(len(outcomes)), time=f"{elapsed:.3f}")
+    failures = errors = 0
+    for path, outcome in outcomes:
+        case = ET.SubElement(suite, "testcase", classname=SUITE, name=str(path))
+        if isinstance(outcome, str):
+            errors += 1
+            ET.SubElement(case, "error", message=outcome).text = outcome
+            continue
+        case.set("time", f"{outcome.duration:.3f}")
+        if outcome.divergence is not None:
+            failures += 1
+            text = outcome.divergence.render()
+            ET.SubElement(case, "failure", message=text.splitlines()[0]).text = text
+        notes = list(outcome.warnings) + ([f"prefix only: {outcome.partial}"]
+                                          if outcome.partial else [])
+        if notes:
+            ET.SubElement(case, "system-out").text = "\n".join(notes)
+    suite.set("failures", str(failures))
+    suite.set("errors", str(errors))
+    root = ET.Element("testsuites")
+    root.append(suite)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+# -- show ---------------------------------------------------------------------------------
+
+
+def _show(args: argparse.Namespace) -> int:
+    from loop.session.replay import RecordingReader  # noqa: PLC0415 - import on use
+
+    with RecordingReader(Path(args.file)) as reader:
+        print(render_show(reader))
+    return EXIT_OK
+
+
+def _cell(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def render_show(reader: Any) -> str:
+    """The timeline of a recording: header, one row per iteration, markers, footer."""
+    h = reader.header
+    lines = [
+        f"recording  {reader.path}",
+        f"  schema {h.schema_version} · hatloop {h.hatloop_version} · Python "
+        f"{h.python_version} · started {h.started_at}",
+        f"  session {h.session_id} · config {h.config_digest[:19]}… · hats "
+        f"{', '.join(h.hats)}" + (" · redacted" if h.redacted else ""),
+        "",
+        f"  {'iter':>4}  {'hat':<14} {'duration':>9}  {'status':<24} {'cost':>9}  events",
+    ]
+    footer: FooterRecord | None = None
+    for _, record in reader.records():
+        if isinstance(record, IterationRecord):
+            status = record.status + (f": {record.reason}" if record.reason else "")
+            cost = f"${record.cost_usd:.4f}" if record.cost_usd is not None else "-"
+            events = ", ".join(e.topic for e in record.events) or "-"
+            lines.append(f"  {record.iteration:>4}  {_cell(record.hat, 14):<14} "
+                         f"{record.duration:>8.2f}s  {_cell(status, 24):<24} {cost:>9}  "
+                         f"{events}")
+        elif isinstance(record, MarkerRecord):
+            lines.append(f"    --  {record.marker}: {record.message}")
+        elif isinstance(record, FooterRecord):
+            footer = record
+    lines.append("")
+    if footer is None:
+        lines.append("  end   (no footer: the recording was cut off)")
+    else:
+        lines.append(f"  end   {footer.reason} after {footer.iterations} iteration(s) in "
+                     f"{footer.elapsed:.2f}s (exit {footer.exit_code}) · {footer.records} "
+                     f"records · {footer.write_failures} write failure(s)"
+                     + (" · size cap reached" if footer.cap_reached else ""))
+    lines += [f"  warning: {w}" for w in reader.warnings]
+    return "\n".join(lines)
+
+
+# -- schema -------------------------------------------------------------------------------
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from loop.session.recording import recording_json_schema  # noqa: PLC0415 - on use
+
+    print(json.dumps(recording_json_schema(), indent=2, ensure_ascii=False))
+    return EXIT_OK

@@ -1,0 +1,166 @@
+"""``python -m loop experience ...`` and ``python -m loop export SESSION``.
+
+The tool subcommands are generated from the tools' input models
+(:func:`loop.tools.cli.add_tool_group`); ``guide`` prints either guide as Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from loop._fs import check_name
+from loop.errors import EXIT_OK, EXIT_USAGE, LoopError, ToolError
+from loop.experience.guides import load_guide
+from loop.experience.session_export import export_session
+from loop.tools.cli import add_context_options, add_tool_group, context_from_args
+
+__all__ = ["COMMANDS", "register", "register_export"]
+
+COMMANDS: dict[str, str] = {
+    "status": "get_export_status",
+    "init": "export_experience_init",
+    "conversations": "export_experience_conversations",
+    "thoughts": "export_experience_thoughts",
+    "finalize": "export_experience_finalize",
+    "list": "list_experiences",
+    "validate": "validate_experience",
+}
+_POSITIONALS = {
+    "status": ["session_id"],
+    "conversations": ["session_id"],
+    "thoughts": ["session_id"],
+    "finalize": ["session_id"],
+    "validate": ["directory_path"],
+}
+
+
+def _render_status(out: dict[str, Any]) -> str:
+    nxt = out["next_batch_number"]
+    files = ", ".join(out["created_files"]) or "none"
+    tail = f"; next batch {nxt}" if nxt is not None else ""
+    return (
+        f"{out['session_id']}: {out['status']}{tail}\n  {out['directory_path']}\n  files: {files}"
+    )
+
+
+def _render_list(out: dict[str, Any]) -> str:
+    lines = [
+        f"{s['directory']}  ({s['file_count']} files)  {s['summary']}"
+        for s in out["directory_summaries"]
+    ] or ["no experiences found"]
+    lines += [f"warning: {w}" for w in out["warnings"]]
+    return "\n".join(lines)
+
+
+def _render_validation(out: dict[str, Any]) -> str:
+    head = "valid" if out["valid"] else "INVALID"
+    lines = [f"{out['directory_path']}: {head}"]
+    lines += [f"  error: {e}" for e in out["errors"]]
+    lines += [f"  warning: {w}" for w in out["warnings"]]
+    return "\n".join(lines)
+
+
+def _render_finalize(out: dict[str, Any]) -> str:
+    lines = [
+        f"finalized {out['directory_path']}: {out['total_conversations']} conversations, "
+        f"{out['total_files']} files, {out['total_size']} bytes"
+    ]
+    return "\n".join(lines + [f"warning: {w}" for w in out["warnings"]])
+
+
+def _find_subparsers(parser: argparse.ArgumentParser) -> Any:
+    # argparse has no public accessor for a parser's subcommands; add_tool_group keeps it.
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action
+    raise RuntimeError("the experience group has no subcommands")
+
+
+def register(subparsers: Any) -> None:
+    """Add ``experience status|init|conversations|thoughts|finalize|list|validate|guide``."""
+    parent = add_tool_group(
+        subparsers,
+        "experience",
+        help="export, list and validate AI experiences (seeds 000 and 002)",
+        commands=COMMANDS,
+        positionals=_POSITIONALS,
+        renderers={
+            "status": _render_status,
+            "list": _render_list,
+            "validate": _render_validation,
+            "finalize": _render_finalize,
+        },
+    )
+    guide = _find_subparsers(parent).add_parser(
+        "guide",
+        help="print the export guide (source AI) or the import guide (main AI)",
+        description="Print a guide for agents, as Markdown.",
+    )
+    guide.add_argument(
+        "kind",
+        nargs="?",
+        choices=["export", "import"],
+        default="export",
+        help="export (default) or import",
+    )
+    guide.add_argument("--lang", choices=["en", "ja"], default="en", help="en (default) or ja")
+    guide.add_argument("--json", action="store_true", help="print {success, guide_content}")
+    guide.set_defaults(handler=_guide)
+
+
+def _guide(args: argparse.Namespace) -> int:
+    text = load_guide(args.kind, args.lang)
+    if args.json:
+        print(json.dumps({"success": True, "guide_content": text}, ensure_ascii=False, indent=2))
+    else:
+        print(text, end="")
+    return EXIT_OK
+
+
+def register_export(subparsers: Any) -> None:
+    """Add the top-level ``export SESSION``: a loop session becomes an experience."""
+    p = subparsers.add_parser(
+        "export",
+        help="export a loop session as an experience",
+        description="Export a loop session (a folder with journal.jsonl, or a session id "
+        "under --sessions-dir) as experiences/experience_<session_id>/.",
+    )
+    p.add_argument("session", metavar="SESSION", help="session folder or session id")
+    p.add_argument(
+        "--sessions-dir",
+        default=".loop/sessions",
+        metavar="DIR",
+        help="where session ids are looked up (default: .loop/sessions)",
+    )
+    p.add_argument("--session-id", metavar="ID", help="the experience id (default: the session's)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_context_options(p)
+    p.set_defaults(handler=_export)
+
+
+def _export(args: argparse.Namespace) -> int:
+    try:
+        ctx = context_from_args(args)
+        candidate = Path(args.session)
+        if not candidate.is_dir():
+            candidate = Path(args.sessions_dir) / check_name(args.session, "session id")
+        result = export_session(ctx, candidate, session_id=args.session_id)
+    except LoopError as exc:
+        if args.json and isinstance(exc, ToolError):
+            print(json.dumps(exc.to_dict(), ensure_ascii=False, indent=2))
+        code = f"{exc.code}: " if isinstance(exc, ToolError) else ""
+        print(f"error: {code}{exc.message}", file=sys.stderr)
+        return exc.exit_code if exc.exit_code != EXIT_OK else EXIT_USAGE
+    if args.json:
+        print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
+    else:
+        note = " (already exported)" if result.already_exported else ""
+        print(
+            f"exported {result.conversations} conversations in {result.batches} batches, "
+            f"{result.thoughts} thoughts{note}\n  {result.directory_path}"
+        )
+    return EXIT_OK

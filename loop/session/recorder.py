@@ -1,0 +1,354 @@
+"""The session recorder: a bus subscriber that writes the session as JSONL.
+
+It listens to the engine's lifecycle events (``loop.started`` / ``loop.resumed``,
+``loop.iteration.done``, ``loop.terminated``) and writes one record per line, each with
+a single ``write`` straight to the file, so a crash leaves at most a torn last line.
+
+Guarantees:
+
+* the file never passes ``max_bytes``: room for a cap marker and the footer is always
+  kept, and when the next record would need it, the marker is written instead and
+  recording stops (with a warning; the loop goes on);
+* a failed write (disk full, permission) is counted and logged, the partial line is cut
+  off, and the loop goes on; the next record that gets through is preceded by a
+  ``write_failed`` marker saying how many records were lost;
+* an existing file is refused unless ``force``; ``append`` (a resumed session) adds a
+  ``resumed`` marker after the previous records;
+* values of secret-looking environment variables are redacted from every string.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import structlog
+from pydantic import BaseModel
+
+from loop import __version__
+from loop.bus import EventBus
+from loop.errors import InputError, LoopError
+from loop.events import Event
+from loop.extensions import Extension
+from loop.session.recording import (
+    FooterRecord,
+    HeaderRecord,
+    IterationRecord,
+    MarkerRecord,
+    backend_succeeded,
+    config_digest,
+    iso_time,
+)
+
+__all__ = ["DEFAULT_MAX_BYTES", "MIN_MAX_BYTES", "Recorder", "RecorderClosed", "Redactor"]
+
+log = structlog.get_logger("loop.recorder")
+
+DEFAULT_MAX_BYTES = 100 * 1024 * 1024
+# Room kept free for the cap marker and the footer; both are built to fit in it.
+MARKER_RESERVE = 256
+FOOTER_RESERVE = 320
+MIN_MAX_BYTES = 1024
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+MIN_SECRET_LENGTH = 4
+
+
+class RecorderClosed(LoopError):
+    """The recorder was used after it was closed, or attached twice (it is one-shot)."""
+
+
+class Redactor:
+    """Replaces the values of secret-looking environment variables in strings."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        found = {(v, k) for k, v in environ.items()
+                 if _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LENGTH}
+        # Longest first, so a secret containing another is replaced whole.
+        self.secrets = sorted(found, key=lambda p: (-len(p[0]), p[1]))
+
+    def text(self, value: str) -> str:
+        """``value`` with every secret replaced by ``[redacted:NAME]``."""
+        for secret, name in self.secrets:
+            if secret in value:
+                value = value.replace(secret, f"[redacted:{name}]")
+        return value
+
+    def value(self, data: Any) -> Any:
+        """A copy of JSON data with every string (not keys or numbers) redacted."""
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, dict):
+            return {k: self.value(v) for k, v in data.items()}
+        if isinstance(data, list):
+            return [self.value(v) for v in data]
+        return data
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` (``os.write`` may write less than asked)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _line(model: BaseModel, redactor: Redactor | None) -> bytes:
+    data = model.model_dump(mode="json")
+    if redactor is not None:
+        data = redactor.value(data)
+    return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+class Recorder(Extension):
+    """Records one session to ``path`` (JSONL); see the module docstring for guarantees."""
+
+    name = "recorder"
+
+    def __init__(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, force: bool = False,
+                 append: bool = False, redact: bool = True,
+                 environ: Mapping[str, str] | None = None) -> None:
+        """Check the target now, so a refused recording stops the run before it starts.
+
+        Raises:
+            InputError: ``path`` exists (without ``force`` or ``append``), is a folder,
+                or ``max_bytes`` is below :data:`MIN_MAX_BYTES`.
+        """
+        if max_bytes < MIN_MAX_BYTES:
+            raise InputError(f"--record-max-bytes {max_bytes}: the cap must be at least "
+                             f"{MIN_MAX_BYTES} bytes")
+        if path.is_dir():
+            raise InputError(f"{path}: is a folder; --record-session needs a file")
+        if path.exists() and not (force or append):
+            raise InputError(f"{path}: recording already exists; pass --force to overwrite it "
+                             "or choose another file")
+        self.path = path
+        self.max_bytes = max_bytes
+        self.force = force
+        self.append = append
+        self.redactor = Redactor(os.environ if environ is None else environ) if redact else None
+        self.records = 0
+        self.bytes = 0
+        self.write_failures = 0
+        self.cap_reached = False
+        self._lost = 0
+        self._fd: int | None = None
+        self._disabled = False
+        self._attached = False
+        self._closed = False
+        self._footer_written = False
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def __aenter__(self) -> Recorder:
+        if self._closed:
+            raise RecorderClosed(f"recorder for {self.path} is closed")
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    def attach(self, bus: EventBus) -> None:
+        """Follow the loop's lifecycle events on ``bus`` (once)."""
+        if self._closed:
+            raise RecorderClosed(f"recorder for {self.path} is closed")
+        if self._attached:
+            raise RecorderClosed(f"recorder for {self.path} is already attached (one-shot)")
+        self._attached = True
+        bus.subscribe("loop.started", self._on_start, name="recorder")
+        bus.subscribe("loop.resumed", self._on_start, name="recorder")
+        bus.subscribe("loop.iteration.done", self._on_iteration, name="recorder")
+        bus.subscribe("loop.terminated", self._on_terminated, name="recorder")
+
+    async def aclose(self) -> None:
+        """Close the file (idempotent)."""
+        self._closed = True
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            try:
+                os.close(fd)
+            except OSError as exc:
+                log.warning("recording: close failed", file=str(self.path), error=str(exc))
+
+    def describe(self) -> str:
+        """One line for the run summary."""
+        cap = f"cap reached ({self.max_bytes} bytes)" if self.cap_reached else "cap not reached"
+        return (f"recording {self.path}: {self.records} records, {self.bytes} bytes, {cap}, "
+                f"{self.write_failures} write failure(s)")
+
+    # -- the file ---------------------------------------------------------------------
+
+    def _open(self) -> bool:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        if not self.append:
+            flags |= os.O_TRUNC if self.force else os.O_EXCL
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, flags, 0o644)
+            size = os.fstat(fd).st_size
+            if size and self.append:
+                size = self._cut_torn_tail(fd, size)
+        except OSError as exc:
+            self._disabled = True
+            self.write_failures += 1
+            log.warning("recording: cannot open the file; the loop goes on without it",
+                      file=str(self.path), error=exc.strerror or str(exc))
+            return False
+        self._fd = fd
+        self.bytes = size
+        return True
+
+    def _cut_torn_tail(self, fd: int, size: int) -> int:
+        """Drop a torn last line left by a crash, so appended records start on a new line."""
+        with self.path.open("rb") as fh:
+            fh.seek(max(0, size - 65536))
+            tail = fh.read()
+        if tail.endswith(b"\n"):
+            return size
+        cut = tail.rfind(b"\n")
+        good = size - len(tail) + cut + 1 if cut >= 0 else 0
+        os.ftruncate(fd, good)
+        log.warning("recording: dropped a torn last line before appending", file=str(self.path))
+        return good
+
+    def _write(self, data: bytes) -> bool:
+        if self._fd is None:
+            self.write_failures += 1
+            return False
+        try:
+            _write_all(self._fd, data)
+        except OSError as exc:
+            self.write_failures += 1
+            log.warning("recording: write failed; the loop goes on", file=str(self.path),
+                        error=exc.strerror or str(exc), failures=self.write_failures)
+            try:  # a half-written line would corrupt the middle of the file: cut it off
+                os.ftruncate(self._fd, self.bytes)
+            except OSError:
+                log.warning("recording: could not cut a partial line", file=str(self.path))
+            return False
+        self.bytes += len(data)
+        self.records += 1
+        return True
+
+    def _put(self, record: BaseModel) -> None:
+        """Write one record, keeping room for the cap marker and the footer."""
+        if self.cap_reached:
+            return None
+        if self._disabled:
+            self.write_failures += 1
+            return None
+        if self._lost:
+            lost = MarkerRecord(marker="write_failed", lost_records=self._lost,
+                                message=f"{self._lost} record(s) were lost to write failures",
+                                ts=_now())
+            if not self._fits(_line(lost, None), MARKER_RESERVE + FOOTER_RESERVE):
+                return self._cap()
+            if self._write(_line(lost, None)):
+                self._lost = 0
+        line = _line(record, self.redactor)
+        if not self._fits(line, MARKER_RESERVE + FOOTER_RESERVE):
+            return self._cap(len(line))
+        if not self._write(line):
+            self._lost += 1
+        return None
+
+    def _fits(self, line: bytes, reserve: int) -> bool:
+        return self.bytes + len(line) + reserve <= self.max_bytes
+
+    def _cap(self, needed: int | None = None) -> None:
+        self.cap_reached = True
+        what = f"the next record ({needed} bytes)" if needed else "the next record"
+        marker = MarkerRecord(marker="cap_reached", max_bytes=self.max_bytes, ts=_now(),
+                              message=f"recording stopped: {what} would pass the cap")
+        line = _line(marker, None)
+        if len(line) <= MARKER_RESERVE and self._fits(line, FOOTER_RESERVE):
+            self._write(line)
+        log.warning("recording: size cap reached; recording stopped, the loop goes on",
+                    file=str(self.path), max_bytes=self.max_bytes, written=self.bytes)
+
+    # -- bus handlers -----------------------------------------------------------------
+
+    def _on_start(self, event: Event) -> None:
+        data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
+        if self._fd is None and not self._disabled and not self._open():
+            return
+        if self.bytes == 0:
+            self._put(self._header(data))
+        elif not self._same_session(data):
+            self._disabled = True
+            self.write_failures += 1
+            log.error("recording: the file holds another session; nothing appended",
+                      file=str(self.path), session=data.get("session_id"))
+            return
+        if event.topic == "loop.resumed":
+            at = data.get("resumed_at_iteration")
+            self._put(MarkerRecord(
+                marker="resumed", session_id=str(data.get("session_id", "")),
+                resumed_at_iteration=at, config_digest=config_digest(data.get("config", {})),
+                message=f"session resumed after iteration {at}", ts=event.ts))
+
+    def _same_session(self, data: dict[str, Any]) -> bool:
+        try:
+            with self.path.open("rb") as fh:
+                first = json.loads(fh.readline())
+        except (OSError, ValueError):
+            return False
+        return isinstance(first, dict) and first.get("session_id") == data.get("session_id")
+
+    def _header(self, data: dict[str, Any]) -> HeaderRecord:
+        config = data.get("config", {})
+        if self.redactor is not None:  # the digest must describe the config as recorded
+            config = self.redactor.value(config)
+        return HeaderRecord(
+            session_id=str(data.get("session_id", "")), started_at=iso_time(),
+            hatloop_version=__version__, python_version=sys.version.split()[0],
+            config_digest=config_digest(config),
+            starting_event=str(data.get("starting_event", "")),
+            completion_event=str(data.get("completion_event", "")),
+            hats=data.get("hats", {}), config=config, redacted=self.redactor is not None,
+            max_bytes=self.max_bytes, ts=_now(),
+        )
+
+    def _on_iteration(self, event: Event) -> None:
+        rec: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
+        ts = float(rec.get("ts") or event.ts)
+        fields = {k: v for k, v in rec.items() if k in IterationRecord.model_fields}
+        fields.update(kind="iteration", ts=ts, timestamp=iso_time(ts),
+                      backend_ok=backend_succeeded(str(rec.get("status")), rec.get("reason")),
+                      meta=rec.get("meta") or {})
+        try:
+            record = IterationRecord.model_validate(fields)
+        except ValueError as exc:  # an engine change the format does not cover: say so
+            self._lost += 1
+            log.warning("recording: iteration record invalid", iteration=rec.get("iteration"),
+                      error=str(exc).splitlines()[0])
+            return
+        self._put(record)
+
+    def _on_terminated(self, event: Event) -> None:
+        data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
+        if self._fd is None or self._footer_written:
+            return
+        self._footer_written = True
+        footer = FooterRecord(
+            reason=str(data.get("reason", "unknown"))[:64],
+            iterations=int(data.get("iterations", 0)), elapsed=float(data.get("elapsed", 0.0)),
+            exit_code=int(data.get("exit_code", 1)), records=self.records,
+            write_failures=self.write_failures,
+            cap_reached=self.cap_reached, ts=_now(),
+        )
+        line = _line(footer, None)
+        if self.bytes + len(line) <= self.max_bytes:
+            self._write(line)
+        else:
+            log.warning("recording: no room left for the footer", file=str(self.path))
+
+def _now() -> float:
+    return time.time()

@@ -1,0 +1,75 @@
+"""The feedbackbox: items for the agent, taken oldest first and marked ``processed.``.
+
+Items whose names start with ``interrupt.`` are taken by the loop at the next
+heartbeat and turned into an interrupt event (see :mod:`loop.themes.extension`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from loop.errors import ToolError
+from loop.themes import naming
+from loop.themes.lifecycle import repair
+from loop.themes.models import FeedbackOutput
+from loop.themes.ops import Operations
+from loop.themes.workspace import Workspace, read_text
+
+__all__ = ["INTERRUPT_PREFIX", "interrupt_name", "process_feedback"]
+
+INTERRUPT_PREFIX = "interrupt."
+
+
+def interrupt_name(name: str) -> str:
+    """The item's name without ``interrupt.`` and ``.md`` (what an interrupt event shows)."""
+    return re.sub(r"\.md$", "", name.removeprefix(INTERRUPT_PREFIX))
+
+
+def process_feedback(
+    ws: Workspace, ops: Operations, kind: str, *, interrupts_only: bool = False
+) -> FeedbackOutput:
+    """Take the oldest unprocessed feedback item (or interrupt item) and mark it processed.
+
+    Raises:
+        ToolError: ``unsupported_type`` for any type but ``feedbackbox``;
+            ``mark_processed_failed`` when the rename fails.
+    """
+    if kind != "feedbackbox":
+        raise ToolError(
+            "unsupported_type",
+            f'check_and_process_item only handles type "feedbackbox" (got {kind[:40]!r}); '
+            "for themes use preview_next_theme, then start_theme and end_theme",
+        )
+    if not ws.intent_file.exists() and not naming.candidates(
+        ws.list_md(ws.feedbackbox)
+    ):  # nothing to do: answer without creating the lock file
+        return FeedbackOutput(found=False, message="no feedback to process")
+    with ws.locked():
+        repaired = repair(ws, ops)
+        names = naming.candidates(ws.list_md(ws.feedbackbox))
+        if interrupts_only:
+            names = [n for n in names if n.startswith(INTERRUPT_PREFIX)]
+        if not names:
+            return FeedbackOutput(found=False, repaired=repaired, message="no feedback to process")
+        first = names[0]
+        src = ws.feedbackbox / first
+        dst = ws.feedbackbox / (naming.PROCESSED_PREFIX + first)
+        content = read_text(src)
+        try:
+            ops.mark_processed(src, dst)
+        except OSError as exc:
+            raise ToolError(
+                "mark_processed_failed",
+                f"could not rename feedbackbox/{first} to {dst.name}: {exc}; "
+                "check the feedbackbox by hand",
+            ) from exc
+    more = len(names) - 1
+    return FeedbackOutput(
+        found=True,
+        filename=first,
+        processedFile=f"feedbackbox/{dst.name}",
+        content=content,
+        remaining=more,
+        repaired=repaired,
+        message=f"feedback item {first} (now {dst.name}); {more} more to process",
+    )

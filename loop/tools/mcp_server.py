@@ -1,0 +1,187 @@
+"""The MCP adapter: every registered tool served over the Model Context Protocol.
+
+``python -m loop mcp`` serves :func:`~loop.tools.registry.all_tools` over stdio with
+the official SDK. Each tool keeps the seed's name; its input model's fields (aliases
+where set) are the tool's top-level arguments, its input and output models are the
+published schemas, and a result is the output model as ``structured_content`` (and
+the same JSON as text). Calls go through :meth:`Tool.run`, the one implementation the
+CLI and the bus use too, in a worker thread, so the domains' file locks make
+concurrent calls safe.
+
+A failure the caller can act on comes back as a tool error (``is_error``) whose text
+is the structured error ``{"error": {"code", "message", "details"}}`` as JSON: bad
+arguments (``invalid_input``, naming the fields), a domain's :class:`ToolError`, or
+any other :class:`LoopError`. A bug is logged with its traceback on stderr and
+reported as ``internal_error`` without its text. Nothing but the protocol is written
+to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+import anyio.to_thread
+import structlog
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import Tool as MCPTool
+from pydantic import BaseModel
+
+from loop import __version__
+from loop.errors import LoopError, ToolError
+from loop.tools.registry import Tool, ToolContext, all_tools
+
+__all__ = ["SERVER_NAME", "HatloopMCPServer", "build_server", "serve_stdio", "tool_definition"]
+
+log = structlog.get_logger(__name__)
+
+SERVER_NAME = "hatloop"
+
+INSTRUCTIONS = (
+    "hatloop's tools: tasks (createTask, startTask, completeTask...), the theme lifecycle "
+    "(preview_next_theme, start_theme, end_theme...), experience export and import "
+    "(export_experience_*, list_experiences...), and, inside a loop iteration, emit_event "
+    "and get_session_status. A failed call returns a tool error whose text is JSON: "
+    '{"error": {"code": ..., "message": ..., "details": ...}}; read the message, fix the '
+    "arguments or the order of calls, and try again."
+)
+
+
+def _object_schema(model: type[BaseModel], mode: typing.Literal["validation", "serialization"]) \
+        -> dict[str, Any]:
+    """The model's JSON schema with an object at its root (a bare root ``$ref`` inlined)."""
+    schema = model.model_json_schema(by_alias=True, mode=mode)
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        definition = schema["$defs"][ref.removeprefix("#/$defs/")]
+        schema = {**definition, **{k: v for k, v in schema.items() if k != "$ref"}}
+    return schema
+
+
+def _annotations(tool: Tool) -> ToolAnnotations:
+    title = re.sub(r"(?<=[a-z])(?=[A-Z])|_", " ", tool.name).strip().capitalize()
+    if tool.read_only:
+        return ToolAnnotations(title=title, read_only_hint=True, open_world_hint=False)
+    return ToolAnnotations(title=title, read_only_hint=False, open_world_hint=False)
+
+
+def tool_definition(tool: Tool) -> MCPTool:
+    """How ``tool`` is listed: name, description, input and output schemas, hints."""
+    return MCPTool(
+        name=tool.name,
+        description=tool.description,
+        input_schema=_object_schema(tool.input_model, "validation"),
+        output_schema=_object_schema(tool.output_model, "serialization"),
+        annotations=_annotations(tool),
+    )
+
+
+def _accepts_text(annotation: Any) -> bool:
+    if annotation is str or annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _accepts_text(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return any(_accepts_text(arg) for arg in typing.get_args(annotation))
+    return origin is typing.Literal and any(isinstance(a, str) for a in typing.get_args(annotation))
+
+
+def pre_parse(model: type[BaseModel], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """Decode JSON text given for an object or array argument that takes no text.
+
+    Some clients send structured arguments as JSON strings (the SDK's own tools accept
+    that too). A field that accepts text keeps its string as it is.
+    """
+    fields = {info.alias or name: info for name, info in model.model_fields.items()}
+    out = dict(arguments)
+    for key, value in arguments.items():
+        info = fields.get(key)
+        if info is None or not isinstance(value, str) or _accepts_text(info.annotation):
+            continue
+        if not value.lstrip().startswith(("{", "[")):
+            continue
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            continue  # not JSON after all: validation names the field
+        if isinstance(decoded, dict | list):
+            out[key] = decoded
+    return out
+
+
+def _text_result(data: dict[str, Any], *, is_error: bool) -> CallToolResult:
+    text = json.dumps(data, ensure_ascii=False)
+    if is_error:
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=data
+    )
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+
+
+class HatloopMCPServer(MCPServer[Any]):
+    """An :class:`MCPServer` that serves registry tools for one :class:`ToolContext`.
+
+    Tools added with the SDK's own ``@server.tool()`` are served alongside them.
+    """
+
+    def __init__(self, ctx: ToolContext, tools: Mapping[str, Tool]) -> None:
+        super().__init__(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS)
+        self.ctx = ctx
+        self.tools = dict(tools)
+        self._definitions = [tool_definition(t) for t in self.tools.values()]
+
+    async def list_tools(self) -> list[MCPTool]:
+        """The registry's tools first, then any added through the SDK."""
+        return [*self._definitions, *await super().list_tools()]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """Run a registry tool in a worker thread; other names go to the SDK."""
+        tool = self.tools.get(name)
+        if tool is None:
+            if any(t.name == name for t in await super().list_tools()):
+                return await super().call_tool(name, arguments, context)
+            err = ToolError("unknown_tool", f"no tool named {name!r}",
+                            details={"known": sorted(t.name for t in await self.list_tools())})
+            return _text_result(err.to_dict(), is_error=True)
+        args = pre_parse(tool.input_model, arguments)
+        try:
+            # Not abandoned on cancel: a started write always finishes (atomic either way).
+            result = await anyio.to_thread.run_sync(tool.run, self.ctx, args)
+        except ToolError as exc:
+            log.info("mcp.tool_error", tool=name, code=exc.code, message=exc.message)
+            return _text_result(exc.to_dict(), is_error=True)
+        except LoopError as exc:
+            code = _snake(type(exc).__name__)  # SessionError -> session_error
+            log.info("mcp.tool_error", tool=name, code=code, message=exc.message)
+            return _text_result(ToolError(code, exc.message).to_dict(), is_error=True)
+        except Exception:
+            log.exception("mcp.tool_crashed", tool=name)
+            err = ToolError("internal_error", f"{name} failed unexpectedly; see the server log")
+            return _text_result(err.to_dict(), is_error=True)
+        return _text_result(result.model_dump(mode="json", by_alias=True), is_error=False)
+
+
+def build_server(ctx: ToolContext, tools: Mapping[str, Tool] | None = None) -> HatloopMCPServer:
+    """The MCP server for ``ctx``, serving ``tools`` (default: every registered tool)."""
+    return HatloopMCPServer(ctx, all_tools() if tools is None else tools)
+
+
+async def serve_stdio(ctx: ToolContext) -> None:
+    """Serve every tool over stdio until the client closes stdin."""
+    server = build_server(ctx)
+    log.info("mcp.serving", tools=len(server.tools), tasks_file=str(ctx.tasks_file),
+             workspace=str(ctx.workspace), experiences=str(ctx.experiences_base),
+             events_file=str(ctx.events_file) if ctx.events_file else None)
+    await server.run_stdio_async()

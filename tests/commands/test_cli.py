@@ -1,0 +1,138 @@
+"""The command line as a user runs it: real subprocesses, exit codes, stdout vs stderr."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("LOOP_")}
+
+
+def loop(*args: str, cwd: Path, env: dict[str, str] | None = None,
+         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "loop", *args], cwd=cwd, text=True,
+                          capture_output=True, env=env or ENV, input=stdin, timeout=120,
+                          check=False)
+
+
+def test_run_in_an_empty_folder_uses_the_built_in_default_and_completes(tmp_path: Path) -> None:
+    """`python -m loop run` with no config: the default preset completes, exit 0, summary."""
+    res = loop("run", "--log-format", "json", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("hatloop: completed after 5 iteration(s)")
+    assert "planner ×1 · builder ×2 · reviewer ×2" in res.stdout
+    progress = [json.loads(line) for line in res.stderr.splitlines() if line.startswith("{")]
+    iterations = [p for p in progress if p.get("event") == "iteration"]
+    assert [p["hat"] for p in iterations] == ["planner", "builder", "reviewer", "builder",
+                                              "reviewer"]
+    assert (tmp_path / ".loop/sessions").is_dir()
+
+
+def test_status_and_sessions_read_the_state_from_disk(tmp_path: Path) -> None:
+    """After a run, status says completed with its iterations; --json is machine-readable."""
+    assert loop("run", "-q", "--session-id", "demo", cwd=tmp_path).returncode == 0
+    st = json.loads(loop("status", "--json", cwd=tmp_path).stdout)
+    assert st["session_id"] == "demo" and st["status"] == "completed"
+    assert st["iterations"] == 5 and st["termination"] == "completed"
+    assert "demo" in loop("sessions", cwd=tmp_path).stdout
+    assert json.loads(loop("status", "nope", "--json", cwd=tmp_path).stdout)["status"] == \
+        "not_found"
+
+
+def test_bad_usage_is_one_line_on_stderr_with_exit_2(tmp_path: Path) -> None:
+    """Unknown options, bad values and bad config never print a traceback."""
+    for args in (["run", "--max-iterations", "many"], ["frobnicate"],
+                 ["run", "--config", "missing.toml"], ["status", "../etc"]):
+        res = loop(*args, cwd=tmp_path)
+        assert res.returncode == 2, (args, res.stderr)
+        assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr
+        assert len(res.stderr.strip().splitlines()) == 1
+
+
+def test_emit_appends_a_line_and_refuses_bad_input(tmp_path: Path) -> None:
+    """emit writes one JSON line to LOOP_EVENTS_FILE; no file or bad JSON is exit 2."""
+    events = tmp_path / "events.jsonl"
+    env = {**ENV, "LOOP_EVENTS_FILE": str(events)}
+    assert loop("emit", "plan.ready", "step 1", cwd=tmp_path, env=env).returncode == 0
+    assert loop("emit", "cfg.set", '{"a": 1}', "--json", cwd=tmp_path, env=env).returncode == 0
+    assert loop("emit", "p.q", "-", cwd=tmp_path, env=env, stdin="from stdin").returncode == 0
+    lines = [json.loads(x) for x in events.read_text().splitlines()]
+    assert [(x["topic"], x["payload"]) for x in lines] == [
+        ("plan.ready", "step 1"), ("cfg.set", {"a": 1}), ("p.q", "from stdin")]
+    assert loop("emit", "x.y", "{bad", "--json", cwd=tmp_path, env=env).returncode == 2
+    assert loop("emit", "bad topic", cwd=tmp_path, env=env).returncode == 2
+    res = loop("emit", "x.y", cwd=tmp_path)
+    assert res.returncode == 2 and "LOOP_EVENTS_FILE is not set" in res.stderr
+    assert len(events.read_text().splitlines()) == 3
+
+
+def test_init_writes_a_preset_that_validates_and_never_overwrites(tmp_path: Path) -> None:
+    """init writes loop.toml and hats/; a second init refuses and changes nothing."""
+    assert loop("init", cwd=tmp_path).returncode == 0
+    before = (tmp_path / "loop.toml").read_text()
+    res = loop("init", cwd=tmp_path)
+    assert res.returncode == 2 and "never overwrites" in res.stderr
+    assert (tmp_path / "loop.toml").read_text() == before
+    assert loop("hats", "validate", cwd=tmp_path).returncode == 0
+    run = loop("run", "-q", cwd=tmp_path)
+    assert run.returncode == 0 and "completed" in run.stdout
+
+
+def test_init_with_a_backend_drops_per_hat_scripted_outputs(tmp_path: Path) -> None:
+    """--backend claude sets [backend] and leaves hats without their scripted tables."""
+    assert loop("init", "--backend", "claude", cwd=tmp_path).returncode == 0
+    assert 'type = "claude"' in (tmp_path / "loop.toml").read_text()
+    assert "outputs" not in (tmp_path / "hats/planner.toml").read_text()
+    listing = loop("hats", "list", cwd=tmp_path).stdout
+    assert listing.count("claude") == 3
+
+
+def test_hats_graph_prints_text_and_mermaid(tmp_path: Path) -> None:
+    """graph shows the flow from the starting event to completion, also as Mermaid."""
+    text = loop("hats", "graph", cwd=tmp_path).stdout
+    assert "task.start → planner" in text and "planner —plan.ready→ builder" in text
+    assert "reviewer → LOOP_COMPLETE (done)" in text
+    mermaid = loop("hats", "graph", "--mermaid", cwd=tmp_path).stdout
+    assert mermaid.startswith("flowchart LR") and "planner -->|plan.ready| builder" in mermaid
+
+
+def test_hats_validate_warns_about_unreachable_hats(tmp_path: Path) -> None:
+    """A hat nothing triggers is reported (a warning, exit 0)."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[hats.a]\ntriggers = ["task.start"]\npublishes = ["LOOP_COMPLETE"]'
+        '\n[hats.island]\ntriggers = ["never.sent"]\n')
+    res = loop("hats", "validate", cwd=tmp_path)
+    assert res.returncode == 0
+    assert "hat 'island' cannot be reached from 'task.start'" in res.stdout
+
+
+def test_sigint_stops_the_run_gracefully_with_exit_130(tmp_path: Path) -> None:
+    """SIGINT during an iteration: child stopped, journal closed as interrupted, exit 130."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
+        '[hats.slow]\ntriggers = ["task.start"]\n'
+        f'backend = {{ type = "command", command = ["{sys.executable}", "-c", '
+        '"import time, pathlib; pathlib.Path(\'started\').write_text(\'1\'); time.sleep(60)"] }\n')
+    proc = subprocess.Popen([sys.executable, "-m", "loop", "run", "--session-id", "s"],
+                            cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for _ in range(600):
+        if (tmp_path / "started").exists():
+            break
+        try:
+            proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            continue
+        pytest.fail(f"loop exited early: {proc.stderr.read() if proc.stderr else ''}")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupted" in out
+    st = json.loads(loop("status", "s", "--json", cwd=tmp_path).stdout)
+    assert st["status"] == "interrupted" and st["resume_command"]

@@ -1,0 +1,186 @@
+"""The async driver end to end: real backends, real subprocess agents, the journal."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loop.backends.command import CommandBackend
+from loop.backends.python_hat import HatContext, PythonBackend
+from loop.extensions import Extension
+from loop.session.journal import read_journal
+from loop.testing import make_config, run_hats, scripted, tag
+
+AGENTS = Path(__file__).parent / "agents"
+
+
+def pingpong(tmp_path: Path, **loop: Any) -> Any:
+    return make_config({
+        "ping": {"triggers": ["task.start", "pong.done"], "publishes": ["ping.done"]},
+        "pong": {"triggers": ["ping.done"], "publishes": ["pong.done", "LOOP_COMPLETE"]},
+    }, folder=tmp_path, **loop)
+
+
+async def test_scripted_ping_pong_completes_and_journals_every_iteration(tmp_path: Path) -> None:
+    """Events route between hats until the completion event; the journal has it all."""
+    cfg = pingpong(tmp_path)
+    backends = {
+        "ping": scripted(tag("ping.done", "1"), tag("ping.done", "2")),
+        "pong": scripted(tag("pong.done", "1"), tag("LOOP_COMPLETE", "done")),
+    }
+    summary, cap = await run_hats(cfg, backends, workdir=tmp_path, session_id="s1")
+    assert summary.reason == "completed" and summary.exit_code == 0
+    assert summary.iterations == 4
+    assert cap.topics() == ["ping.done", "pong.done", "ping.done", "LOOP_COMPLETE"]
+    records = read_journal(tmp_path / ".loop/sessions/s1/journal.jsonl").records
+    kinds = [r["kind"] for r in records]
+    assert kinds[0] == "session.start" and kinds[-1] == "session.end"
+    ends = [r for r in records if r["kind"] == "iteration.end"]
+    assert [r["hat"] for r in ends] == ["ping", "pong", "ping", "pong"]
+    assert "Events that triggered you" in ends[0]["prompt"] and "task.start" in ends[0]["prompt"]
+
+
+async def test_a_real_subprocess_agent_emits_through_both_channels(tmp_path: Path) -> None:
+    """`python -m loop emit` lines and <event> tags both reach the bus, file events first."""
+    cfg = make_config({
+        "writer": {"triggers": ["task.start"], "publishes": ["draft.ready"]},
+        "checker": {"triggers": ["draft.ready"], "publishes": ["LOOP_COMPLETE"]},
+    }, folder=tmp_path)
+    agent = CommandBackend([sys.executable, str(AGENTS / "both_channels.py")])
+    summary, cap = await run_hats(cfg, {"writer": agent, "checker": agent}, workdir=tmp_path,
+                                  session_id="s")
+    assert summary.reason == "completed", summary
+    assert cap.topics() == ["draft.ready", "experience.thought", "LOOP_COMPLETE"]
+    draft = next(e for e in cap.events if e.topic == "draft.ready")
+    assert draft.payload == {"words": 3} and draft.source == "writer"
+
+
+async def test_an_event_no_hat_takes_ends_the_run(tmp_path: Path) -> None:
+    """An event that no hat subscribes to ends the run as unrouted_event (exit 1)."""
+    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path)
+    summary, _ = await run_hats(cfg, {"a": scripted(tag("nobody.cares"))}, workdir=tmp_path)
+    assert summary.reason == "unrouted_event" and summary.exit_code == 1
+
+
+async def test_a_failing_command_is_a_failed_iteration_with_its_reason(tmp_path: Path) -> None:
+    """Non-zero exit: failed iteration, stderr's last line in the reason, then the limit."""
+    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path,
+                      max_consecutive_failures=2)
+    agent = CommandBackend([sys.executable, str(AGENTS / "misbehave.py"), "exit3"])
+    summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="f")
+    assert summary.reason == "max_consecutive_failures" and summary.exit_code == 1
+    ends = [r for r in read_journal(tmp_path / ".loop/sessions/f/journal.jsonl").records
+            if r["kind"] == "iteration.end"]
+    assert len(ends) == 2
+    assert ends[0]["status"] == "failed" and ends[0]["exit_code"] == 3
+    assert ends[0]["reason"] == "exit status 3: something broke"
+    assert ends[0]["output"].strip() == "partial output"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() \
+        else "X"
+    return state not in ("Z", "X")
+
+
+async def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    """Past the iteration timeout the agent and its grandchild are gone."""
+    pids = tmp_path / "pids"
+    cfg = make_config({"a": {"triggers": ["task.start"], "timeout_seconds": 1.0}},
+                      folder=tmp_path, max_consecutive_failures=1)
+    agent = CommandBackend([sys.executable, str(AGENTS / "misbehave.py"), "hang", str(pids)])
+    summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="t")
+    assert summary.reason == "max_consecutive_failures"
+    ends = [r for r in read_journal(tmp_path / ".loop/sessions/t/journal.jsonl").records
+            if r["kind"] == "iteration.end"]
+    assert ends[0]["reason"] == "timeout after 1s"
+    parent, child = (int(x) for x in pids.read_text().split())
+    assert not _alive(parent) and not _alive(child)
+
+
+async def test_max_activations_publishes_exhausted_once_then_stops(tmp_path: Path) -> None:
+    """A hat past max_activations gets `<hat>.exhausted` published, and the loop idles out."""
+    cfg = make_config({
+        "a": {"triggers": ["task.start", "a.again"], "max_activations": 2},
+    }, folder=tmp_path)
+    backend = scripted(tag("a.again", "1"), tag("a.again", "2"), tag("a.again", "3"))
+    summary, cap = await run_hats(cfg, {"a": backend}, workdir=tmp_path)
+    assert summary.iterations == 2
+    assert cap.topics(include_loop=False).count("a.exhausted") == 1
+    assert summary.reason == "no_pending_events" and summary.exit_code == 3
+
+
+class _Blocker(Extension):
+    def __init__(self) -> None:
+        self.open = 1
+
+    def completion_blocker(self) -> str | None:
+        if self.open:
+            self.open -= 1
+            return "1 task is still open"
+        return None
+
+
+async def test_completion_is_refused_while_an_extension_blocks_it(tmp_path: Path) -> None:
+    """The hat is told why (a targeted loop.completion_rejected) and completes later."""
+    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path)
+    backend = scripted(tag("LOOP_COMPLETE"), tag("LOOP_COMPLETE"))
+    summary, cap = await run_hats(cfg, {"a": backend}, workdir=tmp_path, extra=[_Blocker()])
+    assert summary.reason == "completed" and summary.iterations == 2
+    rejected = [e for e in cap.events if e.topic == "loop.completion_rejected"]
+    assert len(rejected) == 1 and rejected[0].target == "a"
+    assert "1 task is still open" in rejected[0].payload
+
+
+def run_checks(ctx: HatContext) -> str:
+    """A Python hat: publishes a verdict through ctx.emit."""
+    ctx.emit("tests.passed" if "green" in ctx.prompt else "tests.failed", {"n": ctx.iteration})
+    return "ran the checks"
+
+
+async def test_a_python_hat_publishes_through_ctx_emit(tmp_path: Path) -> None:
+    """backend python: the function's events reach the next hat."""
+    cfg = make_config({
+        "checks": {"triggers": ["task.start"], "publishes": ["tests.passed", "tests.failed"]},
+        "done": {"triggers": ["tests.passed"]},
+    }, folder=tmp_path, prompt="make it green")
+    backends = {"checks": PythonBackend(f"{__name__}:run_checks"),
+                "done": scripted(tag("LOOP_COMPLETE"))}
+    summary, cap = await run_hats(cfg, backends, workdir=tmp_path)
+    assert summary.reason == "completed"
+    verdict = next(e for e in cap.events if not e.topic.startswith("loop."))
+    assert verdict.topic == "tests.passed" and verdict.payload == {"n": 1}
+
+
+async def test_scripted_outputs_running_out_is_a_failed_iteration(tmp_path: Path) -> None:
+    """Past the last canned output the iteration fails and says so."""
+    cfg = make_config({"a": {"triggers": ["task.start", "a.more"]}}, folder=tmp_path,
+                      max_consecutive_failures=1)
+    summary, _ = await run_hats(cfg, {"a": scripted(tag("a.more"))}, workdir=tmp_path,
+                                session_id="x")
+    ends = [r for r in read_journal(tmp_path / ".loop/sessions/x/journal.jsonl").records
+            if r["kind"] == "iteration.end"]
+    assert "scripted outputs exhausted" in ends[-1]["reason"]
+    assert summary.reason == "max_consecutive_failures"
+
+
+@pytest.mark.parametrize("limit", ["max_iterations", "max_runtime_seconds"])
+async def test_iteration_and_runtime_limits_stop_a_loop_that_never_completes(
+        tmp_path: Path, limit: str) -> None:
+    """A ping-pong without completion stops at the configured limit (exit 3)."""
+    value = 3 if limit == "max_iterations" else 0.000001
+    cfg = pingpong(tmp_path, **{limit: value})
+    many = [tag("ping.done", str(i)) for i in range(10)]
+    backends = {"ping": scripted(*many), "pong": scripted(*[tag("pong.done", str(i))
+                                                            for i in range(10)])}
+    summary, _ = await run_hats(cfg, backends, workdir=tmp_path)
+    expected = "max_iterations" if limit == "max_iterations" else "max_runtime"
+    assert summary.reason == expected and summary.exit_code == 3

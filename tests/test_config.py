@@ -1,0 +1,121 @@
+"""Config loading: strict keys with file and key in every error, overrides, presets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loop.config import load_config, preset_names
+from loop.errors import ConfigError
+
+HAT = '[hats.a]\ntriggers = ["task.start"]\n'
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_the_packaged_default_is_used_where_there_is_no_loop_toml(tmp_path: Path) -> None:
+    """No config in the folder: the default preset (planner → builder → reviewer)."""
+    cfg = load_config(root=tmp_path)
+    assert list(cfg.hats) == ["builder", "planner", "reviewer"]
+    assert "default" in preset_names() and "claude" in preset_names()
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "message"),
+    [
+        ('[loop]\nprompt = "x"\nmax_iteration = 3\n' + HAT, "loop.max_iteration", "unknown key"),
+        ('[loop]\nprompt = "x"\n[hats.a]\ntriggers = ["task.start"]\ncolour = 1\n',
+         "hats.a.colour", "unknown key"),
+        ('[loop]\nprompt = "x"\n[hats.a]\npublishes = ["x.y"]\n', "hats.a.triggers",
+         "missing required key"),
+        ('[loop]\nprompt = "x"\n[backend]\ntype = "telepathy"\n' + HAT, "backend",
+         "unknown backend type 'telepathy'"),
+        ('[loop]\nprompt = "x"\nmax_iterations = 0\n' + HAT, "loop.max_iterations",
+         "greater than or equal to 1"),
+    ],
+)
+def test_config_errors_name_the_file_and_the_key(tmp_path: Path, text: str, key: str,
+                                                 message: str) -> None:
+    """Every validation error says which file and which key."""
+    path = write(tmp_path / "loop.toml", text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(path) in str(err.value) and key in str(err.value) and message in str(err.value)
+
+
+def test_a_trigger_claimed_by_two_hats_is_refused(tmp_path: Path) -> None:
+    """Ambiguous routing is a config error naming both hats."""
+    path = write(tmp_path / "loop.toml", '[loop]\nprompt = "x"\n' + HAT
+                 + '[hats.b]\ntriggers = ["task.start"]\n')
+    with pytest.raises(ConfigError, match="claimed by hats 'a' and 'b'"):
+        load_config(path)
+
+
+def test_an_undefined_starting_event_is_refused(tmp_path: Path) -> None:
+    """No hat triggered by the starting event: error naming loop.starting_event."""
+    path = write(tmp_path / "loop.toml", '[loop]\nprompt = "x"\nstarting_event = "go.now"\n'
+                 + HAT)
+    with pytest.raises(ConfigError, match="loop.starting_event.*'go.now'"):
+        load_config(path)
+
+
+def test_invalid_toml_and_missing_files_are_one_line_errors(tmp_path: Path) -> None:
+    """Broken TOML and missing hat files name the file."""
+    bad = write(tmp_path / "bad.toml", "[loop\n")
+    with pytest.raises(ConfigError, match="invalid TOML"):
+        load_config(bad)
+    missing = write(tmp_path / "m.toml", '[loop]\nprompt = "x"\nhats = ["nope.toml"]\n')
+    with pytest.raises(ConfigError, match="hat file or folder not found: nope.toml"):
+        load_config(missing)
+
+
+def test_hat_files_and_folders_load_and_a_duplicate_hat_is_refused(tmp_path: Path) -> None:
+    """[loop] hats takes files and folders; the same hat twice names both files."""
+    write(tmp_path / "hats/one.toml", HAT)
+    write(tmp_path / "hats/two.toml", '[hats.b]\ntriggers = ["b.x"]\n')
+    path = write(tmp_path / "loop.toml", '[loop]\nprompt = "x"\nhats = ["hats"]\n')
+    assert sorted(load_config(path).hats) == ["a", "b"]
+    write(tmp_path / "hats/three.toml", HAT)
+    with pytest.raises(ConfigError, match="hat 'a' is also defined in"):
+        load_config(path)
+
+
+def test_hat_files_may_hold_only_hats(tmp_path: Path) -> None:
+    """A stray [loop] table in a hat file is an unknown key of that file."""
+    hat_file = write(tmp_path / "h.toml", HAT + '[loop]\nprompt = "y"\n')
+    path = write(tmp_path / "loop.toml", '[loop]\nprompt = "x"\nhats = ["h.toml"]\n')
+    with pytest.raises(ConfigError, match=f"{hat_file}: loop: unknown key"):
+        load_config(path)
+
+
+def test_command_line_overrides_win_and_prompt_file_is_read(tmp_path: Path) -> None:
+    """Flags override [loop]; prompt_file is read relative to the config."""
+    write(tmp_path / "PLAN.md", "from the file")
+    path = write(tmp_path / "loop.toml", '[loop]\nprompt_file = "PLAN.md"\nmax_iterations = 5\n'
+                 + HAT)
+    cfg = load_config(path, overrides={"max_iterations": 9, "completion_event": "ALL_DONE"})
+    assert cfg.prompt == "from the file"
+    assert cfg.loop.max_iterations == 9 and cfg.loop.completion_event == "ALL_DONE"
+
+
+def test_a_missing_prompt_is_an_error_that_says_how_to_give_one(tmp_path: Path) -> None:
+    """No prompt, no prompt_file, no PROMPT.md: error naming loop.prompt."""
+    path = write(tmp_path / "loop.toml", HAT)
+    with pytest.raises(ConfigError, match="loop.prompt: no prompt"):
+        load_config(path, root=tmp_path)
+
+
+def test_backend_override_sets_every_hat_and_the_digest_changes(tmp_path: Path) -> None:
+    """--backend claude applies to each hat; the config digest reflects it."""
+    path = write(tmp_path / "loop.toml", '[loop]\nprompt = "x"\n' + HAT)
+    plain = load_config(path)
+    forced = load_config(path, overrides={"backend": "claude"})
+    assert forced.hat_backend("a").type == "claude"
+    assert plain.digest() != forced.digest()
+    with pytest.raises(ConfigError, match="need per-hat settings"):
+        load_config(path, overrides={"backend": "command"})

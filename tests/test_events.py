@@ -1,0 +1,68 @@
+"""Events: topic rules, pattern matching, the <event> tag channel."""
+
+from __future__ import annotations
+
+import pytest
+
+from loop.errors import InputError
+from loop.events import (
+    Event,
+    is_valid_pattern,
+    parse_event_tags,
+    pattern_specificity,
+    topic_matches,
+    validate_topic,
+)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "topic", "expected"),
+    [
+        ("task.*", "task.start", True),
+        ("task.*", "task.start.now", False),
+        ("*.done", "build.done", True),
+        ("*.done", "build.failed", False),
+        ("*", "anything.at.all", True),
+        ("plan.ready", "plan.ready", True),
+        ("plan.ready", "plan.readyx", False),
+    ],
+)
+def test_topic_matches_per_segment(pattern: str, topic: str, expected: bool) -> None:
+    """`*` matches exactly one segment; a bare `*` matches everything."""
+    assert topic_matches(pattern, topic) is expected
+
+
+def test_specificity_ranks_literals_above_wildcards_and_fallback_last() -> None:
+    """Literal segments beat wildcards, and the bare `*` ranks below every pattern."""
+    assert pattern_specificity("task.start") > pattern_specificity("task.*")
+    assert pattern_specificity("task.*") > pattern_specificity("*")
+    assert pattern_specificity("*.*") > pattern_specificity("*")
+
+
+def test_invalid_topics_are_refused_with_a_reason() -> None:
+    """Empty segments, spaces and wildcards are not topics."""
+    for bad in ["", "a..b", "has space", "task.*", "."]:
+        with pytest.raises(InputError, match="invalid topic"):
+            validate_topic(bad)
+    assert is_valid_pattern("task.*") and not is_valid_pattern("task.**x")
+
+
+def test_tags_are_parsed_with_json_payloads_targets_and_entities() -> None:
+    """Tags yield events in order; JSON bodies stay JSON; attributes are unescaped."""
+    text = (
+        'thinking...\n<event topic="plan.ready">step 1</event>\n'
+        "<event topic='task.create' target=\"builder\">{\"name\": \"x\"}</event>\n"
+        '<event topic="bad topic">ignored</event><event topic="a.b"/>'
+    )
+    events = parse_event_tags(text, source="planner")
+    assert [e.topic for e in events] == ["plan.ready", "task.create", "a.b"]
+    assert events[0].payload == "step 1" and events[0].source == "planner"
+    assert events[1].payload == {"name": "x"} and events[1].target == "builder"
+    assert events[2].payload == ""
+
+
+def test_event_round_trips_through_its_dict_form() -> None:
+    """to_dict/from_dict keep topic, payload, source, target and time."""
+    ev = Event(topic="x.y", payload={"a": [1, 2]}, source="h", target="t", ts=12.5)
+    assert Event.from_dict(ev.to_dict()) == ev
+    assert ev.payload_text() == '{"a": [1, 2]}'
