@@ -18,7 +18,8 @@ from loop.errors import EXIT_OK, EXIT_USAGE, LoopError, UsageError
 
 __all__ = ["build_parser", "main"]
 
-# Modules that add their own command groups: ``register(subparsers)``.
+# Modules that add their own command groups: ``module`` calls ``module.register(sub)``,
+# ``module:function`` calls that function instead.
 COMMAND_MODULES: list[str] = [
     "loop.commands.run",
     "loop.commands.init",
@@ -27,6 +28,8 @@ COMMAND_MODULES: list[str] = [
     "loop.commands.mcp",
     "loop.tasks.cli",
     "loop.themes.cli",
+    "loop.experience.cli",
+    "loop.experience.cli:register_export",
     "loop.commands.replay",
 ]
 
@@ -57,8 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
                                 parser_class=_Parser)
     sub.add_parser("emit", help="publish an event from inside an iteration (see emit --help)")
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(sub)
+    for entry in COMMAND_MODULES:
+        module_name, _, func = entry.partition(":")
+        getattr(importlib.import_module(module_name), func or "register")(sub)
     return parser
 
 

@@ -25,9 +25,9 @@ def plan_files(preset: str, backend: str | None) -> dict[Path, str]:
     root = preset_dir(preset)
     files: dict[Path, str] = {}
     for src in sorted(root.rglob("*")):
-        if src.is_dir() or src.name.startswith(".") or "__pycache__" in src.parts:
-            continue
         rel = src.relative_to(root)
+        if src.is_dir() or any(part.startswith((".", "__")) for part in rel.parts):
+            continue
         text = src.read_text(encoding="utf-8")
         if backend is not None:
             if rel.name == "loop.toml":

@@ -23,14 +23,25 @@ engine) give emit_event and get_session_status the running session.
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``mcp``."""
-    p = sub.add_parser("mcp", help="serve every tool over MCP (stdio) for an agent",
-                       description=DESCRIPTION,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "mcp",
+        help="serve every tool over MCP (stdio) for an agent",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_context_options(p)
-    p.add_argument("--config", "-c", metavar="PATH",
-                   help="read tool settings from this loop.toml (default: ./loop.toml if any)")
-    p.add_argument("--log-format", choices=["auto", "console", "json"], default="auto",
-                   help="how logs are written to stderr")
+    p.add_argument(
+        "--config",
+        "-c",
+        metavar="PATH",
+        help="read tool settings from this loop.toml (default: ./loop.toml if any)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=["auto", "console", "json"],
+        default="auto",
+        help="how logs are written to stderr",
+    )
     p.set_defaults(handler=_serve)
 
 

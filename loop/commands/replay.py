@@ -131,7 +131,8 @@ def junit_xml(outcomes: list[tuple[Path, Any]], elapsed: float) -> bytes:
     suite.set("errors", str(errors))
     root = ET.Element("testsuites")
     root.append(suite)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n"
+    data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return data + b"\n"
 
 
 # -- show ---------------------------------------------------------------------------------

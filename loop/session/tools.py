@@ -151,9 +151,7 @@ def _where(ctx: ToolContext, requested: str | None) -> tuple[Path, str | None]:
         sessions_dir = ctx.session_dir.parent
         return sessions_dir, requested or ctx.session_dir.name
     sessions_dir = ctx.root / DEFAULT_SESSIONS_DIR
-    return sessions_dir, requested or os.environ.get(ENV_SESSION_ID) or latest_session(
-        sessions_dir
-    )
+    return sessions_dir, requested or os.environ.get(ENV_SESSION_ID) or latest_session(sessions_dir)
 
 
 def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStatusOutput:
@@ -169,8 +167,7 @@ def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStat
     try:
         status = session_status(sessions_dir, session_id)
     except SessionError as exc:
-        raise ToolError("session_error", exc.message, details={"session_id": session_id}) \
-            from exc
+        raise ToolError("session_error", exc.message, details={"session_id": session_id}) from exc
     return SessionStatusOutput.model_validate(status.to_dict())
 
 

@@ -52,8 +52,9 @@ INSTRUCTIONS = (
 )
 
 
-def _object_schema(model: type[BaseModel], mode: typing.Literal["validation", "serialization"]) \
-        -> dict[str, Any]:
+def _object_schema(
+    model: type[BaseModel], mode: typing.Literal["validation", "serialization"]
+) -> dict[str, Any]:
     """The model's JSON schema with an object at its root (a bare root ``$ref`` inlined)."""
     schema = model.model_json_schema(by_alias=True, mode=mode)
     ref = schema.get("$ref")
@@ -119,9 +120,7 @@ def _text_result(data: dict[str, Any], *, is_error: bool) -> CallToolResult:
     text = json.dumps(data, ensure_ascii=False)
     if is_error:
         return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-    return CallToolResult(
-        content=[TextContent(type="text", text=text)], structured_content=data
-    )
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
 def _snake(name: str) -> str:
@@ -152,8 +151,11 @@ class HatloopMCPServer(MCPServer[Any]):
         if tool is None:
             if any(t.name == name for t in await super().list_tools()):
                 return await super().call_tool(name, arguments, context)
-            err = ToolError("unknown_tool", f"no tool named {name!r}",
-                            details={"known": sorted(t.name for t in await self.list_tools())})
+            err = ToolError(
+                "unknown_tool",
+                f"no tool named {name!r}",
+                details={"known": sorted(t.name for t in await self.list_tools())},
+            )
             return _text_result(err.to_dict(), is_error=True)
         args = pre_parse(tool.input_model, arguments)
         try:
@@ -181,7 +183,12 @@ def build_server(ctx: ToolContext, tools: Mapping[str, Tool] | None = None) -> H
 async def serve_stdio(ctx: ToolContext) -> None:
     """Serve every tool over stdio until the client closes stdin."""
     server = build_server(ctx)
-    log.info("mcp.serving", tools=len(server.tools), tasks_file=str(ctx.tasks_file),
-             workspace=str(ctx.workspace), experiences=str(ctx.experiences_base),
-             events_file=str(ctx.events_file) if ctx.events_file else None)
+    log.info(
+        "mcp.serving",
+        tools=len(server.tools),
+        tasks_file=str(ctx.tasks_file),
+        workspace=str(ctx.workspace),
+        experiences=str(ctx.experiences_base),
+        events_file=str(ctx.events_file) if ctx.events_file else None,
+    )
     await server.run_stdio_async()

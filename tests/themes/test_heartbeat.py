@@ -50,5 +50,5 @@ def test_malformed_heartbeat(tmp_path: Path) -> None:
     with pytest.raises(ToolError) as info:
         read_heartbeat_id(ws)
     assert info.value.code == "invalid_heartbeat"
-    with pytest.raises(StoreError, match="current_heartbeat_id.txt"):
+    with pytest.raises(StoreError, match=r"current_heartbeat_id\.txt"):
         write_heartbeat(ws, NOW)

@@ -67,12 +67,23 @@ def test_history_roundtrip_and_forged_fields_ignored() -> None:
 def test_list_rendering_placeholders() -> None:
     """No items gives the placeholder, one item the bare string."""
     start = naming.render_start_history(
-        name="n", start_id="1" * 14, part="p", directory="d", reason="r", activity=None,
+        name="n",
+        start_id="1" * 14,
+        part="p",
+        directory="d",
+        reason="r",
+        activity=None,
         parent=None,
     )
     assert "(what this theme will do)" in start
     end = naming.render_end_history(
-        name="n", start_id="1" * 14, end_id="2" * 14, part="p", directory="d", reason="r",
-        achievements=["only"], parent=None,
+        name="n",
+        start_id="1" * 14,
+        end_id="2" * 14,
+        part="p",
+        directory="d",
+        reason="r",
+        achievements=["only"],
+        parent=None,
     )
     assert end.rstrip().endswith("only")

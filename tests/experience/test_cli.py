@@ -1,0 +1,166 @@
+"""The ``experience`` CLI group and the ``export`` command, run through argparse."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+
+from loop.errors import EXIT_OK, EXIT_USAGE
+from loop.experience.cli import register, register_export
+from loop.tools import registry
+from tests.experience.helpers import SUMMARY, conversations
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """Register only this domain, run in tmp_path, and keep logs off stdout."""
+    monkeypatch.setattr(registry, "DOMAIN_MODULES", ("loop.experience.tools",))
+    monkeypatch.setattr(registry, "_cache", None)
+    monkeypatch.chdir(tmp_path)
+    for name in ("LOOP_EXPERIENCES_DIR", "LOOP_SESSION_DIR", "LOOP_EVENTS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    with structlog.testing.capture_logs():
+        yield
+
+
+def _run(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="loop")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    register_export(sub)
+    args = parser.parse_args(list(argv))
+    result: int = args.handler(args)
+    return result
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    assert _run(*argv, "--json") == EXIT_OK
+    return json.loads(capsys.readouterr().out)
+
+
+def test_export_flow_through_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """init, conversations, thoughts, finalize, status, list and validate from the CLI."""
+    out = _json(
+        capsys,
+        "experience",
+        "init",
+        "--session-id",
+        "cli1",
+        "--summary",
+        json.dumps(SUMMARY),
+        "--metadata",
+        '{"platform": "cli"}',
+    )
+    assert out["directory_path"] == str(tmp_path / ".loop/experiences/experience_cli1")
+    out = _json(
+        capsys,
+        "experience",
+        "conversations",
+        "cli1",
+        "--batch-number",
+        "1",
+        "--conversations-batch",
+        json.dumps(conversations(2)),
+    )
+    assert out["processed_count"] == 2
+    batch = tmp_path / "b2.json"
+    batch.write_text(
+        json.dumps(
+            {"session_id": "cli1", "batch_number": 2, "conversations_batch": conversations(1)}
+        )
+    )
+    assert (
+        _json(capsys, "experience", "conversations", "--input", f"@{batch}")["next_batch_number"]
+        == 3
+    )
+    _json(capsys, "experience", "thoughts", "cli1", "--thoughts", '{"insights": []}')
+    assert _run("experience", "finalize", "cli1") == EXIT_OK
+    assert "3 conversations" in capsys.readouterr().out
+    assert _run("experience", "status", "cli1") == EXIT_OK
+    assert capsys.readouterr().out.startswith("cli1: completed\n")
+    listed = _json(capsys, "experience", "list", "--filters", '{"min_conversations": 3}')
+    assert [s["directory"] for s in listed["directory_summaries"]] == ["experience_cli1"]
+    assert _run("experience", "validate", ".loop/experiences/experience_cli1") == EXIT_OK
+    assert ": valid" in capsys.readouterr().out
+
+
+def test_experiences_dir_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """--experiences-dir moves the base folder."""
+    out = _json(capsys, "experience", "status", "x1", "--experiences-dir", "store")
+    assert out["directory_path"] == str(tmp_path / "store" / "experience_x1")
+    assert out["status"] == "not_found"
+
+
+def test_tool_error_exits_two_with_code(capsys: pytest.CaptureFixture[str]) -> None:
+    """A refused call prints error: <code>: <message> on stderr and exits 2."""
+    assert (
+        _run("experience", "init", "--session-id", "../up", "--summary", json.dumps(SUMMARY))
+        == EXIT_USAGE
+    )
+    assert "error: invalid_session_id:" in capsys.readouterr().err
+    assert _run("experience", "validate", "/etc", "--json") == EXIT_USAGE
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["error"]["code"] == "path_outside_roots"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (("guide",), "# Experience export guide"),
+        (("guide", "import"), "# Experience import guide"),
+        (("guide", "export", "--lang", "ja"), "体験エクスポートガイド"),
+        (("guide", "import", "--lang", "ja"), "同化"),
+    ],
+)
+def test_guide_prints_markdown(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], needle: str
+) -> None:
+    """guide [export|import] [--lang ja] prints the chosen guide."""
+    assert _run("experience", *argv) == EXIT_OK
+    assert needle in capsys.readouterr().out
+
+
+def test_export_command_exports_a_session(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """export SESSION finds the session by id under --sessions-dir and exports it."""
+    session = tmp_path / ".loop" / "sessions" / "run-1"
+    session.mkdir(parents=True)
+    records = [
+        {
+            "kind": "session.start",
+            "session_id": "run-1",
+            "started_at": "2025-01-01T00:00:00Z",
+            "ts": 1.0,
+            "hats": {"solo": {"description": "Does it all", "backend": "scripted"}},
+            "config": {},
+        },
+        {
+            "kind": "iteration.end",
+            "iteration": 1,
+            "hat": "solo",
+            "prompt": "p",
+            "output": "o",
+            "status": "ok",
+            "reason": None,
+            "events": [],
+            "published": [],
+            "duration": 0.1,
+            "backend": "scripted",
+            "ts": 2.0,
+            "elapsed": 1.0,
+            "cost_usd": None,
+        },
+    ]
+    (session / "journal.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = _json(capsys, "export", "run-1")
+    assert out["conversations"] == 1
+    assert Path(out["manifest_path"]).is_file()
+    assert _run("export", "../escape") == EXIT_USAGE
+    assert "error:" in capsys.readouterr().err

@@ -1,0 +1,144 @@
+"""Property tests: random operation sequences keep the hierarchy's invariants."""
+
+from __future__ import annotations
+
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from loop.errors import ToolError
+from loop.tasks.models import Task, task_list_adapter
+from loop.tasks.tools import TOOLS
+from loop.tasks.tree import integrity_problem
+from loop.tools.registry import ToolContext
+from tests.tasks._book import Book
+
+KINDS = [
+    "create",
+    "create_sub",
+    "start",
+    "complete",
+    "update_status",
+    "reparent",
+    "order",
+    "delete",
+    "delete_cascade",
+]
+STATUS = ["todo", "in_progress", "done"]
+# Creates weigh more, so that sequences build deep trees before they change them.
+WEIGHTED = ["create", "create_sub", "create_sub", "create_sub", *KINDS]
+OPS = st.lists(
+    st.tuples(st.sampled_from(WEIGHTED), st.integers(0, 50), st.integers(0, 50), st.integers(0, 4)),
+    min_size=1,
+    max_size=40,
+)
+
+
+def check_invariants(tasks: list[Task]) -> None:
+    """Unique sibling orders, no cycles, done parents only have done subtasks, and every
+    in-progress task's ancestors are in progress."""
+    assert integrity_problem(tasks) is None
+    by_id = {t.id: t for t in tasks}
+    orders = Counter((t.parent_id, t.order) for t in tasks)
+    assert max(orders.values(), default=1) == 1, orders
+    for t in tasks:
+        parent = by_id.get(t.parent_id) if t.parent_id else None
+        if parent is not None and parent.status == "done":
+            assert t.status == "done", (parent.name, t.name, t.status)
+        if t.status == "in_progress":
+            up = t.parent_id
+            while up is not None:
+                assert by_id[up].status == "in_progress", (t.name, by_id[up].name)
+                up = by_id[up].parent_id
+        if t.status != "done":
+            assert t.resolution is None
+
+
+def pick(tasks: list[Task], i: int) -> str | None:
+    """The i-th task's id (modulo the count), or None when there are none."""
+    return tasks[i % len(tasks)].id if tasks else None
+
+
+def apply(b: Book, op: tuple[str, int, int, int]) -> None:
+    """Apply one random operation; refusals (ToolError) are allowed and change nothing."""
+    kind, i, j, k = op
+    a, other = pick(b.tasks, i), pick(b.tasks, j)
+    before = list(b.tasks)
+    try:
+        if kind in ("create", "create_sub"):  # a subtask of nothing is a root task
+            b.add(f"t{b.n + 1}", a if kind == "create_sub" else None, order=k or None)
+        elif kind == "start" and a:
+            b.start(a)
+        elif kind == "complete" and a:
+            b.complete(a, "ok")
+        elif kind == "update_status" and a:
+            b.update(a, status=STATUS[k % 3])
+        elif kind == "reparent" and a:
+            b.update(a, parent_id=other if k else "", order=k or None)
+        elif kind == "order" and a:
+            b.update(a, order=k)
+        elif kind in ("delete", "delete_cascade") and a:
+            b.delete(a, cascade=kind == "delete_cascade")
+    except ToolError:
+        assert b.tasks == before
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_random_sequences_keep_invariants(ops: list[tuple[str, int, int, int]]) -> None:
+    """After every operation of a random sequence the invariants hold."""
+    b = Book()
+    for op in ops:
+        apply(b, op)
+        check_invariants(b.tasks)
+
+
+def _run_tool(
+    ctx: ToolContext, tools: dict[str, Any], op: tuple[str, int, int, int], ids: list[str]
+) -> None:
+    kind, i, j, k = op
+    a = ids[i % len(ids)] if ids else None
+    other = ids[j % len(ids)] if ids else None
+    try:
+        if kind in ("create", "create_sub"):
+            args: dict[str, Any] = {"name": f"n{len(ids)}", "order": k}
+            if kind == "create_sub" and a:
+                args["parent_id"] = a
+            ids.append(tools["createTask"].run(ctx, args).task.id)
+        elif kind == "start" and a:
+            tools["startTask"].run(ctx, {"id": a})
+        elif kind == "complete" and a:
+            tools["completeTask"].run(ctx, {"id": a, "resolution": "ok"})
+        elif kind == "update_status" and a:
+            tools["updateTask"].run(ctx, {"id": a, "status": STATUS[k % 3]})
+        elif kind == "reparent" and a:
+            tools["updateTask"].run(ctx, {"id": a, "parent_id": other if k else ""})
+        elif kind == "order" and a:
+            tools["updateTask"].run(ctx, {"id": a, "order": k})
+        elif kind in ("delete", "delete_cascade") and a:
+            out = tools["deleteTask"].run(ctx, {"id": a, "cascade": kind == "delete_cascade"})
+            for gone in out.deleted_ids:
+                ids.remove(gone)
+    except ToolError:
+        pass
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(OPS)
+def test_file_always_parses_and_keeps_invariants(ops: list[tuple[str, int, int, int]]) -> None:
+    """Through the tools on a real file, the file parses after every operation."""
+    tools = {t.name: t for t in TOOLS}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "tasks.json"
+        ctx = ToolContext(root=Path(tmp), tasks_file=path)
+        ids: list[str] = []
+        for op in ops:
+            _run_tool(ctx, tools, op, ids)
+            # Parse the bytes afresh (not through the store's cache of what it wrote).
+            tasks = task_list_adapter().validate_json(path.read_bytes()) if path.exists() else []
+            check_invariants(tasks)
+            assert sorted(t.id for t in tasks) == sorted(ids)

@@ -1,0 +1,159 @@
+"""``python -m loop theme ...`` through argparse: register, parse, call the handler."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+import structlog
+
+from loop.themes.cli import register
+
+pytestmark = pytest.mark.usefixtures("only_theme_tools")
+
+
+def _main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="loop")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(argv)
+    # Logs are configured by the real entry point (stderr); here they are captured.
+    with structlog.testing.capture_logs():
+        code: int = args.handler(args)
+    return code
+
+
+@pytest.fixture
+def ws(root: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run from the workspace's parent (no loop.toml there); return --workspace."""
+    monkeypatch.chdir(root.parent)
+    monkeypatch.delenv("LOOP_WORKSPACE", raising=False)
+    return str(root)
+
+
+def test_preview_start_status_end_feedback(ws: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole flow from the command line, with readable and JSON output."""
+    assert _main(["theme", "preview", "--workspace", ws]) == 0
+    out = capsys.readouterr().out
+    assert "001_theme.md" in out and "# Study the bus" in out
+
+    assert (
+        _main(
+            [
+                "theme",
+                "start",
+                "001_theme.md",
+                "--theme-name",
+                "Study the bus",
+                "--theme-directory-part",
+                "study_bus",
+                "--reason",
+                "next",
+                "--activity-content",
+                '["read"]',
+                "--workspace",
+                ws,
+            ]
+        )
+        == 0
+    )
+    assert "THEME_START_ID 20250801120000" in capsys.readouterr().out
+
+    assert _main(["theme", "status", "--workspace", ws, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["activeThemes"][0]["themeName"] == "Study the bus"
+
+    assert _main(["theme", "heartbeat", "--workspace", ws]) == 0
+    new_id = capsys.readouterr().out.strip()
+    assert len(new_id) == 14 and new_id > "20250801120000"
+
+    assert (
+        _main(
+            [
+                "theme",
+                "end",
+                "--theme-start-id",
+                "20250801120000",
+                "--theme-directory-part",
+                "study_bus",
+                "--theme-name",
+                "Study the bus",
+                "--reason",
+                "done",
+                "--workspace",
+                ws,
+            ]
+        )
+        == 0
+    )
+    assert "later heartbeat" in capsys.readouterr().out
+
+    (Path(ws) / "feedbackbox" / "note.md").write_text("please test more\n")
+    assert _main(["theme", "feedback", "--workspace", ws]) == 0
+    assert "please test more" in capsys.readouterr().out
+
+
+def test_errors_exit_2_with_code(ws: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tool error prints its code on stderr and exits 2."""
+    assert (
+        _main(
+            [
+                "theme",
+                "start",
+                "missing.md",
+                "--theme-name",
+                "x",
+                "--theme-directory-part",
+                "x",
+                "--reason",
+                "r",
+                "--workspace",
+                ws,
+            ]
+        )
+        == 2
+    )
+    assert "theme_file_not_found" in capsys.readouterr().err
+    assert _main(["theme", "feedback", "themebox", "--workspace", ws]) == 2
+    assert "unsupported_type" in capsys.readouterr().err
+
+
+def test_heartbeat_error_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A corrupt heartbeat file is reported, not a traceback."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "w" / "stats").mkdir(parents=True)
+    (tmp_path / "w" / "stats" / "current_heartbeat_id.txt").write_text("junk")
+    assert _main(["theme", "heartbeat", "--workspace", str(tmp_path / "w")]) == 2
+    assert "current_heartbeat_id.txt" in capsys.readouterr().err
+
+
+def test_subtheme_ids_are_taken_as_text(ws: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """14-digit IDs on the command line stay strings (not JSON numbers) and start a subtheme."""
+    assert (
+        _main(
+            [
+                "theme",
+                "start",
+                "--theme-name",
+                "Sub",
+                "--theme-directory-part",
+                "sub",
+                "--reason",
+                "split",
+                "--parent-theme-start-id",
+                "20250101000000",
+                "--parent-theme-directory-part",
+                "old",
+                "--workspace",
+                ws,
+                "--json",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["themeDirectory"] == "artifacts/20250101000000_old/subthemes/20250801120000_sub"

@@ -1,0 +1,303 @@
+"""The theme tools through the registry's Tool.run: success and error paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loop.errors import ToolError
+from loop.themes.tools import TOOLS
+from loop.tools.registry import ToolContext
+
+from .conftest import beat, snapshot
+
+BY_NAME = {t.name: t for t in TOOLS}
+
+
+def run(root: Path, name: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Call a theme tool as the CLI, MCP and bus do; return its JSON output."""
+    ctx = ToolContext(root=root.parent, workspace=root)
+    return BY_NAME[name].run(ctx, args or {}).model_dump(mode="json")
+
+
+def error(root: Path, name: str, args: dict[str, Any] | None = None) -> ToolError:
+    """Call a tool that must fail; return its ToolError."""
+    with pytest.raises(ToolError) as info:
+        run(root, name, args)
+    return info.value
+
+
+START = {
+    "targetFilename": "001_theme.md",
+    "themeName": "Study the bus",
+    "themeDirectoryPart": "study_bus",
+    "reason": "it is next",
+    "activityContent": ["read bus.py"],
+}
+
+
+def test_tool_names_and_domain() -> None:
+    """The seed's tool names, all in the themes domain; preview and status are read-only."""
+    assert set(BY_NAME) == {
+        "preview_next_theme",
+        "start_theme",
+        "end_theme",
+        "check_and_process_item",
+        "get_theme_status",
+    }
+    assert {t.domain for t in TOOLS} == {"themes"}
+    assert BY_NAME["preview_next_theme"].read_only
+    assert not BY_NAME["start_theme"].read_only
+
+
+def test_preview_is_read_only_and_picks_oldest(root: Path) -> None:
+    """Preview returns the oldest candidate and changes nothing, however often it runs."""
+    before = snapshot(root)
+    for _ in range(3):
+        out = run(root, "preview_next_theme")
+    assert out["found"] is True
+    assert out["filename"] == "001_theme.md"
+    assert out["content"] == "# Study the bus\nread bus.py\n"
+    assert out["remaining"] == 1
+    assert snapshot(root) == before
+
+
+def test_preview_without_candidates(tmp_path: Path) -> None:
+    """No themebox (or only drafts) means 'no theme to process', and nothing is created."""
+    out = run(tmp_path / "w", "preview_next_theme")
+    assert out["found"] is False
+    assert "no theme to process" in out["message"]
+    assert not (tmp_path / "w").exists()
+
+
+def test_start_theme_success(root: Path) -> None:
+    """A start writes the history, creates the directory and marks the file processed."""
+    out = run(root, "start_theme", START)
+    hb = "20250801120000"
+    assert out["themeStartId"] == hb
+    assert out["historyFile"] == f"artifacts/theme_histories/{hb}_start_study_bus.md"
+    assert out["themeDirectory"] == f"artifacts/{hb}_study_bus"
+    assert (root / out["themeDirectory"] / "histories").is_dir()
+    assert (root / "themebox" / "processed.001_theme.md").is_file()
+    assert not (root / "themebox" / "001_theme.md").exists()
+    history = (root / out["historyFile"]).read_text()
+    assert "# Theme start: Study the bus" in history
+    assert f"**THEME_START_ID**: {hb}" in history
+    assert out["warnings"] == []
+    assert not (root / "stats" / "start_theme.intent.json").exists()
+
+
+def test_start_without_target_is_a_self_invented_theme(root: Path) -> None:
+    """Without targetFilename nothing in themebox changes."""
+    before = {p.name for p in (root / "themebox").iterdir()}
+    out = run(root, "start_theme", {k: v for k, v in START.items() if k != "targetFilename"})
+    assert out["processedFile"] is None
+    assert {p.name for p in (root / "themebox").iterdir()} == before
+
+
+def test_start_sanitises_with_warning(root: Path) -> None:
+    """A directory part outside [a-z0-9_] is sanitised and the reply warns."""
+    out = run(root, "start_theme", {**START, "themeDirectoryPart": "AI研究テーマ"})
+    assert out["themeDirectoryPart"] == "ai_"
+    assert out["warnings"] and "'ai_'" in out["warnings"][0]
+    assert "warning:" in out["message"]
+
+
+@pytest.mark.parametrize(
+    ("target", "code"),
+    [("missing.md", "theme_file_not_found"), ("processed.x.md", "theme_already_processed")],
+)
+def test_start_stage1_errors(root: Path, target: str, code: str) -> None:
+    """Stage 1: a missing or processed target fails and changes nothing."""
+    (root / "themebox" / "processed.x.md").write_text("done\n")
+    before = snapshot(root)
+    err = error(root, "start_theme", {**START, "targetFilename": target})
+    assert err.code == code
+    assert "stage 1/5" in err.message
+    assert snapshot(root) == before
+
+
+def test_start_stage2_cooldown_same_heartbeat(root: Path) -> None:
+    """Stage 2: a second start in the same heartbeat is refused, naming the history."""
+    run(root, "start_theme", START)
+    before = snapshot(root)
+    err = error(
+        root,
+        "start_theme",
+        {**START, "targetFilename": "002_other.md", "themeDirectoryPart": "other"},
+    )
+    assert err.code == "cooldown"
+    assert "stage 2/5" in err.message
+    assert "20250801120000_start_study_bus.md" in err.message
+    assert snapshot(root) == before
+
+
+def test_cooldown_across_two_heartbeats_in_the_same_second(root: Path) -> None:
+    """Start, end refused at the same beat, end accepted at the next beat of the same second,
+    start refused again at that beat, accepted at the one after."""
+    started = run(root, "start_theme", START)
+    end_args = {
+        "themeStartId": started["themeStartId"],
+        "themeDirectoryPart": "study_bus",
+        "themeName": "Study the bus",
+        "reason": "done",
+        "achievements": ["notes"],
+    }
+    assert error(root, "end_theme", end_args).code == "cooldown"
+    second = beat(root)  # the same clock second as the start's heartbeat
+    assert second == "20250801120001"
+    ended = run(root, "end_theme", end_args)
+    assert ended["themeEndId"] == second
+    assert "later heartbeat" in ended["message"]
+    nxt = {**START, "targetFilename": "002_other.md", "themeDirectoryPart": "other"}
+    assert error(root, "start_theme", nxt).code == "cooldown"
+    beat(root)
+    assert run(root, "start_theme", nxt)["themeStartId"] == "20250801120002"
+
+
+def test_end_theme_errors(root: Path) -> None:
+    """End refuses an unknown theme, a second end, and bad IDs."""
+    started = run(root, "start_theme", START)
+    beat(root)
+    args = {
+        "themeStartId": started["themeStartId"],
+        "themeDirectoryPart": "study_bus",
+        "themeName": "n",
+        "reason": "r",
+    }
+    assert (
+        error(root, "end_theme", {**args, "themeDirectoryPart": "nope"}).code == "theme_not_started"
+    )
+    run(root, "end_theme", args)
+    beat(root)
+    assert error(root, "end_theme", args).code == "theme_already_ended"
+    assert error(root, "end_theme", {**args, "themeStartId": "2025"}).code == "invalid_input"
+
+
+def test_subthemes_start_end_and_status(root: Path) -> None:
+    """A subtheme lives under its parent; the parent cannot end while it is active."""
+    parent = run(root, "start_theme", START)
+    beat(root)
+    sub_args = {
+        "themeName": "Sub",
+        "themeDirectoryPart": "sub",
+        "reason": "split",
+        "parentThemeStartId": parent["themeStartId"],
+        "parentThemeDirectoryPart": "study_bus",
+    }
+    sub = run(root, "start_theme", sub_args)
+    assert sub["themeDirectory"] == (
+        f"artifacts/{parent['themeStartId']}_study_bus/subthemes/{sub['themeStartId']}_sub"
+    )
+    status = run(root, "get_theme_status")
+    assert [t["themeDirectoryPart"] for t in status["activeThemes"]] == ["study_bus", "sub"]
+    assert status["activeThemes"][1]["parentThemeDirectoryPart"] == "study_bus"
+    beat(root)
+    end_parent = {
+        "themeStartId": parent["themeStartId"],
+        "themeDirectoryPart": "study_bus",
+        "themeName": "p",
+        "reason": "r",
+    }
+    assert error(root, "end_theme", end_parent).code == "subthemes_active"
+    ended = run(
+        root,
+        "end_theme",
+        {
+            "themeStartId": sub["themeStartId"],
+            "themeDirectoryPart": "sub",
+            "themeName": "Sub",
+            "reason": "done",
+            "parentThemeStartId": parent["themeStartId"],
+            "parentThemeDirectoryPart": "study_bus",
+        },
+    )
+    assert "Returning to the parent theme" in ended["message"]
+    beat(root)
+    run(root, "end_theme", end_parent)
+    assert run(root, "get_theme_status")["activeThemes"] == []
+
+
+def test_subtheme_needs_existing_parent_and_both_params(root: Path) -> None:
+    """A missing parent directory fails at stage 4; a lone parent parameter is invalid."""
+    before = snapshot(root)
+    err = error(
+        root,
+        "start_theme",
+        {**START, "parentThemeStartId": "20240101000000", "parentThemeDirectoryPart": "ghost"},
+    )
+    assert err.code == "parent_theme_not_found"
+    assert "stage 4/5" in err.message
+    assert (
+        error(root, "start_theme", {**START, "parentThemeStartId": "20240101000000"}).code
+        == "invalid_input"
+    )
+    assert snapshot(root) == before
+
+
+def test_start_never_touches_a_pre_existing_theme_directory(root: Path) -> None:
+    """A theme directory that already exists is refused and left exactly as it was."""
+    existing = root / "artifacts" / "20250801120000_study_bus"
+    existing.mkdir()
+    (existing / "keep.md").write_text("precious\n")
+    before = snapshot(root)
+    err = error(root, "start_theme", START)
+    assert err.code == "theme_directory_exists"
+    assert snapshot(root) == before
+
+
+def test_no_heartbeat(tmp_path: Path) -> None:
+    """Start and end need a heartbeat; nothing is created without one."""
+    ws = tmp_path / "w"
+    (ws / "themebox").mkdir(parents=True)
+    (ws / "themebox" / "001_theme.md").write_text("x")
+    before = snapshot(ws)
+    assert error(ws, "start_theme", START).code == "no_heartbeat"
+    assert (
+        error(
+            ws,
+            "end_theme",
+            {
+                "themeStartId": "20250101000000",
+                "themeDirectoryPart": "a",
+                "themeName": "a",
+                "reason": "r",
+            },
+        ).code
+        == "no_heartbeat"
+    )
+    assert snapshot(ws) == before
+
+
+def test_feedback_oldest_first_and_marked_processed(root: Path) -> None:
+    """Items come oldest first, are renamed processed., and drafts are skipped."""
+    fb = root / "feedbackbox"
+    (fb / "b.md").write_text("second\n")
+    (fb / "a.md").write_text("first\n")
+    (fb / "draft.c.md").write_text("draft\n")
+    out = run(root, "check_and_process_item", {"type": "feedbackbox"})
+    assert (out["filename"], out["content"], out["remaining"]) == ("a.md", "first\n", 1)
+    assert (fb / "processed.a.md").is_file()
+    assert run(root, "check_and_process_item", {"type": "feedbackbox"})["filename"] == "b.md"
+    last = run(root, "check_and_process_item", {"type": "feedbackbox"})
+    assert last["found"] is False
+    assert "no feedback" in last["message"]
+
+
+def test_feedback_other_type_points_to_theme_tools(root: Path) -> None:
+    """type 'themebox' (or anything else) is an error naming the theme tools."""
+    err = error(root, "check_and_process_item", {"type": "themebox"})
+    assert err.code == "unsupported_type"
+    assert "preview_next_theme" in err.message and "start_theme" in err.message
+
+
+def test_status_reports_counts_and_cooldown(root: Path) -> None:
+    """Status derives counts, the heartbeat and the cooldown from the files."""
+    (root / "feedbackbox" / "a.md").write_text("x")
+    out = run(root, "get_theme_status")
+    assert out["heartbeatId"] == "20250801120000"
+    assert (out["themeCandidates"], out["unprocessedFeedback"], out["cooldown"]) == (2, 1, False)
+    run(root, "start_theme", START)
+    assert run(root, "get_theme_status")["cooldown"] is True
