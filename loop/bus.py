@@ -63,8 +63,11 @@ class EventBus:
         """Call ``handler`` for every event whose topic matches ``pattern``."""
         if not is_valid_pattern(pattern):
             raise ValueError(f"invalid subscription pattern {pattern!r}")
-        sub = Subscription(name=name or getattr(handler, "__qualname__", "handler"),
-                           pattern=pattern, handler=handler)
+        sub = Subscription(
+            name=name or str(getattr(handler, "__qualname__", "handler")),
+            pattern=pattern,
+            handler=handler,
+        )
         self._subs.append(sub)
         return sub
 
@@ -112,9 +115,10 @@ class EventBus:
             sub.delivered += 1
         except BusOverflow:
             raise  # a runaway cascade is the publisher's problem, not one subscriber's
-        except Exception as exc:  # noqa: BLE001 - a failing subscriber must not stop the bus
+        except Exception as exc:
             sub.failures += 1
             sub.last_error = f"{type(exc).__name__}: {exc}"
             self.stats.failures += 1
-            log.warning("subscriber failed", subscriber=sub.name, topic=event.topic,
-                        error=sub.last_error)
+            log.warning(
+                "subscriber failed", subscriber=sub.name, topic=event.topic, error=sub.last_error
+            )

@@ -57,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"hatloop {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True,
-                                parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+    )
     sub.add_parser("emit", help="publish an event from inside an iteration (see emit --help)")
     for entry in COMMAND_MODULES:
         module_name, _, func = entry.partition(":")

@@ -93,9 +93,7 @@ def validate_topic(topic: str) -> str:
 
 def is_valid_pattern(pattern: str) -> bool:
     """A pattern is a topic whose segments may also be ``*``."""
-    return bool(pattern) and all(
-        seg == "*" or _SEGMENT.match(seg) for seg in pattern.split(".")
-    )
+    return bool(pattern) and all(seg == "*" or _SEGMENT.match(seg) for seg in pattern.split("."))
 
 
 def topic_matches(pattern: str, topic: str) -> bool:
@@ -108,7 +106,7 @@ def topic_matches(pattern: str, topic: str) -> bool:
     t_segs = topic.split(".")
     if len(p_segs) != len(t_segs):
         return False
-    return all(p == "*" or p == t for p, t in zip(p_segs, t_segs, strict=True))
+    return all(p in ("*", t) for p, t in zip(p_segs, t_segs, strict=True))
 
 
 def pattern_specificity(pattern: str) -> tuple[int, int]:
@@ -138,8 +136,9 @@ def parse_event_tags(text: str, *, source: str) -> list[Event]:
     events: list[Event] = []
     for match in _TAG.finditer(text):
         attrs = {
-            m.group("key").lower(): html.unescape(m.group("dq") if m.group("dq") is not None
-                                                 else m.group("sq") or "")
+            m.group("key").lower(): html.unescape(
+                m.group("dq") if m.group("dq") is not None else m.group("sq") or ""
+            )
             for m in _ATTR.finditer(match.group("attrs"))
         }
         topic = attrs.get("topic", "").strip()

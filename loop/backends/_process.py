@@ -36,8 +36,9 @@ class ProcessResult:
     truncated: bool = False
 
 
-async def _read_capped(stream: ByteReceiveStream | None, cap: int, sink: list[bytes],
-                       flags: dict[str, bool]) -> None:
+async def _read_capped(
+    stream: ByteReceiveStream | None, cap: int, sink: list[bytes], flags: dict[str, bool]
+) -> None:
     if stream is None:
         return
     size = 0
@@ -46,11 +47,11 @@ async def _read_capped(stream: ByteReceiveStream | None, cap: int, sink: list[by
             flags["truncated"] = True
             continue  # keep draining so the child never blocks on a full pipe
         room = cap - size
-        if len(chunk) > room:
+        kept = chunk[:room]
+        if len(kept) < len(chunk):
             flags["truncated"] = True
-            chunk = chunk[:room]
-        sink.append(chunk)
-        size += len(chunk)
+        sink.append(kept)
+        size += len(kept)
 
 
 def _reap_stragglers(proc: Process) -> None:

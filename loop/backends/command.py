@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from loop.backends._process import run_process
 from loop.backends.base import BackendRequest, BackendResult
@@ -22,8 +23,9 @@ PROMPT_PLACEHOLDER = "{prompt}"
 PROMPT_FILE_PLACEHOLDER = "{prompt_file}"
 
 
-def build_argv(command: Sequence[str], prompt_via: str, prompt: str,
-               prompt_file: Path | None) -> tuple[list[str], bytes | None]:
+def build_argv(
+    command: Sequence[str], prompt_via: str, prompt: str, prompt_file: Path | None
+) -> tuple[list[str], bytes | None]:
     """The argv and stdin for one run (pure; placeholders replaced or appended)."""
     argv = list(command)
     if prompt_via == "stdin":
@@ -32,7 +34,7 @@ def build_argv(command: Sequence[str], prompt_via: str, prompt: str,
         if PROMPT_PLACEHOLDER in argv:
             return [prompt if a == PROMPT_PLACEHOLDER else a for a in argv], None
         return [*argv, prompt], None
-    assert prompt_file is not None  # noqa: S101 - the caller writes the file for "file" mode
+    assert prompt_file is not None
     if PROMPT_FILE_PLACEHOLDER in argv:
         return [str(prompt_file) if a == PROMPT_FILE_PLACEHOLDER else a for a in argv], None
     return [*argv, str(prompt_file)], None
@@ -50,9 +52,16 @@ class CommandBackend:
 
     kind = "command"
 
-    def __init__(self, command: Sequence[str], *, prompt_via: str = "stdin",
-                 env: dict[str, str] | None = None, timeout_seconds: float | None = None,
-                 max_output_bytes: int = DEFAULT_MAX_OUTPUT, kind: str = "command") -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        prompt_via: str = "stdin",
+        env: dict[str, str] | None = None,
+        timeout_seconds: float | None = None,
+        max_output_bytes: int = DEFAULT_MAX_OUTPUT,
+        kind: str = "command",
+    ) -> None:
         self.command = list(command)
         self.prompt_via = prompt_via
         self.env = dict(env or {})
@@ -64,17 +73,31 @@ class CommandBackend:
     def from_config(cls, config: CommandConfig | GeminiConfig | CodexConfig) -> CommandBackend:
         """Build from TOML settings (``gemini`` and ``codex`` are presets of ``command``)."""
         if isinstance(config, CommandConfig):
-            return cls(config.command, prompt_via=config.prompt_via, env=config.env,
-                       timeout_seconds=config.timeout_seconds,
-                       max_output_bytes=config.max_output_bytes)
+            return cls(
+                config.command,
+                prompt_via=config.prompt_via,
+                env=config.env,
+                timeout_seconds=config.timeout_seconds,
+                max_output_bytes=config.max_output_bytes,
+            )
         model = ["--model", config.model] if config.model else []
         if isinstance(config, GeminiConfig):
             argv = [*config.command, *model, *config.args, "-p", PROMPT_PLACEHOLDER]
-            return cls(argv, prompt_via="arg", env=config.env,
-                       timeout_seconds=config.timeout_seconds, kind="gemini")
+            return cls(
+                argv,
+                prompt_via="arg",
+                env=config.env,
+                timeout_seconds=config.timeout_seconds,
+                kind="gemini",
+            )
         argv = [*config.command, "exec", *model, *config.args, "-"]
-        return cls(argv, prompt_via="stdin", env=config.env,
-                   timeout_seconds=config.timeout_seconds, kind="codex")
+        return cls(
+            argv,
+            prompt_via="stdin",
+            env=config.env,
+            timeout_seconds=config.timeout_seconds,
+            kind="codex",
+        )
 
     async def run(self, request: BackendRequest) -> BackendResult:
         """Run the command; exit 0 is success, anything else a failure with its reason."""
@@ -86,15 +109,22 @@ class CommandBackend:
         argv, stdin = build_argv(self.command, self.prompt_via, request.prompt, prompt_file)
         env = {**os.environ, **self.env, **request.env}
         timeout = self.timeout_seconds or request.timeout_seconds
-        proc = await run_process(argv, stdin=stdin, env=env, cwd=request.workdir,
-                                 timeout=timeout, max_output_bytes=self.max_output_bytes)
+        proc = await run_process(
+            argv,
+            stdin=stdin,
+            env=env,
+            cwd=request.workdir,
+            timeout=timeout,
+            max_output_bytes=self.max_output_bytes,
+        )
         output = proc.stdout.decode("utf-8", errors="replace")
-        meta = {"stderr_tail": _tail(proc.stderr)} if proc.stderr else {}
+        meta: dict[str, Any] = {"stderr_tail": _tail(proc.stderr)} if proc.stderr else {}
         if proc.truncated:
             meta["truncated"] = True
         if proc.timed_out:
-            res = BackendResult.failed(f"timeout after {timeout:g}s", output=output,
-                                       exit_code=proc.returncode)
+            res = BackendResult.failed(
+                f"timeout after {timeout:g}s", output=output, exit_code=proc.returncode
+            )
         elif proc.returncode != 0:
             why = f"exit status {proc.returncode}"
             if proc.stderr:

@@ -73,8 +73,15 @@ def _list(args: argparse.Namespace) -> int:
     config = load_from_args(args)
     rows = [("HAT", "TRIGGERS", "PUBLISHES", "BACKEND", "MAX")]
     for name, hat in config.hats.items():
-        rows.append((name, ", ".join(hat.triggers), ", ".join(hat.publishes) or "-",
-                     config.hat_backend(name).type, str(hat.max_activations or "-")))
+        rows.append(
+            (
+                name,
+                ", ".join(hat.triggers),
+                ", ".join(hat.publishes) or "-",
+                config.hat_backend(name).type,
+                str(hat.max_activations or "-"),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
@@ -83,8 +90,10 @@ def _list(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     config = load_from_args(args)
-    print(f"ok: {len(config.hats)} hat(s) from {config.source}; starts on "
-          f"{config.loop.starting_event!r}, completes on {config.loop.completion_event!r}")
+    print(
+        f"ok: {len(config.hats)} hat(s) from {config.source}; starts on "
+        f"{config.loop.starting_event!r}, completes on {config.loop.completion_event!r}"
+    )
     for w in warnings_for(config):
         print(f"warning: {w}")
     return 0
@@ -93,7 +102,9 @@ def _validate(args: argparse.Namespace) -> int:
 def _graph(args: argparse.Namespace) -> int:
     config = load_from_args(args)
     start, comp = config.loop.starting_event, config.loop.completion_event
-    starters = [n for n, h in config.hats.items() if any(topic_matches(t, start) for t in h.triggers)]
+    starters = [
+        n for n, h in config.hats.items() if any(topic_matches(t, start) for t in h.triggers)
+    ]
     finishers = [n for n, h in config.hats.items() if comp in h.publishes]
     if args.mermaid:
         print("flowchart LR")

@@ -42,8 +42,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``init``."""
     p = sub.add_parser("init", help="write a loop.toml and hat files to start from")
     p.add_argument("--preset", default="default", help=f"one of: {', '.join(preset_names())}")
-    p.add_argument("--backend", choices=["scripted", "claude", "gemini", "codex"],
-                   help="the default backend for every hat (drops per-hat backends)")
+    p.add_argument(
+        "--backend",
+        choices=["scripted", "claude", "gemini", "codex"],
+        help="the default backend for every hat (drops per-hat backends)",
+    )
     p.add_argument("--dir", default=".", help="where to write (default: here)")
     p.set_defaults(handler=_init)
 
@@ -53,8 +56,7 @@ def _init(args: argparse.Namespace) -> int:
     files = plan_files(args.preset, args.backend if args.backend != "scripted" else None)
     existing = [str(target / rel) for rel in files if (target / rel).exists()]
     if existing:
-        raise UsageError("init never overwrites; these files exist already: "
-                         + ", ".join(existing))
+        raise UsageError("init never overwrites; these files exist already: " + ", ".join(existing))
     for rel, text in files.items():
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -22,18 +22,24 @@ SUITE = "hatloop.replay"
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``replay``, ``show`` and ``schema``."""
     p = sub.add_parser(
-        "replay", help="replay recordings through the real engine and compare",
+        "replay",
+        help="replay recordings through the real engine and compare",
         description="Replay each recording with the replay backend and the recorded "
-                    "configuration; report the first divergence. Exit 0 when all match, "
-                    "4 when one diverged, 2 on bad input.")
-    p.add_argument("paths", nargs="+", metavar="FILE|DIR",
-                   help="recordings, or folders of *.jsonl recordings")
+        "configuration; report the first divergence. Exit 0 when all match, "
+        "4 when one diverged, 2 on bad input.",
+    )
+    p.add_argument(
+        "paths", nargs="+", metavar="FILE|DIR", help="recordings, or folders of *.jsonl recordings"
+    )
     p.add_argument("--junit-xml", metavar="PATH", help="also write a JUnit XML report")
     p.add_argument("--log-format", choices=["auto", "console", "json"], default="auto")
     p.set_defaults(handler=_replay)
 
-    s = sub.add_parser("show", help="a recorded session at a glance",
-                       description="Print a recording's timeline and footer.")
+    s = sub.add_parser(
+        "show",
+        help="a recorded session at a glance",
+        description="Print a recording's timeline and footer.",
+    )
     s.add_argument("file", metavar="FILE")
     s.set_defaults(handler=_show)
 
@@ -85,8 +91,10 @@ def _replay(args: argparse.Namespace) -> int:
     passed = sum(1 for _, o in outcomes if not isinstance(o, str) and o.ok)
     diverged = sum(1 for _, o in outcomes if not isinstance(o, str) and not o.ok)
     errors = sum(1 for _, o in outcomes if isinstance(o, str))
-    print(f"\n{len(outcomes)} recording(s): {passed} ok, {diverged} diverged, "
-          f"{errors} error(s) in {elapsed:.2f}s")
+    print(
+        f"\n{len(outcomes)} recording(s): {passed} ok, {diverged} diverged, "
+        f"{errors} error(s) in {elapsed:.2f}s"
+    )
     if args.junit_xml:
         target = Path(args.junit_xml)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -123,8 +131,9 @@ def junit_xml(outcomes: list[tuple[Path, Any]], elapsed: float) -> bytes:
             failures += 1
             text = outcome.divergence.render()
             ET.SubElement(case, "failure", message=text.splitlines()[0]).text = text
-        notes = list(outcome.warnings) + ([f"prefix only: {outcome.partial}"]
-                                          if outcome.partial else [])
+        notes = list(outcome.warnings) + (
+            [f"prefix only: {outcome.partial}"] if outcome.partial else []
+        )
         if notes:
             ET.SubElement(case, "system-out").text = "\n".join(notes)
     suite.set("failures", str(failures))
@@ -168,9 +177,11 @@ def render_show(reader: Any) -> str:
             status = record.status + (f": {record.reason}" if record.reason else "")
             cost = f"${record.cost_usd:.4f}" if record.cost_usd is not None else "-"
             events = ", ".join(e.topic for e in record.events) or "-"
-            lines.append(f"  {record.iteration:>4}  {_cell(record.hat, 14):<14} "
-                         f"{record.duration:>8.2f}s  {_cell(status, 24):<24} {cost:>9}  "
-                         f"{events}")
+            lines.append(
+                f"  {record.iteration:>4}  {_cell(record.hat, 14):<14} "
+                f"{record.duration:>8.2f}s  {_cell(status, 24):<24} {cost:>9}  "
+                f"{events}"
+            )
         elif isinstance(record, MarkerRecord):
             lines.append(f"    --  {record.marker}: {record.message}")
         elif isinstance(record, FooterRecord):
@@ -179,10 +190,12 @@ def render_show(reader: Any) -> str:
     if footer is None:
         lines.append("  end   (no footer: the recording was cut off)")
     else:
-        lines.append(f"  end   {footer.reason} after {footer.iterations} iteration(s) in "
-                     f"{footer.elapsed:.2f}s (exit {footer.exit_code}) · {footer.records} "
-                     f"records · {footer.write_failures} write failure(s)"
-                     + (" · size cap reached" if footer.cap_reached else ""))
+        lines.append(
+            f"  end   {footer.reason} after {footer.iterations} iteration(s) in "
+            f"{footer.elapsed:.2f}s (exit {footer.exit_code}) · {footer.records} "
+            f"records · {footer.write_failures} write failure(s)"
+            + (" · size cap reached" if footer.cap_reached else "")
+        )
     lines += [f"  warning: {w}" for w in reader.warnings]
     return "\n".join(lines)
 

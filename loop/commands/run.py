@@ -16,17 +16,29 @@ __all__ = ["add_config_options", "register"]
 def add_config_options(p: argparse.ArgumentParser) -> None:
     """The options that choose and override the configuration."""
     g = p.add_argument_group("configuration (flags override loop.toml)")
-    g.add_argument("--config", "-c", metavar="PATH",
-                   help="config file (default: ./loop.toml, else the built-in default preset)")
-    g.add_argument("--hats", metavar="PATH", action="append",
-                   help="hat file or folder (repeatable; replaces [loop] hats)")
+    g.add_argument(
+        "--config",
+        "-c",
+        metavar="PATH",
+        help="config file (default: ./loop.toml, else the built-in default preset)",
+    )
+    g.add_argument(
+        "--hats",
+        metavar="PATH",
+        action="append",
+        help="hat file or folder (repeatable; replaces [loop] hats)",
+    )
     g.add_argument("--prompt", help="the objective (overrides [loop] prompt)")
     g.add_argument("--prompt-file", metavar="PATH", help="read the objective from a file")
     g.add_argument("--max-iterations", type=int, metavar="N")
     g.add_argument("--max-runtime", type=float, metavar="SECONDS", dest="max_runtime")
     g.add_argument("--completion-event", metavar="TOPIC")
-    g.add_argument("--backend", metavar="TYPE", choices=["claude", "gemini", "codex"],
-                   help="run every hat on this backend")
+    g.add_argument(
+        "--backend",
+        metavar="TYPE",
+        choices=["claude", "gemini", "codex"],
+        help="run every hat on this backend",
+    )
 
 
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -56,22 +68,41 @@ def load_from_args(args: argparse.Namespace) -> Any:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``run``."""
-    p = sub.add_parser("run", help="run the loop (or resume a session)",
-                       description="Run the loop until completion or a limit.")
+    p = sub.add_parser(
+        "run",
+        help="run the loop (or resume a session)",
+        description="Run the loop until completion or a limit.",
+    )
     add_config_options(p)
     s = p.add_argument_group("session")
     s.add_argument("--session-id", metavar="ID", help="name the new session (default: generated)")
-    s.add_argument("--resume", nargs="?", const="", metavar="ID", default=None,
-                   help="continue a stopped session (default: the most recent one)")
+    s.add_argument(
+        "--resume",
+        nargs="?",
+        const="",
+        metavar="ID",
+        default=None,
+        help="continue a stopped session (default: the most recent one)",
+    )
     r = p.add_argument_group("recording")
     r.add_argument("--record-session", metavar="FILE", help="record the session as JSONL")
-    r.add_argument("--record-max-bytes", type=int, metavar="N",
-                   help="stop recording at N bytes (default: [recording] max_bytes, 100 MB)")
+    r.add_argument(
+        "--record-max-bytes",
+        type=int,
+        metavar="N",
+        help="stop recording at N bytes (default: [recording] max_bytes, 100 MB)",
+    )
     r.add_argument("--force", action="store_true", help="overwrite an existing recording")
-    r.add_argument("--no-redact", action="store_true",
-                   help="keep secret-looking environment values in the recording")
-    p.add_argument("--export-experience", action="store_true",
-                   help="export the session as an experience when it ends")
+    r.add_argument(
+        "--no-redact",
+        action="store_true",
+        help="keep secret-looking environment values in the recording",
+    )
+    p.add_argument(
+        "--export-experience",
+        action="store_true",
+        help="export the session as an experience when it ends",
+    )
     p.add_argument("--log-format", choices=["auto", "console", "json"], default="auto")
     p.add_argument("--quiet", "-q", action="store_true", help="no per-iteration progress")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -83,13 +114,15 @@ def _recorder(args: argparse.Namespace, config: Any, resume: bool) -> list[Exten
         return []
     from loop.session.recorder import Recorder  # noqa: PLC0415 - only when recording
 
-    return [Recorder(
-        Path(args.record_session),
-        max_bytes=args.record_max_bytes or config.recording.max_bytes,
-        force=args.force,
-        append=resume,
-        redact=config.recording.redact_secrets and not args.no_redact,
-    )]
+    return [
+        Recorder(
+            Path(args.record_session),
+            max_bytes=args.record_max_bytes or config.recording.max_bytes,
+            force=args.force,
+            append=resume,
+            redact=config.recording.redact_secrets and not args.no_redact,
+        )
+    ]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -98,8 +131,12 @@ def _run(args: argparse.Namespace) -> int:
 
     config = load_from_args(args)
     resume = args.resume is not None
-    options = RunOptions(workdir=Path.cwd(), session_id=args.resume or args.session_id or None,
-                         resume=resume, progress=not args.quiet)
+    options = RunOptions(
+        workdir=Path.cwd(),
+        session_id=args.resume or args.session_id or None,
+        resume=resume,
+        progress=not args.quiet,
+    )
     extra = _recorder(args, config, resume)
     summary = run_async(run_loop, config, options, extra)
     lines: list[str] = []

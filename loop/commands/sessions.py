@@ -29,10 +29,10 @@ def _render(st: dict[str, Any]) -> str:
     if st["status"] == "not_found":
         return "\n".join(lines)
     lines += [
-        f"iterations  {st['iterations']}" + (f" (iteration {st['in_flight']} was in flight)"
-                                             if st.get("in_flight") else ""),
+        f"iterations  {st['iterations']}"
+        + (f" (iteration {st['in_flight']} was in flight)" if st.get("in_flight") else ""),
         f"last hat    {st['last_hat'] or '-'}",
-        f"pending     " + (", ".join(f"{p['topic']}→{p['hat']}" for p in st["pending"]) or "-"),
+        "pending     " + (", ".join(f"{p['topic']}→{p['hat']}" for p in st["pending"]) or "-"),
         f"ended by    {st['termination'] or '-'}",
         f"elapsed     {st['elapsed']:.2f}s",
     ]
@@ -73,6 +73,8 @@ def _sessions(args: argparse.Namespace) -> int:
         print(f"no session in {root}")
         return 0
     for st in rows:
-        print(f"{st['session_id']}  {st['status']:<11} {st['iterations']:>4} it  "
-              f"{st['termination'] or '-':<24} {st['last_hat'] or '-'}")
+        print(
+            f"{st['session_id']}  {st['status']:<11} {st['iterations']:>4} it  "
+            f"{st['termination'] or '-':<24} {st['last_hat'] or '-'}"
+        )
     return 0

@@ -134,11 +134,15 @@ def decide_outcome(
             return Outcome(
                 status="failed",
                 reason=f"no events emitted (a default publish of {completion_event} "
-                       "cannot complete the loop)",
+                "cannot complete the loop)",
             )
         default = Event(topic=hat.default_publishes, payload="", source=hat.name)
-        return Outcome(status="ok", publish=[default], consume=True,
-                       notes=[f"default_publishes {hat.default_publishes}"])
+        return Outcome(
+            status="ok",
+            publish=[default],
+            consume=True,
+            notes=[f"default_publishes {hat.default_publishes}"],
+        )
     out = Outcome(status="ok", publish=list(events), consume=True)
     topics = [e.topic for e in events]
     if completion_event in topics[:-1]:
@@ -146,11 +150,14 @@ def decide_outcome(
     if topics[-1] == completion_event:
         if completion_blocker:
             out.notes.append(f"{completion_event} refused: {completion_blocker}")
-            out.publish.append(Event(
-                topic="loop.completion_rejected",
-                payload=f"{completion_event} refused: {completion_blocker}",
-                source="loop", target=hat.name,
-            ))
+            out.publish.append(
+                Event(
+                    topic="loop.completion_rejected",
+                    payload=f"{completion_event} refused: {completion_blocker}",
+                    source="loop",
+                    target=hat.name,
+                )
+            )
         else:
             out.completed = True
     return out

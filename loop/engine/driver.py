@@ -23,12 +23,19 @@ import anyio
 import structlog
 
 from loop import __version__
+from loop._faults import crash_point
 from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.bus import EventBus
 from loop.config import LoadedConfig
 from loop.emit import read_events_file
-from loop.engine.decide import Limits, Outcome, check_limits, decide_outcome, exit_code_for, \
-    select_next
+from loop.engine.decide import (
+    Limits,
+    Outcome,
+    check_limits,
+    decide_outcome,
+    exit_code_for,
+    select_next,
+)
 from loop.engine.prompt import PromptParts, build_prompt
 from loop.engine.routing import HatSpec, hat_specs
 from loop.engine.state import LoopState, RouteContext, apply, fold
@@ -88,9 +95,11 @@ class Engine:
         self.clock = clock
         specs = hat_specs(config.hats)
         self.specs = {s.name: s for s in specs}
-        self.route_ctx = RouteContext(hats=tuple(specs),
-                                      completion_event=config.loop.completion_event,
-                                      fallback=config.loop.fallback_hat)
+        self.route_ctx = RouteContext(
+            hats=tuple(specs),
+            completion_event=config.loop.completion_event,
+            fallback=config.loop.fallback_hat,
+        )
         self.limits = Limits(
             max_iterations=config.loop.max_iterations,
             max_runtime_seconds=config.loop.max_runtime_seconds,
@@ -123,35 +132,47 @@ class Engine:
                 raise SessionError(f"session {self.paths.session_id} has no journal to resume")
             self.state = fold(contents.records, self.route_ctx)
             if self.state.termination == "completed":
-                raise SessionError(f"session {self.paths.session_id} already completed; "
-                                   "start a new one")
+                raise SessionError(
+                    f"session {self.paths.session_id} already completed; start a new one"
+                )
             if contents.torn:
-                log.warning("journal had a torn last line; it was dropped",
-                            journal=str(self.paths.journal))
+                log.warning(
+                    "journal had a torn last line; it was dropped", journal=str(self.paths.journal)
+                )
             self.journal.open(truncate_to=contents.good_size)
             self._base_elapsed = self.state.elapsed
-            self._record({"kind": "resume", "pid": os.getpid(),
-                          "iteration": self.state.iteration, "in_flight": self.state.in_flight})
+            self._record(
+                {
+                    "kind": "resume",
+                    "pid": os.getpid(),
+                    "iteration": self.state.iteration,
+                    "in_flight": self.state.in_flight,
+                }
+            )
         else:
             if contents.records or contents.torn:
-                raise SessionError(f"session {self.paths.session_id} already exists; "
-                                   "use --resume to continue it")
+                raise SessionError(
+                    f"session {self.paths.session_id} already exists; use --resume to continue it"
+                )
             self.journal.open()
-            start = Event(topic=self.config.loop.starting_event, payload=self.config.prompt,
-                          source="loop")
-            self._record({
-                "kind": "session.start",
-                "session_id": self.paths.session_id,
-                "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "version": __version__,
-                "config_source": self.config.source,
-                "config_digest": self.config.digest(),
-                "completion_event": self.config.loop.completion_event,
-                "fallback_hat": self.config.loop.fallback_hat,
-                "hats": self._hats_record(),
-                "config": self.config.snapshot(),
-                "start_event": start.to_dict(),
-            })
+            start = Event(
+                topic=self.config.loop.starting_event, payload=self.config.prompt, source="loop"
+            )
+            self._record(
+                {
+                    "kind": "session.start",
+                    "session_id": self.paths.session_id,
+                    "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "version": __version__,
+                    "config_source": self.config.source,
+                    "config_digest": self.config.digest(),
+                    "completion_event": self.config.loop.completion_event,
+                    "fallback_hat": self.config.loop.fallback_hat,
+                    "hats": self._hats_record(),
+                    "config": self.config.snapshot(),
+                    "start_event": start.to_dict(),
+                }
+            )
         mark_latest(self.paths.sessions_dir, self.paths.session_id)
 
     def _hats_record(self) -> dict[str, Any]:
@@ -183,9 +204,13 @@ class Engine:
         reason = "error"
         notes: list[str] = []
         try:
-            await self.bus.publish(Event(
-                topic="loop.resumed" if self.resume else "loop.started",
-                payload=self._header(), source="loop"))
+            await self.bus.publish(
+                Event(
+                    topic="loop.resumed" if self.resume else "loop.started",
+                    payload=self._header(),
+                    source="loop",
+                )
+            )
             reason = await self._loop(notes)
         except anyio.get_cancelled_exc_class():
             reason = "interrupted"
@@ -211,13 +236,26 @@ class Engine:
 
     async def _finish(self, reason: str) -> None:
         try:
-            self._record({"kind": "session.end", "reason": reason,
-                          "iterations": self.state.iteration,
-                          "elapsed": round(self._elapsed(), 6)})
-            await self.bus.publish(Event(topic="loop.terminated", source="loop", payload={
-                "reason": reason, "iterations": self.state.iteration,
-                "elapsed": round(self._elapsed(), 6), "exit_code": exit_code_for(reason),
-            }))
+            self._record(
+                {
+                    "kind": "session.end",
+                    "reason": reason,
+                    "iterations": self.state.iteration,
+                    "elapsed": round(self._elapsed(), 6),
+                }
+            )
+            await self.bus.publish(
+                Event(
+                    topic="loop.terminated",
+                    source="loop",
+                    payload={
+                        "reason": reason,
+                        "iterations": self.state.iteration,
+                        "elapsed": round(self._elapsed(), 6),
+                        "exit_code": exit_code_for(reason),
+                    },
+                )
+            )
             for ext in self.extensions:
                 await ext.aclose()
         finally:
@@ -230,7 +268,7 @@ class Engine:
             if reason is not None:
                 return reason
             selection = select_next(self.state, self.specs)
-            assert selection is not None  # noqa: S101 - check_limits stops on no pending events
+            assert selection is not None
             if selection.exhausted:
                 await self._exhaust(selection.hat, [p.seq for p in selection.triggers])
                 continue
@@ -238,28 +276,34 @@ class Engine:
                 await self._iteration(selection.hat, selection.triggers)
             except BackendUnavailable as exc:
                 notes.append(str(exc))
-                log.error("backend unavailable", error=str(exc))
+                log.error("backend unavailable", error=str(exc))  # noqa: TRY400 - expected, no traceback
                 return "backend_unavailable"
 
     async def _exhaust(self, hat: str, dropped: list[int]) -> None:
-        event = Event(topic=f"{hat}.exhausted", source="loop",
-                      payload=f"hat {hat!r} reached max_activations "
-                              f"({self.specs[hat].max_activations}); its events were dropped")
-        self._record({"kind": "hat.exhausted", "hat": hat, "dropped": dropped,
-                      "event": event.to_dict()})
+        event = Event(
+            topic=f"{hat}.exhausted",
+            source="loop",
+            payload=f"hat {hat!r} reached max_activations "
+            f"({self.specs[hat].max_activations}); its events were dropped",
+        )
+        self._record(
+            {"kind": "hat.exhausted", "hat": hat, "dropped": dropped, "event": event.to_dict()}
+        )
         log.warning("hat exhausted", hat=hat, dropped=len(dropped))
         await self.bus.publish(event)
 
     def _child_env(self, hat: str, iteration: int, events_file: Path) -> dict[str, str]:
         env = dict(self.child_env)
-        env.update({
-            "LOOP_EVENTS_FILE": str(events_file),
-            "LOOP_SESSION_ID": self.paths.session_id,
-            "LOOP_SESSION_DIR": str(self.paths.dir.resolve()),
-            "LOOP_ITERATION": str(iteration),
-            "LOOP_HAT": hat,
-            "LOOP_PYTHON": sys.executable,
-        })
+        env.update(
+            {
+                "LOOP_EVENTS_FILE": str(events_file),
+                "LOOP_SESSION_ID": self.paths.session_id,
+                "LOOP_SESSION_DIR": str(self.paths.dir.resolve()),
+                "LOOP_ITERATION": str(iteration),
+                "LOOP_HAT": hat,
+                "LOOP_PYTHON": sys.executable,
+            }
+        )
         path = os.environ.get("PATH", "")
         env["PATH"] = str(Path(sys.executable).parent) + (os.pathsep + path if path else "")
         return env
@@ -270,8 +314,15 @@ class Engine:
         spec = self.specs[hat]
         hat_cfg = self.config.hats[hat]
         backend = self.backends[hat]
-        self._record({"kind": "iteration.start", "iteration": iteration, "hat": hat,
-                      "triggers": [p.seq for p in triggers]})
+        self._record(
+            {
+                "kind": "iteration.start",
+                "iteration": iteration,
+                "hat": hat,
+                "triggers": [p.seq for p in triggers],
+            }
+        )
+        crash_point("iteration.start")
         started = self.clock()
         published: list[Event] = []
         self._collecting = published
@@ -282,75 +333,128 @@ class Engine:
         finally:
             self._collecting = None
         context = [s for ext in self.extensions if (s := ext.prompt_section(hat))]
-        prompt = build_prompt(PromptParts(
-            hat=hat, description=hat_cfg.description, instructions=hat_cfg.instructions,
-            objective=self.config.prompt, iteration=iteration,
-            triggers=[p.event for p in triggers], publishes=hat_cfg.publishes,
-            completion_event=self.config.loop.completion_event, context=context,
-        ))
+        prompt = build_prompt(
+            PromptParts(
+                hat=hat,
+                description=hat_cfg.description,
+                instructions=hat_cfg.instructions,
+                objective=self.config.prompt,
+                iteration=iteration,
+                triggers=[p.event for p in triggers],
+                publishes=hat_cfg.publishes,
+                completion_event=self.config.loop.completion_event,
+                context=context,
+            )
+        )
         it_dir = self.paths.iteration_dir(iteration)
         it_dir.mkdir(parents=True, exist_ok=True)
         events_file = it_dir / "events.jsonl"
         events_file.write_bytes(b"")  # a re-run of an in-flight iteration starts clean
         timeout = hat_cfg.timeout_seconds or self.config.loop.iteration_timeout_seconds
         request = BackendRequest(
-            hat=hat, prompt=prompt, iteration=iteration, session_id=self.paths.session_id,
-            activation=activation, events_file=events_file, workdir=self.workdir,
-            env=self._child_env(hat, iteration, events_file), timeout_seconds=timeout,
-            iteration_dir=it_dir, triggers=tuple(p.event for p in triggers),
+            hat=hat,
+            prompt=prompt,
+            iteration=iteration,
+            session_id=self.paths.session_id,
+            activation=activation,
+            events_file=events_file,
+            workdir=self.workdir,
+            env=self._child_env(hat, iteration, events_file),
+            timeout_seconds=timeout,
+            iteration_dir=it_dir,
+            triggers=tuple(p.event for p in triggers),
         )
         result = await self._run_backend(backend, request, timeout, hat)
         emitted, events, problems = self._collect(hat, result, events_file)
         blocker = None
         if events and events[-1].topic == self.config.loop.completion_event:
-            blocker = next((b for ext in self.extensions if (b := ext.completion_blocker())),
-                           None)
-        outcome = decide_outcome(spec, ok=result.ok, failure=result.reason, events=events,
-                                 completion_event=self.config.loop.completion_event,
-                                 completion_blocker=blocker)
+            blocker = next((b for ext in self.extensions if (b := ext.completion_blocker())), None)
+        outcome = decide_outcome(
+            spec,
+            ok=result.ok,
+            failure=result.reason,
+            events=events,
+            completion_event=self.config.loop.completion_event,
+            completion_blocker=blocker,
+        )
         outcome.notes.extend(problems)
         self._collecting = published
         try:
             for event in outcome.publish:
                 await self.bus.publish(event)
+                crash_point("publish")
         finally:
             self._collecting = None
         duration = self.clock() - started
-        record = self._iteration_record(iteration, hat, activation, prompt, result, outcome,
-                                        events, published, triggers, duration, backend)
-        record["emitted"] = [e.to_dict() for e in emitted]
+        record = self._iteration_record(
+            iteration=iteration,
+            hat=hat,
+            activation=activation,
+            prompt=prompt,
+            result=result,
+            outcome=outcome,
+            events=events,
+            emitted=emitted,
+            published=published,
+            triggers=triggers,
+            duration=duration,
+            backend=backend,
+        )
+        crash_point("iteration.end")
         self._record(record)
+        crash_point("iteration.committed")
         await self.bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))
+        crash_point("iteration.recorded")
 
-    async def _run_backend(self, backend: Backend, request: BackendRequest, timeout: float,
-                           hat: str) -> BackendResult:
+    async def _run_backend(
+        self, backend: Backend, request: BackendRequest, timeout: float, hat: str
+    ) -> BackendResult:
         with anyio.move_on_after(timeout) as scope:
             try:
                 return await backend.run(request)
             except BackendUnavailable:
                 raise
-            except Exception as exc:  # noqa: BLE001 - a backend bug fails one iteration only
+            except Exception as exc:
                 log.exception("backend raised", hat=hat)
                 return BackendResult.failed(f"backend error: {type(exc).__name__}: {exc}")
-        assert scope.cancelled_caught  # noqa: S101 - only a timeout leaves the scope here
+        assert scope.cancelled_caught
         return BackendResult.failed(f"timeout after {timeout:g}s", exit_code=None)
 
-    def _collect(self, hat: str, result: BackendResult,
-                 events_file: Path) -> tuple[list[Event], list[Event], list[str]]:
+    def _collect(
+        self, hat: str, result: BackendResult, events_file: Path
+    ) -> tuple[list[Event], list[Event], list[str]]:
         """Events from both channels: the emit file first (in order), then output tags."""
         records, problems = read_events_file(events_file)
         emitted = [
-            Event(topic=r["topic"], payload=r.get("payload", ""), source=hat,
-                  target=r.get("target"), ts=float(r.get("ts") or time.time()))
+            Event(
+                topic=r["topic"],
+                payload=r.get("payload", ""),
+                source=hat,
+                target=r.get("target"),
+                ts=float(r.get("ts") or time.time()),
+            )
             for r in records
         ]
         events = emitted + parse_event_tags(result.output, source=hat)
         return emitted, events, [f"emit file {p}" for p in problems]
 
-    def _iteration_record(self, iteration: int, hat: str, activation: int, prompt: str,
-                          result: BackendResult, outcome: Outcome, events: list[Event],
-                          published: list[Event], triggers: tuple[Any, ...], duration: float,
-                          backend: Backend) -> dict[str, Any]:
+    def _iteration_record(
+        self,
+        *,
+        iteration: int,
+        hat: str,
+        activation: int,
+        prompt: str,
+        result: BackendResult,
+        outcome: Outcome,
+        events: list[Event],
+        emitted: list[Event],
+        published: list[Event],
+        triggers: tuple[Any, ...],
+        duration: float,
+        backend: Backend,
+    ) -> dict[str, Any]:
+        """The journal's ``iteration.end`` record (also the recording's source)."""
         return {
             "kind": "iteration.end",
             "iteration": iteration,
@@ -364,6 +468,7 @@ class Engine:
             "output": result.output,
             "triggers": [p.event.to_dict() for p in triggers],
             "events": [e.to_dict() for e in events],
+            "emitted": [e.to_dict() for e in emitted],
             "published": [e.to_dict() for e in published],
             "consumed": [p.seq for p in triggers] if outcome.consume else [],
             "completed": outcome.completed,
@@ -380,12 +485,18 @@ class Engine:
     def summary(self, reason: str, notes: list[str]) -> RunSummary:
         """The run summary for ``reason``."""
         return RunSummary(
-            session_id=self.paths.session_id, reason=reason, exit_code=exit_code_for(reason),
-            iterations=self.state.iteration, elapsed=self._elapsed(),
+            session_id=self.paths.session_id,
+            reason=reason,
+            exit_code=exit_code_for(reason),
+            iterations=self.state.iteration,
+            elapsed=self._elapsed(),
             failed_iterations=self.state.failed_iterations,
             events_per_hat=dict(self.state.events_per_hat),
-            activations=dict(self.state.activations), cost_usd=self.state.cost_usd,
-            resumed=self.resume, session_dir=str(self.paths.dir), notes=notes,
+            activations=dict(self.state.activations),
+            cost_usd=self.state.cost_usd,
+            resumed=self.resume,
+            session_dir=str(self.paths.dir),
+            notes=notes,
         )
 
 

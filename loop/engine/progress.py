@@ -28,9 +28,12 @@ class ProgressReporter(Extension):
 
     def _started(self, event: Event) -> None:
         data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
-        log.info("session resumed" if event.topic == "loop.resumed" else "session started",
-                 session=data.get("session_id"), hats=len(data.get("hats", {})),
-                 at_iteration=data.get("resumed_at_iteration"))
+        log.info(
+            "session resumed" if event.topic == "loop.resumed" else "session started",
+            session=data.get("session_id"),
+            hats=len(data.get("hats", {})),
+            at_iteration=data.get("resumed_at_iteration"),
+        )
 
     def _iteration(self, event: Event) -> None:
         rec: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
@@ -63,8 +66,11 @@ def render_summary(summary: Any, extra: list[str] | None = None) -> str:
         f"  session   {summary.session_id}" + ("  (resumed)" if summary.resumed else ""),
         f"  hats      {hats}",
         f"  events    {sum(summary.events_per_hat.values())} published by hats"
-        + (f", {summary.failed_iterations} failed iteration(s)" if summary.failed_iterations
-           else ""),
+        + (
+            f", {summary.failed_iterations} failed iteration(s)"
+            if summary.failed_iterations
+            else ""
+        ),
     ]
     if summary.cost_usd:
         lines.append(f"  cost      ${summary.cost_usd:.4f}")

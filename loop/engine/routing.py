@@ -36,8 +36,9 @@ def is_reserved(topic: str, completion_event: str) -> bool:
     return topic == completion_event or topic.startswith(RESERVED_PREFIXES)
 
 
-def route(event: Event, hats: Sequence[HatSpec], *, completion_event: str,
-          fallback: str | None = None) -> str | None:
+def route(
+    event: Event, hats: Sequence[HatSpec], *, completion_event: str, fallback: str | None = None
+) -> str | None:
     """The hat ``event`` goes to, or ``None`` when no hat takes it."""
     names = {h.name for h in hats}
     if event.target is not None:
@@ -68,11 +69,13 @@ def hat_specs(hats: Mapping[str, object]) -> list[HatSpec]:
     """HatSpecs from config hats (anything with the HatConfig attributes)."""
     specs = []
     for name, hat in hats.items():
-        specs.append(HatSpec(
-            name=name,
-            triggers=tuple(getattr(hat, "triggers", ())),
-            publishes=tuple(getattr(hat, "publishes", ())),
-            default_publishes=getattr(hat, "default_publishes", None),
-            max_activations=getattr(hat, "max_activations", None),
-        ))
+        specs.append(
+            HatSpec(
+                name=name,
+                triggers=tuple(getattr(hat, "triggers", ())),
+                publishes=tuple(getattr(hat, "publishes", ())),
+                default_publishes=getattr(hat, "default_publishes", None),
+                max_activations=getattr(hat, "max_activations", None),
+            )
+        )
     return specs

@@ -77,8 +77,11 @@ def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
     if hat is not None:
         state.pending.append(PendingEvent(seq=state.next_seq, event=event, hat=hat))
         state.next_seq += 1
-    elif (event.source in ctx.hat_names and event.topic != ctx.completion_event
-          and not is_reserved(event.topic, ctx.completion_event)):
+    elif (
+        event.source in ctx.hat_names
+        and event.topic != ctx.completion_event
+        and not is_reserved(event.topic, ctx.completion_event)
+    ):
         state.unrouted = event.topic
 
 

@@ -11,16 +11,19 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
+from loop._faults import crash_armed
 from loop.errors import SessionError
 
 __all__ = ["Journal", "JournalContents", "read_journal"]
 
 # Records after which the journal is fsynced when durability is on.
-_DURABLE_KINDS = frozenset({"session.start", "iteration.end", "session.end", "hat.exhausted",
-                            "resume"})
+_DURABLE_KINDS = frozenset(
+    {"session.start", "iteration.end", "session.end", "hat.exhausted", "resume"}
+)
 
 
 class JournalContents:
@@ -56,13 +59,15 @@ def read_journal(path: Path) -> JournalContents:
         try:
             rec = json.loads(line)
             if not isinstance(rec, dict) or "kind" not in rec:
-                raise ValueError("not a journal record")
+                raise ValueError("not a journal record")  # noqa: TRY301 - same handling as bad JSON
         except ValueError as exc:
             if last:  # a crash mid-write: only the final line may be torn
                 torn = True
                 break
-            raise SessionError(f"{path}:{number}: corrupt journal line ({exc}); the session "
-                               "cannot be derived: fix or remove that line") from exc
+            raise SessionError(
+                f"{path}:{number}: corrupt journal line ({exc}); the session "
+                "cannot be derived: fix or remove that line"
+            ) from exc
         if last:  # complete JSON but no newline: the write was cut right at the end
             torn = True
             break
@@ -90,6 +95,9 @@ class Journal:
         if self._fd is None:
             raise SessionError(f"{self.path}: journal is not open")
         line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        if record.get("kind") == "iteration.end" and crash_armed("journal.write"):
+            os.write(self._fd, line[: len(line) // 2])  # a torn line, as a crash mid-write
+            os.kill(os.getpid(), signal.SIGKILL)
         os.write(self._fd, line)
         if self.durable and record.get("kind") in _DURABLE_KINDS:
             os.fsync(self._fd)

@@ -14,11 +14,19 @@ import pytest
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("LOOP_")}
 
 
-def loop(*args: str, cwd: Path, env: dict[str, str] | None = None,
-         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "loop", *args], cwd=cwd, text=True,
-                          capture_output=True, env=env or ENV, input=stdin, timeout=120,
-                          check=False)
+def loop(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loop", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        env=env or ENV,
+        input=stdin,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_run_in_an_empty_folder_uses_the_built_in_default_and_completes(tmp_path: Path) -> None:
@@ -29,8 +37,13 @@ def test_run_in_an_empty_folder_uses_the_built_in_default_and_completes(tmp_path
     assert "planner ×1 · builder ×2 · reviewer ×2" in res.stdout
     progress = [json.loads(line) for line in res.stderr.splitlines() if line.startswith("{")]
     iterations = [p for p in progress if p.get("event") == "iteration"]
-    assert [p["hat"] for p in iterations] == ["planner", "builder", "reviewer", "builder",
-                                              "reviewer"]
+    assert [p["hat"] for p in iterations] == [
+        "planner",
+        "builder",
+        "reviewer",
+        "builder",
+        "reviewer",
+    ]
     assert (tmp_path / ".loop/sessions").is_dir()
 
 
@@ -41,14 +54,19 @@ def test_status_and_sessions_read_the_state_from_disk(tmp_path: Path) -> None:
     assert st["session_id"] == "demo" and st["status"] == "completed"
     assert st["iterations"] == 5 and st["termination"] == "completed"
     assert "demo" in loop("sessions", cwd=tmp_path).stdout
-    assert json.loads(loop("status", "nope", "--json", cwd=tmp_path).stdout)["status"] == \
-        "not_found"
+    assert (
+        json.loads(loop("status", "nope", "--json", cwd=tmp_path).stdout)["status"] == "not_found"
+    )
 
 
 def test_bad_usage_is_one_line_on_stderr_with_exit_2(tmp_path: Path) -> None:
     """Unknown options, bad values and bad config never print a traceback."""
-    for args in (["run", "--max-iterations", "many"], ["frobnicate"],
-                 ["run", "--config", "missing.toml"], ["status", "../etc"]):
+    for args in (
+        ["run", "--max-iterations", "many"],
+        ["frobnicate"],
+        ["run", "--config", "missing.toml"],
+        ["status", "../etc"],
+    ):
         res = loop(*args, cwd=tmp_path)
         assert res.returncode == 2, (args, res.stderr)
         assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr
@@ -64,7 +82,10 @@ def test_emit_appends_a_line_and_refuses_bad_input(tmp_path: Path) -> None:
     assert loop("emit", "p.q", "-", cwd=tmp_path, env=env, stdin="from stdin").returncode == 0
     lines = [json.loads(x) for x in events.read_text().splitlines()]
     assert [(x["topic"], x["payload"]) for x in lines] == [
-        ("plan.ready", "step 1"), ("cfg.set", {"a": 1}), ("p.q", "from stdin")]
+        ("plan.ready", "step 1"),
+        ("cfg.set", {"a": 1}),
+        ("p.q", "from stdin"),
+    ]
     assert loop("emit", "x.y", "{bad", "--json", cwd=tmp_path, env=env).returncode == 2
     assert loop("emit", "bad topic", cwd=tmp_path, env=env).returncode == 2
     res = loop("emit", "x.y", cwd=tmp_path)
@@ -106,7 +127,8 @@ def test_hats_validate_warns_about_unreachable_hats(tmp_path: Path) -> None:
     """A hat nothing triggers is reported (a warning, exit 0)."""
     (tmp_path / "loop.toml").write_text(
         '[loop]\nprompt = "x"\n[hats.a]\ntriggers = ["task.start"]\npublishes = ["LOOP_COMPLETE"]'
-        '\n[hats.island]\ntriggers = ["never.sent"]\n')
+        '\n[hats.island]\ntriggers = ["never.sent"]\n'
+    )
     res = loop("hats", "validate", cwd=tmp_path)
     assert res.returncode == 0
     assert "hat 'island' cannot be reached from 'task.start'" in res.stdout
@@ -118,10 +140,16 @@ def test_sigint_stops_the_run_gracefully_with_exit_130(tmp_path: Path) -> None:
         '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
         '[hats.slow]\ntriggers = ["task.start"]\n'
         f'backend = {{ type = "command", command = ["{sys.executable}", "-c", '
-        '"import time, pathlib; pathlib.Path(\'started\').write_text(\'1\'); time.sleep(60)"] }\n')
-    proc = subprocess.Popen([sys.executable, "-m", "loop", "run", "--session-id", "s"],
-                            cwd=tmp_path, env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+        "\"import time, pathlib; pathlib.Path('started').write_text('1'); time.sleep(60)\"] }\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loop", "run", "--session-id", "s"],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     for _ in range(600):
         if (tmp_path / "started").exists():
             break

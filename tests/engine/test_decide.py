@@ -8,31 +8,51 @@ from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.events import Event
 
 PLANNER = HatSpec("planner", ("task.start",), ("plan.ready",))
-BUILDER = HatSpec("builder", ("plan.ready",), ("build.done",), default_publishes="build.done",
-                  max_activations=2)
+BUILDER = HatSpec(
+    "builder", ("plan.ready",), ("build.done",), default_publishes="build.done", max_activations=2
+)
 CTX = RouteContext(hats=(PLANNER, BUILDER), completion_event="LOOP_COMPLETE")
 LIMITS = Limits(max_iterations=10, max_runtime_seconds=60, max_consecutive_failures=2)
 
 
 def start_record() -> dict:
-    return {"kind": "session.start", "session_id": "s",
-            "start_event": Event(topic="task.start", payload="go").to_dict()}
+    return {
+        "kind": "session.start",
+        "session_id": "s",
+        "start_event": Event(topic="task.start", payload="go").to_dict(),
+    }
 
 
-def end_record(n: int, hat: str, published: list[Event], consumed: list[int], *,
-               status: str = "ok", completed: bool = False) -> dict:
-    return {"kind": "iteration.end", "iteration": n, "hat": hat, "status": status,
-            "published": [e.to_dict() for e in published], "consumed": consumed,
-            "completed": completed, "elapsed": float(n)}
+def end_record(
+    n: int,
+    hat: str,
+    published: list[Event],
+    consumed: list[int],
+    *,
+    status: str = "ok",
+    completed: bool = False,
+) -> dict:
+    return {
+        "kind": "iteration.end",
+        "iteration": n,
+        "hat": hat,
+        "status": status,
+        "published": [e.to_dict() for e in published],
+        "consumed": consumed,
+        "completed": completed,
+        "elapsed": float(n),
+    }
 
 
 def test_next_hat_is_the_oldest_pending_events_hat_with_all_its_events() -> None:
     """Selection is FIFO by the oldest pending event; the hat gets every event routed to it."""
-    state = LoopState(pending=[
-        PendingEvent(1, Event(topic="plan.ready"), "builder"),
-        PendingEvent(2, Event(topic="task.start"), "planner"),
-        PendingEvent(3, Event(topic="plan.ready", payload="2"), "builder"),
-    ])
+    state = LoopState(
+        pending=[
+            PendingEvent(1, Event(topic="plan.ready"), "builder"),
+            PendingEvent(2, Event(topic="task.start"), "planner"),
+            PendingEvent(3, Event(topic="plan.ready", payload="2"), "builder"),
+        ]
+    )
     sel = select_next(state, {"planner": PLANNER, "builder": BUILDER})
     assert sel is not None and sel.hat == "builder" and not sel.exhausted
     assert [p.seq for p in sel.triggers] == [1, 3]
@@ -40,8 +60,9 @@ def test_next_hat_is_the_oldest_pending_events_hat_with_all_its_events() -> None
 
 def test_a_hat_at_max_activations_is_exhausted_instead_of_run() -> None:
     """Past max_activations the selection says exhausted."""
-    state = LoopState(pending=[PendingEvent(1, Event(topic="plan.ready"), "builder")],
-                      activations={"builder": 2})
+    state = LoopState(
+        pending=[PendingEvent(1, Event(topic="plan.ready"), "builder")], activations={"builder": 2}
+    )
     sel = select_next(state, {"planner": PLANNER, "builder": BUILDER})
     assert sel is not None and sel.exhausted
 
@@ -49,21 +70,36 @@ def test_a_hat_at_max_activations_is_exhausted_instead_of_run() -> None:
 def test_completion_counts_only_as_the_last_event() -> None:
     """LOOP_COMPLETE in the middle is ignored with a note; last, it completes."""
     ev = lambda t: Event(topic=t, source="planner")  # noqa: E731
-    mid = decide_outcome(PLANNER, ok=True, failure=None,
-                         events=[ev("LOOP_COMPLETE"), ev("plan.ready")],
-                         completion_event="LOOP_COMPLETE", completion_blocker=None)
+    mid = decide_outcome(
+        PLANNER,
+        ok=True,
+        failure=None,
+        events=[ev("LOOP_COMPLETE"), ev("plan.ready")],
+        completion_event="LOOP_COMPLETE",
+        completion_blocker=None,
+    )
     assert not mid.completed and "not the last event" in mid.notes[0]
-    last = decide_outcome(PLANNER, ok=True, failure=None,
-                          events=[ev("plan.ready"), ev("LOOP_COMPLETE")],
-                          completion_event="LOOP_COMPLETE", completion_blocker=None)
+    last = decide_outcome(
+        PLANNER,
+        ok=True,
+        failure=None,
+        events=[ev("plan.ready"), ev("LOOP_COMPLETE")],
+        completion_event="LOOP_COMPLETE",
+        completion_blocker=None,
+    )
     assert last.completed and last.consume
 
 
 def test_a_blocked_completion_tells_the_hat_why() -> None:
     """With open tasks the completion is refused and a targeted rejection is published."""
-    out = decide_outcome(PLANNER, ok=True, failure=None,
-                         events=[Event(topic="LOOP_COMPLETE", source="planner")],
-                         completion_event="LOOP_COMPLETE", completion_blocker="2 tasks open")
+    out = decide_outcome(
+        PLANNER,
+        ok=True,
+        failure=None,
+        events=[Event(topic="LOOP_COMPLETE", source="planner")],
+        completion_event="LOOP_COMPLETE",
+        completion_blocker="2 tasks open",
+    )
     assert not out.completed
     rejection = out.publish[-1]
     assert rejection.topic == "loop.completion_rejected" and rejection.target == "planner"
@@ -72,23 +108,46 @@ def test_a_blocked_completion_tells_the_hat_why() -> None:
 
 def test_default_publishes_is_used_only_when_nothing_was_emitted() -> None:
     """A silent hat publishes its default; a default never completes the loop."""
-    out = decide_outcome(BUILDER, ok=True, failure=None, events=[],
-                         completion_event="LOOP_COMPLETE", completion_blocker=None)
+    out = decide_outcome(
+        BUILDER,
+        ok=True,
+        failure=None,
+        events=[],
+        completion_event="LOOP_COMPLETE",
+        completion_blocker=None,
+    )
     assert [e.topic for e in out.publish] == ["build.done"] and out.consume
     sneaky = HatSpec("r", ("x.y",), default_publishes="LOOP_COMPLETE")
-    out2 = decide_outcome(sneaky, ok=True, failure=None, events=[],
-                          completion_event="LOOP_COMPLETE", completion_blocker=None)
+    out2 = decide_outcome(
+        sneaky,
+        ok=True,
+        failure=None,
+        events=[],
+        completion_event="LOOP_COMPLETE",
+        completion_blocker=None,
+    )
     assert out2.status == "failed" and not out2.completed and not out2.publish
-    silent = decide_outcome(PLANNER, ok=True, failure=None, events=[],
-                            completion_event="LOOP_COMPLETE", completion_blocker=None)
+    silent = decide_outcome(
+        PLANNER,
+        ok=True,
+        failure=None,
+        events=[],
+        completion_event="LOOP_COMPLETE",
+        completion_blocker=None,
+    )
     assert silent.status == "failed" and silent.reason == "no events emitted"
 
 
 def test_a_failed_iteration_publishes_nothing_and_keeps_its_triggers() -> None:
     """Backend failure: no events, nothing consumed, the reason kept."""
-    out = decide_outcome(PLANNER, ok=False, failure="exit status 3",
-                         events=[Event(topic="plan.ready", source="planner")],
-                         completion_event="LOOP_COMPLETE", completion_blocker=None)
+    out = decide_outcome(
+        PLANNER,
+        ok=False,
+        failure="exit status 3",
+        events=[Event(topic="plan.ready", source="planner")],
+        completion_event="LOOP_COMPLETE",
+        completion_blocker=None,
+    )
     assert out.status == "failed" and not out.consume and not out.publish
     assert out.reason == "exit status 3"
 
@@ -97,8 +156,7 @@ def test_state_folds_a_session_and_limits_stop_it() -> None:
     """The reducer consumes, routes and counts; check_limits names the reason."""
     state = fold([start_record()], CTX)
     assert [p.event.topic for p in state.pending] == ["task.start"]
-    apply(state, end_record(1, "planner", [Event(topic="plan.ready", source="planner")], [1]),
-          CTX)
+    apply(state, end_record(1, "planner", [Event(topic="plan.ready", source="planner")], [1]), CTX)
     assert state.iteration == 1 and [p.hat for p in state.pending] == ["builder"]
     assert check_limits(state, LIMITS, elapsed=1.0) is None
     apply(state, end_record(2, "builder", [], [], status="failed"), CTX)
@@ -114,8 +172,13 @@ def test_stale_loop_is_detected_on_identical_topic_source_and_payload() -> None:
     for n in (1, 2):
         apply(state, end_record(n, "planner", [same], []), CTX)
     assert check_limits(state, LIMITS, 0) is None
-    apply(state, end_record(3, "planner", [Event(topic="plan.ready", payload="other",
-                                                 source="planner")], []), CTX)
+    apply(
+        state,
+        end_record(
+            3, "planner", [Event(topic="plan.ready", payload="other", source="planner")], []
+        ),
+        CTX,
+    )
     assert state.repeat_count == 1
     for n in (4, 5, 6):
         apply(state, end_record(n, "planner", [same], []), CTX)
@@ -125,13 +188,23 @@ def test_stale_loop_is_detected_on_identical_topic_source_and_payload() -> None:
 def test_an_event_no_hat_takes_ends_the_loop_but_subscriber_results_do_not() -> None:
     """A hat's unrouted topic terminates; task.* results from subscribers are observed only."""
     state = fold([start_record()], CTX)
-    apply(state, end_record(1, "planner", [
-        Event(topic="task.completed", source="tasks"),
-        Event(topic="task.create", source="planner"),
-    ], [1]), CTX)
+    apply(
+        state,
+        end_record(
+            1,
+            "planner",
+            [
+                Event(topic="task.completed", source="tasks"),
+                Event(topic="task.create", source="planner"),
+            ],
+            [1],
+        ),
+        CTX,
+    )
     assert state.unrouted is None
-    apply(state, end_record(2, "planner", [Event(topic="nobody.listens", source="planner")],
-                            []), CTX)
+    apply(
+        state, end_record(2, "planner", [Event(topic="nobody.listens", source="planner")], []), CTX
+    )
     assert check_limits(state, LIMITS, 0) == "unrouted_event"
 
 
@@ -143,6 +216,13 @@ def test_limits_and_exit_codes() -> None:
     assert check_limits(state, LIMITS, 61) == "max_runtime"
     state.pending = []
     assert check_limits(state, LIMITS, 0) == "no_pending_events"
-    assert [exit_code_for(r) for r in ("completed", "max_iterations", "stale_loop",
-                                       "max_consecutive_failures", "interrupted")] == [
-        0, 3, 3, 1, 130]
+    assert [
+        exit_code_for(r)
+        for r in (
+            "completed",
+            "max_iterations",
+            "stale_loop",
+            "max_consecutive_failures",
+            "interrupted",
+        )
+    ] == [0, 3, 3, 1, 130]

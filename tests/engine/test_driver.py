@@ -19,10 +19,14 @@ AGENTS = Path(__file__).parent / "agents"
 
 
 def pingpong(tmp_path: Path, **loop: Any) -> Any:
-    return make_config({
-        "ping": {"triggers": ["task.start", "pong.done"], "publishes": ["ping.done"]},
-        "pong": {"triggers": ["ping.done"], "publishes": ["pong.done", "LOOP_COMPLETE"]},
-    }, folder=tmp_path, **loop)
+    return make_config(
+        {
+            "ping": {"triggers": ["task.start", "pong.done"], "publishes": ["ping.done"]},
+            "pong": {"triggers": ["ping.done"], "publishes": ["pong.done", "LOOP_COMPLETE"]},
+        },
+        folder=tmp_path,
+        **loop,
+    )
 
 
 async def test_scripted_ping_pong_completes_and_journals_every_iteration(tmp_path: Path) -> None:
@@ -46,13 +50,17 @@ async def test_scripted_ping_pong_completes_and_journals_every_iteration(tmp_pat
 
 async def test_a_real_subprocess_agent_emits_through_both_channels(tmp_path: Path) -> None:
     """`python -m loop emit` lines and <event> tags both reach the bus, file events first."""
-    cfg = make_config({
-        "writer": {"triggers": ["task.start"], "publishes": ["draft.ready"]},
-        "checker": {"triggers": ["draft.ready"], "publishes": ["LOOP_COMPLETE"]},
-    }, folder=tmp_path)
+    cfg = make_config(
+        {
+            "writer": {"triggers": ["task.start"], "publishes": ["draft.ready"]},
+            "checker": {"triggers": ["draft.ready"], "publishes": ["LOOP_COMPLETE"]},
+        },
+        folder=tmp_path,
+    )
     agent = CommandBackend([sys.executable, str(AGENTS / "both_channels.py")])
-    summary, cap = await run_hats(cfg, {"writer": agent, "checker": agent}, workdir=tmp_path,
-                                  session_id="s")
+    summary, cap = await run_hats(
+        cfg, {"writer": agent, "checker": agent}, workdir=tmp_path, session_id="s"
+    )
     assert summary.reason == "completed", summary
     assert cap.topics() == ["draft.ready", "experience.thought", "LOOP_COMPLETE"]
     draft = next(e for e in cap.events if e.topic == "draft.ready")
@@ -68,13 +76,17 @@ async def test_an_event_no_hat_takes_ends_the_run(tmp_path: Path) -> None:
 
 async def test_a_failing_command_is_a_failed_iteration_with_its_reason(tmp_path: Path) -> None:
     """Non-zero exit: failed iteration, stderr's last line in the reason, then the limit."""
-    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path,
-                      max_consecutive_failures=2)
+    cfg = make_config(
+        {"a": {"triggers": ["task.start"]}}, folder=tmp_path, max_consecutive_failures=2
+    )
     agent = CommandBackend([sys.executable, str(AGENTS / "misbehave.py"), "exit3"])
     summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="f")
     assert summary.reason == "max_consecutive_failures" and summary.exit_code == 1
-    ends = [r for r in read_journal(tmp_path / ".loop/sessions/f/journal.jsonl").records
-            if r["kind"] == "iteration.end"]
+    ends = [
+        r
+        for r in read_journal(tmp_path / ".loop/sessions/f/journal.jsonl").records
+        if r["kind"] == "iteration.end"
+    ]
     assert len(ends) == 2
     assert ends[0]["status"] == "failed" and ends[0]["exit_code"] == 3
     assert ends[0]["reason"] == "exit status 3: something broke"
@@ -86,21 +98,28 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    state = Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() \
-        else "X"
+    state = (
+        Path(f"/proc/{pid}/stat").read_text().split()[2] if Path(f"/proc/{pid}").exists() else "X"
+    )
     return state not in ("Z", "X")
 
 
 async def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     """Past the iteration timeout the agent and its grandchild are gone."""
     pids = tmp_path / "pids"
-    cfg = make_config({"a": {"triggers": ["task.start"], "timeout_seconds": 1.0}},
-                      folder=tmp_path, max_consecutive_failures=1)
+    cfg = make_config(
+        {"a": {"triggers": ["task.start"], "timeout_seconds": 1.0}},
+        folder=tmp_path,
+        max_consecutive_failures=1,
+    )
     agent = CommandBackend([sys.executable, str(AGENTS / "misbehave.py"), "hang", str(pids)])
     summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="t")
     assert summary.reason == "max_consecutive_failures"
-    ends = [r for r in read_journal(tmp_path / ".loop/sessions/t/journal.jsonl").records
-            if r["kind"] == "iteration.end"]
+    ends = [
+        r
+        for r in read_journal(tmp_path / ".loop/sessions/t/journal.jsonl").records
+        if r["kind"] == "iteration.end"
+    ]
     assert ends[0]["reason"] == "timeout after 1s"
     parent, child = (int(x) for x in pids.read_text().split())
     assert not _alive(parent) and not _alive(child)
@@ -108,9 +127,12 @@ async def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 
 async def test_max_activations_publishes_exhausted_once_then_stops(tmp_path: Path) -> None:
     """A hat past max_activations gets `<hat>.exhausted` published, and the loop idles out."""
-    cfg = make_config({
-        "a": {"triggers": ["task.start", "a.again"], "max_activations": 2},
-    }, folder=tmp_path)
+    cfg = make_config(
+        {
+            "a": {"triggers": ["task.start", "a.again"], "max_activations": 2},
+        },
+        folder=tmp_path,
+    )
     backend = scripted(tag("a.again", "1"), tag("a.again", "2"), tag("a.again", "3"))
     summary, cap = await run_hats(cfg, {"a": backend}, workdir=tmp_path)
     assert summary.iterations == 2
@@ -148,12 +170,18 @@ def run_checks(ctx: HatContext) -> str:
 
 async def test_a_python_hat_publishes_through_ctx_emit(tmp_path: Path) -> None:
     """backend python: the function's events reach the next hat."""
-    cfg = make_config({
-        "checks": {"triggers": ["task.start"], "publishes": ["tests.passed", "tests.failed"]},
-        "done": {"triggers": ["tests.passed"]},
-    }, folder=tmp_path, prompt="make it green")
-    backends = {"checks": PythonBackend(f"{__name__}:run_checks"),
-                "done": scripted(tag("LOOP_COMPLETE"))}
+    cfg = make_config(
+        {
+            "checks": {"triggers": ["task.start"], "publishes": ["tests.passed", "tests.failed"]},
+            "done": {"triggers": ["tests.passed"]},
+        },
+        folder=tmp_path,
+        prompt="make it green",
+    )
+    backends = {
+        "checks": PythonBackend(f"{__name__}:run_checks"),
+        "done": scripted(tag("LOOP_COMPLETE")),
+    }
     summary, cap = await run_hats(cfg, backends, workdir=tmp_path)
     assert summary.reason == "completed"
     verdict = next(e for e in cap.events if not e.topic.startswith("loop."))
@@ -162,25 +190,33 @@ async def test_a_python_hat_publishes_through_ctx_emit(tmp_path: Path) -> None:
 
 async def test_scripted_outputs_running_out_is_a_failed_iteration(tmp_path: Path) -> None:
     """Past the last canned output the iteration fails and says so."""
-    cfg = make_config({"a": {"triggers": ["task.start", "a.more"]}}, folder=tmp_path,
-                      max_consecutive_failures=1)
-    summary, _ = await run_hats(cfg, {"a": scripted(tag("a.more"))}, workdir=tmp_path,
-                                session_id="x")
-    ends = [r for r in read_journal(tmp_path / ".loop/sessions/x/journal.jsonl").records
-            if r["kind"] == "iteration.end"]
+    cfg = make_config(
+        {"a": {"triggers": ["task.start", "a.more"]}}, folder=tmp_path, max_consecutive_failures=1
+    )
+    summary, _ = await run_hats(
+        cfg, {"a": scripted(tag("a.more"))}, workdir=tmp_path, session_id="x"
+    )
+    ends = [
+        r
+        for r in read_journal(tmp_path / ".loop/sessions/x/journal.jsonl").records
+        if r["kind"] == "iteration.end"
+    ]
     assert "scripted outputs exhausted" in ends[-1]["reason"]
     assert summary.reason == "max_consecutive_failures"
 
 
 @pytest.mark.parametrize("limit", ["max_iterations", "max_runtime_seconds"])
 async def test_iteration_and_runtime_limits_stop_a_loop_that_never_completes(
-        tmp_path: Path, limit: str) -> None:
+    tmp_path: Path, limit: str
+) -> None:
     """A ping-pong without completion stops at the configured limit (exit 3)."""
     value = 3 if limit == "max_iterations" else 0.000001
     cfg = pingpong(tmp_path, **{limit: value})
     many = [tag("ping.done", str(i)) for i in range(10)]
-    backends = {"ping": scripted(*many), "pong": scripted(*[tag("pong.done", str(i))
-                                                            for i in range(10)])}
+    backends = {
+        "ping": scripted(*many),
+        "pong": scripted(*[tag("pong.done", str(i)) for i in range(10)]),
+    }
     summary, _ = await run_hats(cfg, backends, workdir=tmp_path)
     expected = "max_iterations" if limit == "max_iterations" else "max_runtime"
     assert summary.reason == expected and summary.exit_code == 3

@@ -14,8 +14,9 @@ HATS = (
 
 
 def r(topic: str, target: str | None = None, source: str = "x") -> str | None:
-    return route(Event(topic=topic, target=target, source=source), HATS,
-                 completion_event="LOOP_COMPLETE")
+    return route(
+        Event(topic=topic, target=target, source=source), HATS, completion_event="LOOP_COMPLETE"
+    )
 
 
 def test_a_targeted_event_goes_to_its_target_whatever_the_topic() -> None:
@@ -33,8 +34,13 @@ def test_specific_patterns_win_over_wildcards_and_the_fallback() -> None:
 
 def test_reserved_topics_never_fall_back_to_the_catch_all() -> None:
     """task.*, theme.*, experience.*, loop.* and completion are for subscribers."""
-    for topic in ["task.completed", "theme.started", "experience.thought", "loop.iteration.done",
-                  "LOOP_COMPLETE"]:
+    for topic in [
+        "task.completed",
+        "theme.started",
+        "experience.thought",
+        "loop.iteration.done",
+        "LOOP_COMPLETE",
+    ]:
         assert r(topic) is None
 
 

@@ -14,8 +14,9 @@ hat = os.environ["LOOP_HAT"]
 iteration = os.environ["LOOP_ITERATION"]
 python = os.environ.get("LOOP_PYTHON", sys.executable)
 if hat == "writer":
-    subprocess.run([python, "-m", "loop", "emit", "draft.ready", '{"words": 3}', "--json"],
-                   check=True)
+    subprocess.run(
+        [python, "-m", "loop", "emit", "draft.ready", '{"words": 3}', "--json"], check=True
+    )
     print(f"wrote a draft in iteration {iteration}")
     print(f'<event topic="experience.thought">saw {len(prompt)} chars</event>')
 else:
