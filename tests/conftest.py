@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from loop._log import configure_logging
+
+# Logs go to stderr, as in the CLI (structlog's own default would print to stdout).
+configure_logging("console")
+
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:

@@ -99,6 +99,7 @@ class Engine:
             hats=tuple(specs),
             completion_event=config.loop.completion_event,
             fallback=config.loop.fallback_hat,
+            starting_event=config.loop.starting_event,
         )
         self.limits = Limits(
             max_iterations=config.loop.max_iterations,
@@ -168,6 +169,7 @@ class Engine:
                     "config_digest": self.config.digest(),
                     "completion_event": self.config.loop.completion_event,
                     "fallback_hat": self.config.loop.fallback_hat,
+                "starting_event": self.config.loop.starting_event,
                     "hats": self._hats_record(),
                     "config": self.config.snapshot(),
                     "start_event": start.to_dict(),

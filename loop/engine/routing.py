@@ -5,7 +5,9 @@ matching trigger wins (literal segments beat ``*`` segments; ties go to the hat
 defined first), and the bare ``*`` is the fallback. Reserved topics (``task.*``,
 ``theme.*``, ``experience.*``, ``loop.*`` and the completion event) are for the
 loop and its subscribers: they reach a hat only when a hat subscribes to them by a
-pattern other than the bare ``*``.
+pattern other than the bare ``*``. The starting event belongs to the loop: a hat that
+publishes the same topic (``task.start`` is also the task domain's start request)
+never re-triggers the starting hat.
 """
 
 from __future__ import annotations
@@ -37,13 +39,20 @@ def is_reserved(topic: str, completion_event: str) -> bool:
 
 
 def route(
-    event: Event, hats: Sequence[HatSpec], *, completion_event: str, fallback: str | None = None
+    event: Event,
+    hats: Sequence[HatSpec],
+    *,
+    completion_event: str,
+    fallback: str | None = None,
+    starting_event: str | None = None,
 ) -> str | None:
     """The hat ``event`` goes to, or ``None`` when no hat takes it."""
     names = {h.name for h in hats}
     if event.target is not None:
         return event.target if event.target in names else None
     if event.topic == completion_event:
+        return None
+    if event.topic == starting_event and event.source != "loop":
         return None
     best: tuple[tuple[int, int], int, str] | None = None
     for index, hat in enumerate(hats):

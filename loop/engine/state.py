@@ -35,6 +35,7 @@ class RouteContext:
     hats: tuple[HatSpec, ...]
     completion_event: str = "LOOP_COMPLETE"
     fallback: str | None = None
+    starting_event: str | None = None
 
     @property
     def hat_names(self) -> frozenset[str]:
@@ -73,12 +74,14 @@ class LoopState:
 
 def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
     state.seen_topics.add(event.topic)
-    hat = route(event, ctx.hats, completion_event=ctx.completion_event, fallback=ctx.fallback)
+    hat = route(event, ctx.hats, completion_event=ctx.completion_event, fallback=ctx.fallback,
+                starting_event=ctx.starting_event)
     if hat is not None:
         state.pending.append(PendingEvent(seq=state.next_seq, event=event, hat=hat))
         state.next_seq += 1
     elif (
-        event.source in ctx.hat_names
+        event.topic != ctx.starting_event
+        and event.source in ctx.hat_names
         and event.topic != ctx.completion_event
         and not is_reserved(event.topic, ctx.completion_event)
     ):

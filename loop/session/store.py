@@ -48,8 +48,10 @@ def validate_session_id(session_id: str) -> str:
     """Refuse ids that are not plain names of letters, digits, ``_ . -`` (max 128)."""
     check_name(session_id, "session id")
     if not _ID.match(session_id) or session_id == LATEST:
-        raise PathError(f"invalid session id {session_id!r}: use 1-128 letters, digits, "
-                        "'_', '.' or '-', starting with a letter or digit")
+        raise PathError(
+            f"invalid session id {session_id!r}: use 1-128 letters, digits, "
+            "'_', '.' or '-', starting with a letter or digit"
+        )
     return session_id
 
 
@@ -168,14 +170,21 @@ def list_sessions(sessions_dir: Path) -> list[str]:
 def route_context_from_start(record: dict[str, Any]) -> RouteContext:
     """The routing context recorded in a ``session.start`` record."""
     hats = tuple(
-        HatSpec(name=name, triggers=tuple(h.get("triggers", ())),
-                publishes=tuple(h.get("publishes", ())),
-                default_publishes=h.get("default_publishes"),
-                max_activations=h.get("max_activations"))
+        HatSpec(
+            name=name,
+            triggers=tuple(h.get("triggers", ())),
+            publishes=tuple(h.get("publishes", ())),
+            default_publishes=h.get("default_publishes"),
+            max_activations=h.get("max_activations"),
+        )
         for name, h in record.get("hats", {}).items()
     )
-    return RouteContext(hats=hats, completion_event=record.get("completion_event", "LOOP_COMPLETE"),
-                        fallback=record.get("fallback_hat"))
+    return RouteContext(
+        hats=hats,
+        completion_event=record.get("completion_event", "LOOP_COMPLETE"),
+        fallback=record.get("fallback_hat"),
+        starting_event=record.get("starting_event"),
+    )
 
 
 @dataclass
@@ -231,8 +240,9 @@ def session_status(sessions_dir: Path, session_id: str) -> SessionStatus:
         iterations=state.iteration,
         last_hat=state.last_hat,
         in_flight=state.in_flight,
-        pending=[{"topic": p.event.topic, "hat": p.hat, "source": p.event.source}
-                 for p in state.pending],
+        pending=[
+            {"topic": p.event.topic, "hat": p.hat, "source": p.event.source} for p in state.pending
+        ],
         termination=state.termination,
         elapsed=round(state.elapsed, 3),
         failed_iterations=state.failed_iterations,

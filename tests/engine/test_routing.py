@@ -55,3 +55,10 @@ def test_configured_fallback_hat_takes_unmatched_topics() -> None:
     hats = (HatSpec("a", ("x.y",)), HatSpec("coord", ("coord.wake",)))
     assert route(Event(topic="q.z"), hats, completion_event="D", fallback="coord") == "coord"
     assert route(Event(topic="q.z"), hats, completion_event="D") is None
+
+
+def test_a_hat_publishing_the_starting_topic_does_not_restart_the_loop() -> None:
+    """task.start from a hat is a task request; only the loop's own one starts the planner."""
+    kw = {"completion_event": "LOOP_COMPLETE", "starting_event": "task.start"}
+    assert route(Event(topic="task.start", source="loop"), HATS, **kw) == "planner"
+    assert route(Event(topic="task.start", source="builder"), HATS, **kw) is None
