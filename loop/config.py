@@ -46,7 +46,12 @@ BACKEND_TYPES = ("scripted", "command", "python", "claude", "gemini", "codex")
 
 
 BackendConfig = Annotated[
-    ScriptedConfig | CommandConfig | PythonConfig | GeminiConfig | CodexConfig | ReplayConfig
+    ScriptedConfig
+    | CommandConfig
+    | PythonConfig
+    | GeminiConfig
+    | CodexConfig
+    | ReplayConfig
     | ClaudeConfig,
     Field(discriminator="type"),
 ]
@@ -232,8 +237,9 @@ def _translate(exc: ValidationError, path: Path) -> ConfigError:
         return ConfigError("unknown key", file=path, key=loc)
     if err["type"] == "union_tag_invalid":
         tag = err.get("input", {}).get("type") if isinstance(err.get("input"), dict) else None
-        return ConfigError(f"unknown backend type {tag!r} (known: {', '.join(BACKEND_TYPES)})",
-                           file=path, key=loc)
+        return ConfigError(
+            f"unknown backend type {tag!r} (known: {', '.join(BACKEND_TYPES)})", file=path, key=loc
+        )
     if err["type"] == "missing":
         return ConfigError("missing required key", file=path, key=loc)
     msg = err["msg"].removeprefix("Value error, ")
@@ -264,7 +270,9 @@ def _hat_files(base: Path, entries: list[str], origin: Path) -> list[Path]:
         elif p.exists():
             files.append(p)
         else:
-            raise ConfigError(f"hat file or folder not found: {entry}", file=origin, key="loop.hats")
+            raise ConfigError(
+                f"hat file or folder not found: {entry}", file=origin, key="loop.hats"
+            )
     return files
 
 
@@ -308,7 +316,7 @@ def load_config(
     except ValidationError as exc:
         raise _translate(exc, Path("<command line>")) from exc
 
-    all_hats: dict[str, HatConfig] = dict(parsed.hats)
+    all_hats = {n: _resolve_hat_paths(h, base) for n, h in parsed.hats.items()}
     sources: dict[str, Path] = dict.fromkeys(parsed.hats, path)
     if hats is not None:
         files = _hat_files(root, [str(h) for h in hats], Path("--hats"))
@@ -322,8 +330,11 @@ def load_config(
             raise _translate(exc, hat_file) from exc
         for name, hat in hat_set.hats.items():
             if name in all_hats:
-                raise ConfigError(f"hat {name!r} is also defined in {sources[name]}",
-                                  file=hat_file, key=f"hats.{name}")
+                raise ConfigError(
+                    f"hat {name!r} is also defined in {sources[name]}",
+                    file=hat_file,
+                    key=f"hats.{name}",
+                )
             all_hats[name] = _resolve_hat_paths(hat, hat_file.parent)
             sources[name] = hat_file
 
@@ -332,10 +343,18 @@ def load_config(
         backend, all_hats = _force_backend(backend_type, all_hats)
     prompt = _prompt(loop, base, root, path)
     loaded = LoadedConfig(
-        loop=loop, backend=_resolve_backend_paths(backend, base), hats=all_hats,
-        tasks=parsed.tasks, themes=parsed.themes, experience=parsed.experience,
-        recording=parsed.recording, prompt=prompt, base_dir=base, source=str(path),
-        hat_sources=sources, root=root.resolve(),
+        loop=loop,
+        backend=_resolve_backend_paths(backend, base),
+        hats=all_hats,
+        tasks=parsed.tasks,
+        themes=parsed.themes,
+        experience=parsed.experience,
+        recording=parsed.recording,
+        prompt=prompt,
+        base_dir=base,
+        source=str(path),
+        hat_sources=sources,
+        root=root.resolve(),
     )
     validate_topology(loaded)
     return loaded
@@ -357,7 +376,9 @@ def _resolve_backend_paths(backend: Any, base: Path) -> Any:
 
 def _force_backend(kind: str, hats: dict[str, HatConfig]) -> tuple[Any, dict[str, HatConfig]]:
     models: dict[str, Any] = {
-        "claude": ClaudeConfig, "gemini": GeminiConfig, "codex": CodexConfig,
+        "claude": ClaudeConfig,
+        "gemini": GeminiConfig,
+        "codex": CodexConfig,
     }
     if kind not in models:
         raise ConfigError(
@@ -376,8 +397,9 @@ def _prompt(loop: LoopSection, base: Path, root: Path, path: Path) -> str:
         p = Path(loop.prompt_file)
         candidates.append(p if p.is_absolute() else base / p)
         if not candidates[0].exists():
-            raise ConfigError(f"prompt file not found: {loop.prompt_file}", file=path,
-                              key="loop.prompt_file")
+            raise ConfigError(
+                f"prompt file not found: {loop.prompt_file}", file=path, key="loop.prompt_file"
+            )
     else:
         candidates.append(root / "PROMPT.md")
     for c in candidates:
@@ -386,28 +408,44 @@ def _prompt(loop: LoopSection, base: Path, root: Path, path: Path) -> str:
                 return c.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"cannot read prompt file: {exc}", file=c) from exc
-    raise ConfigError("no prompt: set [loop] prompt or prompt_file, add PROMPT.md, or pass --prompt",
-                      file=path, key="loop.prompt")
+    raise ConfigError(
+        "no prompt: set [loop] prompt or prompt_file, add PROMPT.md, or pass --prompt",
+        file=path,
+        key="loop.prompt",
+    )
 
 
-def config_from_snapshot(snapshot: dict[str, Any], *, base_dir: Path,
-                         source: str = "<recording>") -> LoadedConfig:
+def config_from_snapshot(
+    snapshot: dict[str, Any], *, base_dir: Path, source: str = "<recording>"
+) -> LoadedConfig:
     """Rebuild a configuration from :meth:`LoadedConfig.snapshot` (as recorded).
 
     Relative paths (tasks file, workspace, sessions) resolve against ``base_dir``, so a
     replay can run the recorded configuration in a scratch folder.
     """
     try:
-        parsed = _ConfigFile.model_validate({k: snapshot[k] for k in (
-            "loop", "backend", "hats", "tasks", "themes", "experience", "recording")
-            if k in snapshot})
+        parsed = _ConfigFile.model_validate(
+            {
+                k: snapshot[k]
+                for k in ("loop", "backend", "hats", "tasks", "themes", "experience", "recording")
+                if k in snapshot
+            }
+        )
     except ValidationError as exc:
         raise _translate(exc, Path(source)) from exc
     loaded = LoadedConfig(
-        loop=parsed.loop, backend=parsed.backend, hats=dict(parsed.hats), tasks=parsed.tasks,
-        themes=parsed.themes, experience=parsed.experience, recording=parsed.recording,
-        prompt=str(snapshot.get("prompt", "")), base_dir=base_dir, source=source,
-        hat_sources=dict.fromkeys(parsed.hats, Path(source)), root=base_dir,
+        loop=parsed.loop,
+        backend=parsed.backend,
+        hats=dict(parsed.hats),
+        tasks=parsed.tasks,
+        themes=parsed.themes,
+        experience=parsed.experience,
+        recording=parsed.recording,
+        prompt=str(snapshot.get("prompt", "")),
+        base_dir=base_dir,
+        source=source,
+        hat_sources=dict.fromkeys(parsed.hats, Path(source)),
+        root=base_dir,
     )
     validate_topology(loaded)
     return loaded
@@ -416,27 +454,42 @@ def config_from_snapshot(snapshot: dict[str, Any], *, base_dir: Path,
 def validate_topology(cfg: LoadedConfig) -> None:
     """Cross-checks: hats exist, triggers unambiguous, the starting event handled."""
     if not cfg.hats:
-        raise ConfigError("no hats defined: add [hats.NAME] tables or [loop] hats files",
-                          file=cfg.source, key="hats")
+        raise ConfigError(
+            "no hats defined: add [hats.NAME] tables or [loop] hats files",
+            file=cfg.source,
+            key="hats",
+        )
     claimed: dict[str, str] = {}
     for name, hat in cfg.hats.items():
         where = cfg.hat_sources.get(name, cfg.source)
         for trig in hat.triggers:
             if trig in claimed and trig != "*":
-                raise ConfigError(f"trigger {trig!r} is claimed by hats {claimed[trig]!r} and "
-                                  f"{name!r} (each trigger may route to one hat)",
-                                  file=where, key=f"hats.{name}.triggers")
+                raise ConfigError(
+                    f"trigger {trig!r} is claimed by hats {claimed[trig]!r} and "
+                    f"{name!r} (each trigger may route to one hat)",
+                    file=where,
+                    key=f"hats.{name}.triggers",
+                )
             claimed[trig] = name
         if cfg.loop.completion_event in hat.triggers:
-            raise ConfigError("a hat cannot be triggered by the completion event", file=where,
-                              key=f"hats.{name}.triggers")
+            raise ConfigError(
+                "a hat cannot be triggered by the completion event",
+                file=where,
+                key=f"hats.{name}.triggers",
+            )
     if cfg.loop.fallback_hat and cfg.loop.fallback_hat not in cfg.hats:
-        raise ConfigError(f"fallback hat {cfg.loop.fallback_hat!r} is not defined",
-                          file=cfg.source, key="loop.fallback_hat")
+        raise ConfigError(
+            f"fallback hat {cfg.loop.fallback_hat!r} is not defined",
+            file=cfg.source,
+            key="loop.fallback_hat",
+        )
     start = cfg.loop.starting_event
     if not any(topic_matches(t, start) for h in cfg.hats.values() for t in h.triggers):
-        raise ConfigError(f"no hat is triggered by the starting event {start!r}",
-                          file=cfg.source, key="loop.starting_event")
+        raise ConfigError(
+            f"no hat is triggered by the starting event {start!r}",
+            file=cfg.source,
+            key="loop.starting_event",
+        )
 
 
 def tool_settings_from_project(root: Path, config: str | None = None) -> dict[str, str]:

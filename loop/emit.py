@@ -72,8 +72,8 @@ def read_events_file(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def _valid_topic(topic: object) -> bool:
-    return isinstance(topic, str) and bool(topic) and all(
-        _SEGMENT.match(s) for s in topic.split(".")
+    return (
+        isinstance(topic, str) and bool(topic) and all(_SEGMENT.match(s) for s in topic.split("."))
     )
 
 
@@ -107,7 +107,9 @@ def main(argv: list[str]) -> int:
         return _fail("expected TOPIC and an optional PAYLOAD")
     topic = positional[0]
     if not _valid_topic(topic):
-        return _fail(f"invalid topic {topic!r}: use dot-separated segments of letters, digits, '_' or '-'")
+        return _fail(
+            f"invalid topic {topic!r}: use dot-separated segments of letters, digits, '_' or '-'"
+        )
     raw = positional[1] if len(positional) == 2 else ""
     if raw == "-":
         raw = sys.stdin.read()

@@ -101,8 +101,9 @@ async def _watch_signals(scope: anyio.CancelScope, received: list[int]) -> None:
             return
 
 
-async def run_loop(config: LoadedConfig, options: RunOptions,
-                   extra: Sequence[Extension] = ()) -> RunSummary:
+async def run_loop(
+    config: LoadedConfig, options: RunOptions, extra: Sequence[Extension] = ()
+) -> RunSummary:
     """Run (or resume) a session to its end; SIGINT/SIGTERM stop it gracefully."""
     ctx = tool_context(config, options.workdir)
     paths = resolve_session(config, options)
@@ -112,8 +113,13 @@ async def run_loop(config: LoadedConfig, options: RunOptions,
     exts += domain_extensions(config, ctx)
     exts += list(extra) + options.extensions
     engine = Engine(
-        config, paths=paths, backends=options.backends or build_backends(config),
-        bus=EventBus(), extensions=exts, workdir=options.workdir, resume=options.resume,
+        config,
+        paths=paths,
+        backends=options.backends or build_backends(config),
+        bus=EventBus(),
+        extensions=exts,
+        workdir=options.workdir,
+        resume=options.resume,
         child_env=child_env(ctx),
     )
     received: list[int] = []
@@ -124,8 +130,9 @@ async def run_loop(config: LoadedConfig, options: RunOptions,
         summary = await engine.run()
         tg.cancel_scope.cancel()
     if summary is None:
-        summary = engine.summary("interrupted", [f"stopped by signal {received[0]}"]
-                                 if received else [])
+        summary = engine.summary(
+            "interrupted", [f"stopped by signal {received[0]}"] if received else []
+        )
     return summary
 
 

@@ -51,7 +51,7 @@ def test_tags_are_parsed_with_json_payloads_targets_and_entities() -> None:
     """Tags yield events in order; JSON bodies stay JSON; attributes are unescaped."""
     text = (
         'thinking...\n<event topic="plan.ready">step 1</event>\n'
-        "<event topic='task.create' target=\"builder\">{\"name\": \"x\"}</event>\n"
+        '<event topic=\'task.create\' target="builder">{"name": "x"}</event>\n'
         '<event topic="bad topic">ignored</event><event topic="a.b"/>'
     )
     events = parse_event_tags(text, source="planner")

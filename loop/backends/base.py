@@ -57,7 +57,9 @@ class BackendResult:
     meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def failed(cls, reason: str, *, output: str = "", exit_code: int | None = None) -> BackendResult:
+    def failed(
+        cls, reason: str, *, output: str = "", exit_code: int | None = None
+    ) -> BackendResult:
         """A failed iteration with its reason."""
         return cls(output=output, ok=False, exit_code=exit_code, reason=reason)
 

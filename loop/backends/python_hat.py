@@ -77,14 +77,20 @@ class PythonBackend:
     async def run(self, request: BackendRequest) -> BackendResult:
         """Call the function; sync functions run in a worker thread."""
         func = _resolve(self.target, request.workdir)
-        ctx = HatContext(hat=request.hat, prompt=request.prompt, iteration=request.iteration,
-                         activation=request.activation, triggers=request.triggers,
-                         workdir=request.workdir, events_file=request.events_file)
+        ctx = HatContext(
+            hat=request.hat,
+            prompt=request.prompt,
+            iteration=request.iteration,
+            activation=request.activation,
+            triggers=request.triggers,
+            workdir=request.workdir,
+            events_file=request.events_file,
+        )
         try:
             if inspect.iscoroutinefunction(func):
                 result = await func(ctx)
             else:
                 result = await anyio.to_thread.run_sync(func, ctx, abandon_on_cancel=True)
-        except Exception as exc:  # noqa: BLE001 - a hat's own failure is a failed iteration
+        except Exception as exc:
             return BackendResult.failed(f"{type(exc).__name__}: {exc}")
         return BackendResult(output="" if result is None else str(result))

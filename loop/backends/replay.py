@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import anyio
+
 from loop.backends.base import BackendRequest, BackendResult
 from loop.emit import append_event
 from loop.session.recording import IterationRecord
@@ -43,6 +45,7 @@ class ReplayBackend:
 
     async def run(self, request: BackendRequest) -> BackendResult:
         """The recorded result of ``request.iteration``, or a failure saying why not."""
+        await anyio.lowlevel.checkpoint()  # like any real backend: cancellation reaches here
         number = request.iteration
         record = self.source.iteration(number)
         if record is None:
@@ -50,12 +53,14 @@ class ReplayBackend:
             if number > last:
                 return BackendResult.failed(
                     f"recording exhausted: it holds {last} iteration(s), the engine asked "
-                    f"for iteration {number}")
+                    f"for iteration {number}"
+                )
             return BackendResult.failed(f"recording has no iteration {number}")
         if record.hat != request.hat:
             return BackendResult.failed(
                 f"replay: iteration {number} was recorded for hat {record.hat!r}, "
-                f"the engine chose {request.hat!r}")
+                f"the engine chose {request.hat!r}"
+            )
         for event in record.emitted:
             append_event(request.events_file, event.topic, event.payload, event.target)
         self.served += 1

@@ -37,8 +37,9 @@ class ScriptedBackend:
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise ConfigError(f"cannot read scripted outputs: {exc}", file=path) from exc
             if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
-                raise ConfigError("scripted outputs file must hold a JSON list of strings",
-                                  file=path)
+                raise ConfigError(
+                    "scripted outputs file must hold a JSON list of strings", file=path
+                )
             outputs.extend(data)
         return cls(outputs)
 

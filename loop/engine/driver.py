@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import structlog
 
 from loop import __version__
@@ -228,6 +229,7 @@ class Engine:
     def _header(self) -> dict[str, Any]:
         return {
             "session_id": self.paths.session_id,
+            "session_dir": str(self.paths.dir.resolve()),
             "config_digest": self.config.digest(),
             "hats": self._hats_record(),
             "completion_event": self.config.loop.completion_event,
@@ -266,6 +268,9 @@ class Engine:
 
     async def _loop(self, notes: list[str]) -> str:
         while True:
+            # Instant backends never yield to the event loop; without a checkpoint a signal
+            # (or any cancellation) could not land until the whole run had ended.
+            await anyio.lowlevel.checkpoint()
             reason = check_limits(self.state, self.limits, self._elapsed())
             if reason is not None:
                 return reason

@@ -29,9 +29,13 @@ class ReplayFailed(Exception):
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Declare the ``hatloop_recordings`` ini option."""
-    parser.addini(INI_OPTION, type="linelist", default=DEFAULT_PATTERNS,
-                  help="glob patterns (relative to the rootdir) of hatloop recordings to "
-                       "replay as tests (default: recordings/*.jsonl)")
+    parser.addini(
+        INI_OPTION,
+        type="linelist",
+        default=DEFAULT_PATTERNS,
+        help="glob patterns (relative to the rootdir) of hatloop recordings to "
+        "replay as tests (default: recordings/*.jsonl)",
+    )
 
 
 def matches(path: Path, root: Path, patterns: list[str]) -> bool:
@@ -69,15 +73,17 @@ class RecordingItem(pytest.Item):
         from loop.session.replay import replay_file  # noqa: PLC0415 - the engine is heavy
 
         result = replay_file(self.path)
-        notes = list(result.warnings) + ([f"prefix only: {result.partial}"]
-                                         if result.partial else [])
+        notes = list(result.warnings) + (
+            [f"prefix only: {result.partial}"] if result.partial else []
+        )
         if notes:
             self.add_report_section("call", "replay", "\n".join(notes))
         if result.divergence is not None:
             raise ReplayFailed(f"{self.path}: {result.divergence.render()}")
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str | Any:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
+    ) -> str | Any:
         """The divergence diff (or the bad-input message) without a traceback."""
         from loop.errors import LoopError  # noqa: PLC0415 - keep the plugin import light
 

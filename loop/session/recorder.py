@@ -37,6 +37,7 @@ from loop.bus import EventBus
 from loop.errors import InputError, LoopError
 from loop.events import Event
 from loop.extensions import Extension
+from loop.session.journal import read_journal
 from loop.session.recording import (
     FooterRecord,
     HeaderRecord,
@@ -56,6 +57,7 @@ DEFAULT_MAX_BYTES = 100 * 1024 * 1024
 MARKER_RESERVE = 256
 FOOTER_RESERVE = 320
 MIN_MAX_BYTES = 1024
+_ITERATION_LINE = re.compile(rb'^\{"kind":"iteration","iteration":(\d+)')
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET_LENGTH = 4
 
@@ -68,8 +70,11 @@ class Redactor:
     """Replaces the values of secret-looking environment variables in strings."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
-        found = {(v, k) for k, v in environ.items()
-                 if _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LENGTH}
+        found = {
+            (v, k)
+            for k, v in environ.items()
+            if _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LENGTH
+        }
         # Longest first, so a secret containing another is replaced whole.
         self.secrets = sorted(found, key=lambda p: (-len(p[0]), p[1]))
 
@@ -100,7 +105,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _line(model: BaseModel, redactor: Redactor | None) -> bytes:
-    data = model.model_dump(mode="json")
+    data = model.model_dump(mode="json", exclude_none=True)
     if redactor is not None:
         data = redactor.value(data)
     return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
@@ -111,9 +116,16 @@ class Recorder(Extension):
 
     name = "recorder"
 
-    def __init__(self, path: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, force: bool = False,
-                 append: bool = False, redact: bool = True,
-                 environ: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        force: bool = False,
+        append: bool = False,
+        redact: bool = True,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         """Check the target now, so a refused recording stops the run before it starts.
 
         Raises:
@@ -121,13 +133,16 @@ class Recorder(Extension):
                 or ``max_bytes`` is below :data:`MIN_MAX_BYTES`.
         """
         if max_bytes < MIN_MAX_BYTES:
-            raise InputError(f"--record-max-bytes {max_bytes}: the cap must be at least "
-                             f"{MIN_MAX_BYTES} bytes")
+            raise InputError(
+                f"--record-max-bytes {max_bytes}: the cap must be at least {MIN_MAX_BYTES} bytes"
+            )
         if path.is_dir():
             raise InputError(f"{path}: is a folder; --record-session needs a file")
         if path.exists() and not (force or append):
-            raise InputError(f"{path}: recording already exists; pass --force to overwrite it "
-                             "or choose another file")
+            raise InputError(
+                f"{path}: recording already exists; pass --force to overwrite it "
+                "or choose another file"
+            )
         self.path = path
         self.max_bytes = max_bytes
         self.force = force
@@ -151,8 +166,12 @@ class Recorder(Extension):
             raise RecorderClosed(f"recorder for {self.path} is closed")
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None,
-                        exc: BaseException | None, tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         await self.aclose()
 
     def attach(self, bus: EventBus) -> None:
@@ -180,8 +199,10 @@ class Recorder(Extension):
     def describe(self) -> str:
         """One line for the run summary."""
         cap = f"cap reached ({self.max_bytes} bytes)" if self.cap_reached else "cap not reached"
-        return (f"recording {self.path}: {self.records} records, {self.bytes} bytes, {cap}, "
-                f"{self.write_failures} write failure(s)")
+        return (
+            f"recording {self.path}: {self.records} records, {self.bytes} bytes, {cap}, "
+            f"{self.write_failures} write failure(s)"
+        )
 
     # -- the file ---------------------------------------------------------------------
 
@@ -197,9 +218,11 @@ class Recorder(Extension):
                 size = self._cut_torn_tail(fd, size)
         except OSError as exc:
             self._disabled = True
-            self.write_failures += 1
-            log.warning("recording: cannot open the file; the loop goes on without it",
-                      file=str(self.path), error=exc.strerror or str(exc))
+            log.warning(
+                "recording: cannot open the file; the loop goes on without it",
+                file=str(self.path),
+                error=exc.strerror or str(exc),
+            )
             return False
         self._fd = fd
         self.bytes = size
@@ -219,15 +242,18 @@ class Recorder(Extension):
         return good
 
     def _write(self, data: bytes) -> bool:
+        """Write one line; on failure cut any partial line and return ``False``."""
         if self._fd is None:
-            self.write_failures += 1
             return False
         try:
             _write_all(self._fd, data)
         except OSError as exc:
-            self.write_failures += 1
-            log.warning("recording: write failed; the loop goes on", file=str(self.path),
-                        error=exc.strerror or str(exc), failures=self.write_failures)
+            log.warning(
+                "recording: write failed; the loop goes on",
+                file=str(self.path),
+                error=exc.strerror or str(exc),
+                failures=self.write_failures + 1,
+            )
             try:  # a half-written line would corrupt the middle of the file: cut it off
                 os.ftruncate(self._fd, self.bytes)
             except OSError:
@@ -245,9 +271,12 @@ class Recorder(Extension):
             self.write_failures += 1
             return None
         if self._lost:
-            lost = MarkerRecord(marker="write_failed", lost_records=self._lost,
-                                message=f"{self._lost} record(s) were lost to write failures",
-                                ts=_now())
+            lost = MarkerRecord(
+                marker="write_failed",
+                lost_records=self._lost,
+                message=f"{self._lost} record(s) were lost to write failures",
+                ts=_now(),
+            )
             if not self._fits(_line(lost, None), MARKER_RESERVE + FOOTER_RESERVE):
                 return self._cap()
             if self._write(_line(lost, None)):
@@ -256,6 +285,7 @@ class Recorder(Extension):
         if not self._fits(line, MARKER_RESERVE + FOOTER_RESERVE):
             return self._cap(len(line))
         if not self._write(line):
+            self.write_failures += 1
             self._lost += 1
         return None
 
@@ -265,34 +295,51 @@ class Recorder(Extension):
     def _cap(self, needed: int | None = None) -> None:
         self.cap_reached = True
         what = f"the next record ({needed} bytes)" if needed else "the next record"
-        marker = MarkerRecord(marker="cap_reached", max_bytes=self.max_bytes, ts=_now(),
-                              message=f"recording stopped: {what} would pass the cap")
+        marker = MarkerRecord(
+            marker="cap_reached",
+            max_bytes=self.max_bytes,
+            ts=_now(),
+            message=f"recording stopped: {what} would pass the cap",
+        )
         line = _line(marker, None)
         if len(line) <= MARKER_RESERVE and self._fits(line, FOOTER_RESERVE):
             self._write(line)
-        log.warning("recording: size cap reached; recording stopped, the loop goes on",
-                    file=str(self.path), max_bytes=self.max_bytes, written=self.bytes)
+        log.warning(
+            "recording: size cap reached; recording stopped, the loop goes on",
+            file=str(self.path),
+            max_bytes=self.max_bytes,
+            written=self.bytes,
+        )
 
     # -- bus handlers -----------------------------------------------------------------
 
     def _on_start(self, event: Event) -> None:
         data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
-        if self._fd is None and not self._disabled and not self._open():
-            return
-        if self.bytes == 0:
+        if self._fd is None and not self._disabled:
+            self._open()
+        if self._disabled or self.bytes == 0:
             self._put(self._header(data))
         elif not self._same_session(data):
             self._disabled = True
-            self.write_failures += 1
-            log.error("recording: the file holds another session; nothing appended",
-                      file=str(self.path), session=data.get("session_id"))
-            return
+            log.error(
+                "recording: the file holds another session; nothing appended",
+                file=str(self.path),
+                session=data.get("session_id"),
+            )
         if event.topic == "loop.resumed":
+            if not self._disabled:
+                self._backfill(data)
             at = data.get("resumed_at_iteration")
-            self._put(MarkerRecord(
-                marker="resumed", session_id=str(data.get("session_id", "")),
-                resumed_at_iteration=at, config_digest=config_digest(data.get("config", {})),
-                message=f"session resumed after iteration {at}", ts=event.ts))
+            self._put(
+                MarkerRecord(
+                    marker="resumed",
+                    session_id=str(data.get("session_id", "")),
+                    resumed_at_iteration=at,
+                    config_digest=config_digest(data.get("config", {})),
+                    message=f"session resumed after iteration {at}",
+                    ts=event.ts,
+                )
+            )
 
     def _same_session(self, data: dict[str, Any]) -> bool:
         try:
@@ -307,48 +354,105 @@ class Recorder(Extension):
         if self.redactor is not None:  # the digest must describe the config as recorded
             config = self.redactor.value(config)
         return HeaderRecord(
-            session_id=str(data.get("session_id", "")), started_at=iso_time(),
-            hatloop_version=__version__, python_version=sys.version.split()[0],
+            session_id=str(data.get("session_id", "")),
+            started_at=iso_time(),
+            hatloop_version=__version__,
+            python_version=sys.version.split()[0],
             config_digest=config_digest(config),
             starting_event=str(data.get("starting_event", "")),
             completion_event=str(data.get("completion_event", "")),
-            hats=data.get("hats", {}), config=config, redacted=self.redactor is not None,
-            max_bytes=self.max_bytes, ts=_now(),
+            hats=data.get("hats", {}),
+            config=config,
+            redacted=self.redactor is not None,
+            max_bytes=self.max_bytes,
+            ts=_now(),
         )
+
+    def _last_recorded(self) -> int:
+        last = 0
+        with self.path.open("rb") as fh:
+            for raw in fh:
+                if match := _ITERATION_LINE.match(raw):
+                    last = max(last, int(match.group(1)))
+        return last
+
+    def _backfill(self, data: dict[str, Any]) -> None:
+        """Record committed iterations the killed process never recorded (from the journal).
+
+        A ``kill -9`` between the journal commit and the recording write, or in the
+        middle of that write, loses the record; the journal still has it.
+        """
+        session_dir = data.get("session_dir")
+        if not session_dir:  # older engines: state paths resolve against the working folder
+            loop_cfg = data.get("config", {}).get("loop", {})
+            sessions = Path(str(loop_cfg.get("sessions_dir", ".loop/sessions")))
+            session_dir = Path.cwd() / sessions / str(data.get("session_id", ""))
+        journal = Path(session_dir) / "journal.jsonl"
+        try:
+            last = self._last_recorded()
+            records = read_journal(journal).records
+        except (OSError, LoopError) as exc:
+            log.warning(
+                "recording: cannot check the journal for unrecorded iterations",
+                journal=str(journal),
+                error=str(exc),
+            )
+            return
+        for rec in records:
+            if rec.get("kind") == "iteration.end" and int(rec.get("iteration", 0)) > last:
+                self._record_iteration(rec, float(rec.get("ts") or _now()))
 
     def _on_iteration(self, event: Event) -> None:
         rec: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
-        ts = float(rec.get("ts") or event.ts)
+        self._record_iteration(rec, event.ts)
+
+    def _record_iteration(self, rec: dict[str, Any], default_ts: float) -> None:
+        ts = float(rec.get("ts") or default_ts)
         fields = {k: v for k, v in rec.items() if k in IterationRecord.model_fields}
-        fields.update(kind="iteration", ts=ts, timestamp=iso_time(ts),
-                      backend_ok=backend_succeeded(str(rec.get("status")), rec.get("reason")),
-                      meta=rec.get("meta") or {})
+        fields.update(
+            kind="iteration",
+            ts=ts,
+            timestamp=iso_time(ts),
+            backend_ok=backend_succeeded(str(rec.get("status")), rec.get("reason")),
+            meta=rec.get("meta") or {},
+        )
         try:
             record = IterationRecord.model_validate(fields)
         except ValueError as exc:  # an engine change the format does not cover: say so
             self._lost += 1
-            log.warning("recording: iteration record invalid", iteration=rec.get("iteration"),
-                      error=str(exc).splitlines()[0])
+            log.warning(
+                "recording: iteration record invalid",
+                iteration=rec.get("iteration"),
+                error=str(exc).splitlines()[0],
+            )
             return
         self._put(record)
 
     def _on_terminated(self, event: Event) -> None:
         data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
-        if self._fd is None or self._footer_written:
+        if self._footer_written:
             return
         self._footer_written = True
+        if self._disabled:
+            self.write_failures += 1
+            return
         footer = FooterRecord(
             reason=str(data.get("reason", "unknown"))[:64],
-            iterations=int(data.get("iterations", 0)), elapsed=float(data.get("elapsed", 0.0)),
-            exit_code=int(data.get("exit_code", 1)), records=self.records,
+            iterations=int(data.get("iterations", 0)),
+            elapsed=float(data.get("elapsed", 0.0)),
+            exit_code=int(data.get("exit_code", 1)),
+            records=self.records,
             write_failures=self.write_failures,
-            cap_reached=self.cap_reached, ts=_now(),
+            cap_reached=self.cap_reached,
+            ts=_now(),
         )
         line = _line(footer, None)
         if self.bytes + len(line) <= self.max_bytes:
-            self._write(line)
+            if not self._write(line):
+                self.write_failures += 1
         else:
             log.warning("recording: no room left for the footer", file=str(self.path))
+
 
 def _now() -> float:
     return time.time()

@@ -55,8 +55,11 @@ class RecordedEvent(_Model):
 
     def key(self) -> tuple[str, str, str | None]:
         """What a replay compares: topic, payload (as canonical JSON) and target."""
-        return (self.topic, json.dumps(self.payload, sort_keys=True, ensure_ascii=False),
-                self.target)
+        return (
+            self.topic,
+            json.dumps(self.payload, sort_keys=True, ensure_ascii=False),
+            self.target,
+        )
 
 
 class HatTopology(_Model):
@@ -100,9 +103,11 @@ class IterationRecord(_Model):
     output: str
     events: list[RecordedEvent] = Field(description="the hat's events, both channels")
     emitted: list[RecordedEvent] = Field(
-        default_factory=list, description="the events that came through the emit file")
+        default_factory=list, description="the events that came through the emit file"
+    )
     published: list[RecordedEvent] = Field(
-        default_factory=list, description="everything published during the iteration")
+        default_factory=list, description="everything published during the iteration"
+    )
     triggers: list[RecordedEvent] = Field(default_factory=list)
     backend: str
     backend_ok: bool = Field(description="the backend itself succeeded (replay serves this)")
@@ -169,7 +174,7 @@ def recording_json_schema() -> dict[str, Any]:
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": f"hatloop session recording line (schema version {SCHEMA_VERSION})",
         "description": "Each line of a recording is one JSON object matching this schema; "
-                       "the first is a header, the last (normally) a footer.",
+        "the first is a header, the last (normally) a footer.",
         **schema,
     }
 

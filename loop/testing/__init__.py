@@ -54,8 +54,7 @@ class EventCapture(Extension):
 
     def topics(self, *, include_loop: bool = False) -> list[str]:
         """The topics seen, in order (``loop.*`` lifecycle events left out by default)."""
-        return [e.topic for e in self.events
-                if include_loop or not e.topic.startswith("loop.")]
+        return [e.topic for e in self.events if include_loop or not e.topic.startswith("loop.")]
 
 
 @dataclass
@@ -106,8 +105,14 @@ def make_config(
     lines = ["[loop]", f"prompt = {_toml_value(prompt)}"]
     lines += [f"{k} = {_toml_value(v)}" for k, v in loop.items()]
     if not extensions:
-        lines += ["[tasks]", "enabled = false", "[themes]", "enabled = false",
-                  "[experience]", "enabled = false"]
+        lines += [
+            "[tasks]",
+            "enabled = false",
+            "[themes]",
+            "enabled = false",
+            "[experience]",
+            "enabled = false",
+        ]
     for name, keys in hats.items():
         lines.append(f"[hats.{name}]")
         lines += [f"{k} = {_toml_value(v)}" for k, v in keys.items()]
@@ -119,14 +124,26 @@ def make_config(
     return load_config(path, root=folder)
 
 
-async def run_hats(config: LoadedConfig, backends: Mapping[str, Backend], *, workdir: Path,
-                   session_id: str | None = None, extra: list[Extension] | None = None,
-                   resume: bool = False) -> tuple[Any, EventCapture]:
+async def run_hats(
+    config: LoadedConfig,
+    backends: Mapping[str, Backend],
+    *,
+    workdir: Path,
+    session_id: str | None = None,
+    extra: list[Extension] | None = None,
+    resume: bool = False,
+) -> tuple[Any, EventCapture]:
     """Run a loop in-process with the given backends; return its summary and a capture."""
     from loop.runner import RunOptions, run_loop  # noqa: PLC0415 - avoids an import cycle
 
     capture = EventCapture()
-    options = RunOptions(workdir=workdir, session_id=session_id, resume=resume, progress=False,
-                         backends=dict(backends), handle_signals=False)
+    options = RunOptions(
+        workdir=workdir,
+        session_id=session_id,
+        resume=resume,
+        progress=False,
+        backends=dict(backends),
+        handle_signals=False,
+    )
     summary = await run_loop(config, options, [capture, *(extra or [])])
     return summary, capture

@@ -56,8 +56,9 @@ def _add_field_option(parser: argparse.ArgumentParser, name: str, info: FieldInf
         parser.add_argument(flag, action=argparse.BooleanOptionalAction, **kwargs)
         return
     if ann in (str, int, float):
-        parser.add_argument(flag, type=ann, metavar=_kebab(name).upper().replace("-", "_"),
-                            **kwargs)
+        parser.add_argument(
+            flag, type=ann, metavar=_kebab(name).upper().replace("-", "_"), **kwargs
+        )
         return
     if typing.get_origin(ann) is Literal:
         parser.add_argument(flag, choices=[str(c) for c in typing.get_args(ann)], **kwargs)
@@ -72,21 +73,30 @@ def _json_arg(raw: str) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"not valid JSON: {exc.msg} at column {exc.colno}") \
-            from exc
+        raise argparse.ArgumentTypeError(
+            f"not valid JSON: {exc.msg} at column {exc.colno}"
+        ) from exc
 
 
 def add_context_options(parser: argparse.ArgumentParser) -> None:
     """The options that say where tool files live (they override env and config)."""
     group = parser.add_argument_group("where the files live")
-    group.add_argument("--tasks-file", metavar="PATH",
-                       help="tasks JSON file (default: $FILE_PATH, [tasks] file, .loop/tasks.json)")
-    group.add_argument("--workspace", metavar="DIR",
-                       help="theme workspace (default: $LOOP_WORKSPACE, [themes] workspace, "
-                            ".loop/works)")
-    group.add_argument("--experiences-dir", metavar="DIR",
-                       help="experiences base folder (default: $LOOP_EXPERIENCES_DIR, "
-                            "[experience] base_directory, .loop/experiences)")
+    group.add_argument(
+        "--tasks-file",
+        metavar="PATH",
+        help="tasks JSON file (default: $FILE_PATH, [tasks] file, .loop/tasks.json)",
+    )
+    group.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="theme workspace (default: $LOOP_WORKSPACE, [themes] workspace, .loop/works)",
+    )
+    group.add_argument(
+        "--experiences-dir",
+        metavar="DIR",
+        help="experiences base folder (default: $LOOP_EXPERIENCES_DIR, "
+        "[experience] base_directory, .loop/experiences)",
+    )
 
 
 def context_from_args(args: argparse.Namespace) -> ToolContext:
@@ -106,7 +116,7 @@ def add_tool_group(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     group: str,
     *,
-    help: str,  # noqa: A002 - mirrors argparse's own keyword
+    help: str,
     commands: dict[str, str],
     positionals: dict[str, list[str]] | None = None,
     renderers: dict[str, Renderer] | None = None,
@@ -126,14 +136,25 @@ def add_tool_group(
     for command, tool_name in commands.items():
         tool = get_tool(tool_name)
         summary = tool.description.strip().splitlines()[0]
-        p = sub.add_parser(command, help=summary, description=tool.description,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            command,
+            help=summary,
+            description=tool.description,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         for field_name in (positionals or {}).get(command, []):
-            p.add_argument(f"pos__{field_name}", nargs="?", metavar=_kebab(field_name).upper(),
-                           default=None, help=f"same as --{_kebab(field_name)}")
+            p.add_argument(
+                f"pos__{field_name}",
+                nargs="?",
+                metavar=_kebab(field_name).upper(),
+                default=None,
+                help=f"same as --{_kebab(field_name)}",
+            )
         for name, info in tool.input_model.model_fields.items():
             _add_field_option(p, info.alias or name, info)
-        p.add_argument("--input", metavar="JSON", help="the whole input as JSON, @FILE or - (stdin)")
+        p.add_argument(
+            "--input", metavar="JSON", help="the whole input as JSON, @FILE or - (stdin)"
+        )
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         add_context_options(p)
         p.set_defaults(handler=_make_handler(tool_name, (renderers or {}).get(command)))
@@ -154,8 +175,7 @@ def _collect_input(args: argparse.Namespace) -> dict[str, Any]:
         try:
             loaded = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"--input is not valid JSON: {exc.msg} at column {exc.colno}") \
-                from exc
+            raise UsageError(f"--input is not valid JSON: {exc.msg} at column {exc.colno}") from exc
         if not isinstance(loaded, dict):
             raise UsageError("--input must be a JSON object")
         data.update(loaded)

@@ -65,10 +65,9 @@ def _object_schema(
 
 
 def _annotations(tool: Tool) -> ToolAnnotations:
+    # Every tool works on local files only: never the open world.
     title = re.sub(r"(?<=[a-z])(?=[A-Z])|_", " ", tool.name).strip().capitalize()
-    if tool.read_only:
-        return ToolAnnotations(title=title, read_only_hint=True, open_world_hint=False)
-    return ToolAnnotations(title=title, read_only_hint=False, open_world_hint=False)
+    return ToolAnnotations(title=title, read_only_hint=tool.read_only, open_world_hint=False)
 
 
 def tool_definition(tool: Tool) -> MCPTool:

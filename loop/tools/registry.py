@@ -116,8 +116,11 @@ class Tool:
         try:
             return self.input_model.model_validate(args)
         except ValidationError as exc:
-            raise ToolError("invalid_input", _validation_message(self.name, exc),
-                            details=_validation_details(exc)) from exc
+            raise ToolError(
+                "invalid_input",
+                _validation_message(self.name, exc),
+                details=_validation_details(exc),
+            ) from exc
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> BaseModel:
         """Validate ``args``, call the tool, return its output model."""
@@ -169,8 +172,7 @@ def get_tool(name: str) -> Tool:
     """The tool called ``name``; an unknown name is a ``ToolError``."""
     tools = all_tools()
     if name not in tools:
-        raise ToolError("unknown_tool", f"no tool named {name!r}",
-                        details={"known": sorted(tools)})
+        raise ToolError("unknown_tool", f"no tool named {name!r}", details={"known": sorted(tools)})
     return tools[name]
 
 

@@ -128,7 +128,7 @@ def test_resume_after_kill_9_finishes_without_loss_or_repeat(
     assert hats == ["planner"] + ["builder"] * 5 + ["reviewer"]
 
     records = [json.loads(x) for x in (tmp_path / "rec.jsonl").read_text().splitlines()]
-    recorded = [r["iteration"] for r in records if r.get("type") == "iteration"]
+    recorded = [r["iteration"] for r in records if r.get("kind") == "iteration"]
     assert recorded == list(range(1, N + 1))
 
     tasks = json.loads((tmp_path / ".loop/tasks.json").read_text())

@@ -1,0 +1,494 @@
+"""The session recorder: format, refusal, append on resume, redaction, size cap, failures."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+import structlog
+
+from loop.backends.base import Backend, BackendRequest, BackendResult
+from loop.bus import EventBus
+from loop.config import load_config
+from loop.engine.driver import RunSummary
+from loop.errors import InputError
+from loop.events import Event
+from loop.extensions import Extension
+from loop.runner import RunOptions, build_backends, run_loop
+from loop.session import recorder as recorder_mod
+from loop.session.recorder import MIN_MAX_BYTES, Recorder, RecorderClosed
+from loop.session.recording import (
+    SCHEMA_VERSION,
+    FooterRecord,
+    HeaderRecord,
+    IterationRecord,
+    MarkerRecord,
+    parse_record,
+    recording_json_schema,
+)
+from loop.session.replay import replay_recording
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`main()` configures structlog for the process; put the previous set-up back."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
+
+
+# planner → builder → reviewer (rejects once) → builder → reviewer (completes): 5 iterations.
+LOOP_TOML = """
+[loop]
+prompt = "Reverse the words of a sentence."
+max_iterations = 20
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+
+[hats.planner]
+description = "Plans"
+triggers = ["task.start"]
+publishes = ["plan.ready"]
+[hats.planner.backend]
+type = "scripted"
+outputs = ['Plan.<event topic="plan.ready">1. split 2. reverse</event>']
+
+[hats.builder]
+description = "Builds"
+triggers = ["plan.ready", "review.rejected"]
+publishes = ["build.done"]
+max_activations = 5
+backend = { type = "scripted", outputs = [
+  '<event topic="build.done">first build</event>',
+  '<event topic="build.done" target="reviewer">{"tests": 4}</event>',
+] }
+
+[hats.reviewer]
+description = "Reviews"
+triggers = ["build.done"]
+publishes = ["review.rejected", "LOOP_COMPLETE"]
+backend = { type = "scripted", outputs = [
+  '<event topic="review.rejected">missing test</event>',
+  '<event topic="LOOP_COMPLETE">approved</event>',
+] }
+"""
+
+
+class Yielding:
+    """A backend wrapper with a checkpoint, so a cancelled run stops between iterations."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+        self.kind = inner.kind
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """Yield to the event loop, then run the wrapped backend."""
+        await anyio.lowlevel.checkpoint()
+        return await self.inner.run(request)
+
+
+async def record_session(
+    tmp_path: Path,
+    *,
+    toml: str = LOOP_TOML,
+    name: str = "rec.jsonl",
+    extra: list[Extension] | None = None,
+    session_id: str | None = None,
+    resume: bool = False,
+    **kwargs: Any,
+) -> tuple[Path, RunSummary, Recorder]:
+    """Run the real loop in ``tmp_path`` with a recorder; return (file, summary, recorder)."""
+    (tmp_path / "loop.toml").write_text(toml, encoding="utf-8")
+    config = load_config(tmp_path / "loop.toml", root=tmp_path)
+    path = tmp_path / name
+    rec = Recorder(path, **kwargs)
+    backends: dict[str, Backend] = {n: Yielding(b) for n, b in build_backends(config).items()}
+    options = RunOptions(
+        workdir=tmp_path,
+        progress=False,
+        handle_signals=False,
+        session_id=session_id,
+        resume=resume,
+        backends=backends,
+    )
+    summary = await run_loop(config, options, [rec, *(extra or [])])
+    return path, summary, rec
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    """Every line of a recording, decoded."""
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+class StopAfter(Extension):
+    """Cancels the run (like SIGINT) once ``n`` iterations are done."""
+
+    def __init__(self, n: int, scope: anyio.CancelScope) -> None:
+        self.n = n
+        self.scope = scope
+
+    def attach(self, bus: EventBus) -> None:
+        """Watch the iterations."""
+        bus.subscribe("loop.iteration.done", self._done)
+
+    def _done(self, event: Event) -> None:
+        if isinstance(event.payload, dict) and event.payload["iteration"] >= self.n:
+            self.scope.cancel()
+
+
+async def test_records_header_iterations_and_footer(tmp_path: Path) -> None:
+    """A run is recorded as a header, one record per iteration and a footer, all valid."""
+    path, summary, rec = await record_session(tmp_path)
+    data = lines(path)
+    kinds = [d["kind"] for d in data]
+    assert kinds == ["header"] + ["iteration"] * 5 + ["footer"]
+    records = [parse_record(d) for d in data]
+    schema = recording_json_schema()
+    for d in data:
+        jsonschema.validate(d, schema)
+    header = records[0]
+    assert isinstance(header, HeaderRecord)
+    assert header.schema_version == SCHEMA_VERSION
+    assert header.session_id == summary.session_id
+    config = load_config(tmp_path / "loop.toml", root=tmp_path)
+    assert header.config_digest == config.digest()
+    assert header.hats["builder"].triggers == ["plan.ready", "review.rejected"]
+    assert header.hats["reviewer"].backend == "scripted"
+    assert header.python_version.count(".") == 2
+    its = [r for r in records if isinstance(r, IterationRecord)]
+    assert [r.hat for r in its] == ["planner", "builder", "reviewer", "builder", "reviewer"]
+    assert [r.iteration for r in its] == [1, 2, 3, 4, 5]
+    second_build = its[3]
+    assert second_build.events[0].topic == "build.done"
+    assert second_build.events[0].payload == {"tests": 4}
+    assert second_build.events[0].target == "reviewer"
+    assert "Builds" in second_build.prompt
+    assert second_build.output.startswith("<event")
+    assert second_build.timestamp.endswith("Z")
+    assert second_build.backend == "scripted"
+    assert second_build.status == "ok"
+    assert second_build.duration >= 0
+    footer = records[-1]
+    assert isinstance(footer, FooterRecord)
+    assert (footer.reason, footer.iterations, footer.exit_code) == ("completed", 5, 0)
+    assert footer.records == 6
+    assert footer.write_failures == 0
+    assert not footer.cap_reached
+    assert rec.records == 7
+    assert rec.bytes == path.stat().st_size
+    assert "7 records" in rec.describe()
+    assert "0 write failure(s)" in rec.describe()
+
+
+def test_refuses_an_existing_file_unless_forced(tmp_path: Path) -> None:
+    """An existing file is refused at construction (nothing runs); --force overwrites."""
+    path = tmp_path / "rec.jsonl"
+    path.write_text("keep me\n")
+    with pytest.raises(InputError, match="already exists; pass --force"):
+        Recorder(path)
+    assert path.read_text() == "keep me\n"
+    Recorder(path, force=True)  # accepted; the file is replaced only when the run starts
+
+
+def test_refuses_a_folder_and_a_tiny_cap(tmp_path: Path) -> None:
+    """A folder as the target, or a cap below the minimum, is bad input."""
+    with pytest.raises(InputError, match="is a folder"):
+        Recorder(tmp_path)
+    with pytest.raises(InputError, match="at least"):
+        Recorder(tmp_path / "r.jsonl", max_bytes=MIN_MAX_BYTES - 1)
+
+
+async def test_force_overwrites_the_old_recording(tmp_path: Path) -> None:
+    """With force, the old content is replaced by the new recording."""
+    (tmp_path / "rec.jsonl").write_text("old content that is not JSON\n")
+    path, _, _ = await record_session(tmp_path, force=True)
+    assert lines(path)[0]["kind"] == "header"
+
+
+async def test_recorder_is_one_shot(tmp_path: Path) -> None:
+    """Attaching twice, or after close, raises a clear error."""
+    async with Recorder(tmp_path / "r.jsonl") as rec:
+        rec.attach(EventBus())
+        with pytest.raises(RecorderClosed, match="already attached"):
+            rec.attach(EventBus())
+    with pytest.raises(RecorderClosed, match="closed"):
+        rec.attach(EventBus())
+    with pytest.raises(RecorderClosed, match="closed"):
+        async with rec:
+            pass
+
+
+async def test_resumed_session_appends_after_a_marker(tmp_path: Path) -> None:
+    """A killed session resumed with the same file appends (torn tail cut) and replays whole."""
+    with anyio.CancelScope() as scope:
+        await record_session(tmp_path, session_id="s1", extra=[StopAfter(2, scope)])
+    path = tmp_path / "rec.jsonl"
+    first = lines(path)
+    assert first[-1]["kind"] == "footer"
+    assert first[-1]["reason"] == "interrupted"
+    with path.open("ab") as fh:
+        fh.write(b'{"kind":"iteration","iter')  # a crash mid-write
+    _, summary, _ = await record_session(tmp_path, session_id="s1", resume=True, append=True)
+    assert summary.reason == "completed"
+    data = lines(path)  # every line parses: the torn tail was cut before appending
+    assert [d["kind"] for d in data].count("header") == 1
+    markers = [d for d in data if d["kind"] == "marker"]
+    assert [m["marker"] for m in markers] == ["resumed"]
+    assert markers[0]["resumed_at_iteration"] == 2
+    assert [d["iteration"] for d in data if d["kind"] == "iteration"] == [1, 2, 3, 4, 5]
+    result = await replay_recording(path)
+    assert result.ok, result.divergence
+    assert result.actual_iterations == 5
+
+
+async def test_resume_backfills_iterations_committed_but_not_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after the journal commit but before the recording write: the resumed recorder
+    takes the missing iteration from the journal, so the recording holds each one once."""
+    monkeypatch.chdir(tmp_path)  # state paths resolve against the working folder, as in the CLI
+    with anyio.CancelScope() as scope:
+        await record_session(tmp_path, session_id="s1", extra=[StopAfter(3, scope)])
+    path = tmp_path / "rec.jsonl"
+    kept = [
+        line
+        for line in path.read_text(encoding="utf-8").splitlines(keepends=True)
+        if json.loads(line).get("iteration") != 3 and json.loads(line)["kind"] != "footer"
+    ]
+    path.write_text("".join(kept), encoding="utf-8")  # iteration 3 committed, never recorded
+    await record_session(tmp_path, session_id="s1", resume=True, append=True)
+    data = lines(path)
+    assert [d["iteration"] for d in data if d["kind"] == "iteration"] == [1, 2, 3, 4, 5]
+    assert [d["kind"] for d in data].index("marker") == 4  # after the backfilled iteration
+    result = await replay_recording(path)
+    assert result.ok, result.divergence
+
+
+async def test_appending_to_another_session_is_refused(tmp_path: Path) -> None:
+    """Resuming into a recording of another session writes nothing; each record is counted."""
+    with anyio.CancelScope() as scope:
+        await record_session(tmp_path, session_id="s1", extra=[StopAfter(1, scope)])
+    with anyio.CancelScope() as scope:
+        await record_session(
+            tmp_path, session_id="s2", name="other.jsonl", extra=[StopAfter(1, scope)]
+        )
+    path = tmp_path / "rec.jsonl"
+    before = path.read_bytes()
+    (tmp_path / "other.jsonl").unlink()
+    rec = Recorder(path, append=True)
+    (tmp_path / "loop.toml").write_text(LOOP_TOML, encoding="utf-8")
+    config = load_config(tmp_path / "loop.toml", root=tmp_path)
+    await run_loop(
+        config,
+        RunOptions(
+            workdir=tmp_path, progress=False, handle_signals=False, session_id="s2", resume=True
+        ),
+        [rec],
+    )
+    assert path.read_bytes() == before
+    assert rec.write_failures == 6  # the resume marker, four iterations and the footer
+
+
+async def test_secrets_are_redacted_and_the_replay_still_matches(tmp_path: Path) -> None:
+    """Secret-looking env values vanish from prompts, outputs and events; replay agrees."""
+    toml = LOOP_TOML.replace("first build", "first build with sk-live-12345").replace(
+        "Reverse the words", "Reverse the words (token hunter2-long)"
+    )
+    env = {
+        "MY_API_KEY": "sk-live-12345",
+        "db_password": "hunter2-long",
+        "GH_TOKEN": "abc",
+        "PLAIN": "Reverse",
+    }
+    path, _, _ = await record_session(tmp_path, toml=toml, environ=env)
+    text = path.read_text(encoding="utf-8")
+    assert "sk-live-12345" not in text
+    assert "hunter2-long" not in text
+    assert "[redacted:MY_API_KEY]" in text
+    assert "[redacted:db_password]" in text
+    assert "Reverse the words" in text  # PLAIN is not a secret-looking name
+    build = next(d for d in lines(path) if d["kind"] == "iteration" and d["hat"] == "builder")
+    assert build["events"][0]["payload"] == "first build with [redacted:MY_API_KEY]"
+    assert lines(path)[0]["redacted"] is True
+    result = await replay_recording(path)
+    assert result.ok, result.divergence
+
+
+async def test_no_redact_keeps_values(tmp_path: Path) -> None:
+    """With redaction off, values are recorded as they were."""
+    toml = LOOP_TOML.replace("first build", "first build with sk-live-12345")
+    path, _, _ = await record_session(
+        tmp_path, toml=toml, redact=False, environ={"MY_API_KEY": "sk-live-12345"}
+    )
+    assert "sk-live-12345" in path.read_text(encoding="utf-8")
+    assert lines(path)[0]["redacted"] is False
+
+
+async def test_size_cap_is_never_exceeded_and_the_loop_goes_on(tmp_path: Path) -> None:
+    """For caps from tiny to ample: the file stays within the cap, a marker says so, the
+    footer is written, and the loop still completes every iteration."""
+    (tmp_path / "full").mkdir()
+    full, _, _ = await record_session(tmp_path / "full")
+    full_size = full.stat().st_size
+    footer_size = len(full.read_bytes().splitlines(keepends=True)[-1])
+    # Uncapped only if the last iteration still leaves room for the marker and the footer.
+    threshold = full_size - footer_size + recorder_mod.MARKER_RESERVE + recorder_mod.FOOTER_RESERVE
+    caps = list(range(MIN_MAX_BYTES, full_size + 1200, 700))
+    for cap in caps:
+        folder = tmp_path / f"cap{cap}"
+        folder.mkdir()
+        path, summary, rec = await record_session(folder, max_bytes=cap)
+        size = path.stat().st_size
+        assert size <= cap, (cap, size)
+        assert summary.reason == "completed"
+        assert summary.iterations == 5
+        data = lines(path)
+        assert data[-1]["kind"] == "footer"
+        capped = any(d.get("marker") == "cap_reached" for d in data)
+        assert capped == rec.cap_reached == data[-1]["cap_reached"]
+        assert capped == (cap < threshold), (cap, threshold)
+        if capped:
+            assert "cap reached" in rec.describe()
+            assert [d["kind"] for d in data][-2:] == ["marker", "footer"]
+
+
+async def test_a_capped_recording_replays_its_prefix(tmp_path: Path) -> None:
+    """A recording stopped by the cap replays the iterations it holds."""
+    full, _, _ = await record_session(tmp_path)
+    sizes = [len(line) for line in full.read_bytes().splitlines(keepends=True)]
+    reserve = recorder_mod.MARKER_RESERVE + recorder_mod.FOOTER_RESERVE
+    cap = sum(sizes[:3]) + reserve  # header and two iterations, plus the reserve
+    folder = tmp_path / "capped"
+    folder.mkdir()
+    path, _, _ = await record_session(folder, max_bytes=cap)
+    assert [d["kind"] for d in lines(path)] == [
+        "header",
+        "iteration",
+        "iteration",
+        "marker",
+        "footer",
+    ]
+    result = await replay_recording(path)
+    assert result.ok, result.divergence
+    assert result.partial is not None
+    assert "size cap" in result.partial
+    assert result.actual_iterations == 2
+
+
+async def test_write_failure_mid_run_is_counted_and_the_loop_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OSError on one write is counted, a marker tells what was lost, the file stays JSONL."""
+    real = recorder_mod._write_all
+    calls = {"n": 0}
+
+    def flaky(fd: int, data: bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:  # the second iteration: half a line, then the disk is full
+            real(fd, data[: len(data) // 2])
+            raise OSError(28, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(recorder_mod, "_write_all", flaky)
+    path, summary, rec = await record_session(tmp_path)
+    assert summary.reason == "completed"
+    assert rec.write_failures == 1
+    assert "1 write failure(s)" in rec.describe()
+    data = lines(path)  # the half line was cut off: every line parses
+    lost = [d for d in data if d.get("marker") == "write_failed"]
+    assert len(lost) == 1
+    assert lost[0]["lost_records"] == 1
+    assert [d["iteration"] for d in data if d["kind"] == "iteration"] == [1, 3, 4, 5]
+    assert data[-1]["write_failures"] == 1
+    assert rec.bytes == path.stat().st_size
+
+
+async def test_a_full_disk_never_stops_the_loop(tmp_path: Path) -> None:
+    """Writing to /dev/full (ENOSPC on every write) fails each record; the loop completes."""
+    if not await anyio.Path("/dev/full").exists():
+        pytest.skip("/dev/full is not available on this system")
+    rec = Recorder(Path("/dev/full"), force=True)
+    (tmp_path / "loop.toml").write_text(LOOP_TOML, encoding="utf-8")
+    config = load_config(tmp_path / "loop.toml", root=tmp_path)
+    summary = await run_loop(
+        config, RunOptions(workdir=tmp_path, progress=False, handle_signals=False), [rec]
+    )
+    assert summary.reason == "completed"
+    assert rec.write_failures == 7  # header, five iterations, footer
+    assert rec.records == 0
+
+
+async def test_an_unopenable_file_is_counted_and_the_loop_goes_on(tmp_path: Path) -> None:
+    """A target that cannot be opened (its parent is a file) is reported, never fatal."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    path, summary, rec = await record_session(tmp_path, name="not-a-dir/rec.jsonl")
+    assert summary.reason == "completed"
+    assert not path.exists()
+    assert rec.write_failures >= 1
+    assert "write failure" in rec.describe()
+
+
+def test_markers_and_records_are_small_enough_for_the_reserve() -> None:
+    """The cap marker and the footer fit the room the recorder keeps for them."""
+    marker = MarkerRecord(
+        marker="cap_reached",
+        max_bytes=10**12,
+        ts=1e10,
+        message="recording stopped: the next record (123456789012 bytes) would pass the cap",
+    )
+    footer = FooterRecord(
+        reason="x" * 64,
+        iterations=10**9,
+        elapsed=1e9,
+        exit_code=130,
+        records=10**9,
+        write_failures=10**9,
+        cap_reached=True,
+        ts=1e10,
+    )
+    assert len(marker.model_dump_json(exclude_none=True)) + 1 <= recorder_mod.MARKER_RESERVE
+    assert len(footer.model_dump_json(exclude_none=True)) + 1 <= recorder_mod.FOOTER_RESERVE
+
+
+def test_run_command_records_and_refuses_to_overwrite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`loop run --record-session` records; a second run on the same file exits 2."""
+    from loop.cli import main
+
+    (tmp_path / "loop.toml").write_text(LOOP_TOML, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "-q", "--record-session", "out.jsonl", "--log-format", "json"]) == 0
+    out = capsys.readouterr().out
+    assert "recording out.jsonl: 7 records" in out
+    before = (tmp_path / "out.jsonl").read_bytes()
+    assert main(["run", "-q", "--record-session", "out.jsonl", "--log-format", "json"]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert (tmp_path / "out.jsonl").read_bytes() == before
+    assert (
+        main(
+            [
+                "run",
+                "-q",
+                "--record-session",
+                "out.jsonl",
+                "--force",
+                "--record-max-bytes",
+                "2048",
+                "--log-format",
+                "json",
+            ]
+        )
+        == 0
+    )
+    assert (tmp_path / "out.jsonl").stat().st_size <= 2048

@@ -1,0 +1,428 @@
+"""Replay: the real engine against a recording; divergences, bad input, the CLI, JUnit XML."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree as ET
+
+import anyio
+import pytest
+import structlog
+
+from loop.backends.base import BackendRequest
+from loop.backends.replay import ReplayBackend
+from loop.cli import main
+from loop.engine import state as engine_state
+from loop.errors import RecordingError, ReplayDivergence
+from loop.session.recording import config_digest
+from loop.session.replay import RecordingReader, replay_file, replay_recording
+from tests.session.test_recorder import LOOP_TOML, record_session
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`main()` configures structlog for the process; put the previous set-up back."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def edit(
+    path: Path, change: Callable[[list[dict[str, Any]]], None], *, name: str = "edited.jsonl"
+) -> Path:
+    """A copy of the recording at ``path`` with its decoded lines changed by ``change``."""
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    change(records)
+    out = path.with_name(name)
+    out.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return out
+
+
+def its(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The iteration records among ``records``."""
+    return [r for r in records if r["kind"] == "iteration"]
+
+
+@pytest.fixture
+async def recording(tmp_path: Path) -> Path:
+    """A fresh recording of the five-iteration test loop."""
+    path, _, _ = await record_session(tmp_path)
+    return path
+
+
+async def test_a_fresh_recording_replays(recording: Path) -> None:
+    """Replaying an unchanged recording matches: same hats, events, count and reason."""
+    result = await replay_recording(recording)
+    assert result.ok, result.divergence
+    assert (result.actual_iterations, result.expected_iterations) == (5, 5)
+    assert result.actual_reason == result.expected_reason == "completed"
+    assert result.partial is None
+    assert result.summary().startswith("ok ")
+    result.raise_for_divergence()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "recordings").glob("*.jsonl")))
+def test_committed_recordings_replay(name: str) -> None:
+    """Every committed recording (default preset, command backend...) replays cleanly."""
+    result = replay_file(REPO / "recordings" / name)
+    assert result.ok, result.divergence and result.divergence.render()
+    assert result.actual_iterations == result.expected_iterations > 0
+
+
+async def test_an_edited_event_diverges(recording: Path) -> None:
+    """A recorded event payload that the output does not produce is a divergence."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        its(rs)[2]["events"][0]["payload"] = "edited"
+
+    result = await replay_recording(edit(recording, change))
+    assert result.divergence is not None
+    assert result.divergence.iteration == 3
+    assert "events differ" in result.divergence.what
+    text = result.divergence.render()
+    assert 'expected: review.rejected "edited"' in text
+    assert 'actual  : review.rejected "missing test"' in text
+    with pytest.raises(ReplayDivergence, match="diverged at iteration 3") as info:
+        result.raise_for_divergence()
+    assert info.value.exit_code == 4
+
+
+async def test_an_edited_output_diverges(recording: Path) -> None:
+    """An output whose tag changed produces other events than recorded: a divergence."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        its(rs)[0]["output"] = its(rs)[0]["output"].replace("1. split", "1. join")
+
+    result = await replay_recording(edit(recording, change))
+    assert result.divergence is not None
+    assert result.divergence.iteration == 1
+
+
+async def test_a_different_hat_diverges(recording: Path) -> None:
+    """A recording that says another hat ran is a divergence at that iteration."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        its(rs)[1]["hat"] = "reviewer"
+
+    result = await replay_recording(edit(recording, change))
+    assert result.divergence is not None
+    assert result.divergence.iteration == 2
+    assert result.divergence.what == "a different hat ran"
+    assert (result.divergence.expected, result.divergence.actual) == (["reviewer"], ["builder"])
+
+
+async def test_a_missing_iteration_diverges(recording: Path) -> None:
+    """An iteration missing from the middle of the recording is a divergence there."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        rs.remove(its(rs)[2])
+
+    result = await replay_recording(edit(recording, change))
+    assert result.divergence is not None
+    assert result.divergence.iteration == 3
+    assert "missing from the recording" in result.divergence.what
+
+
+async def test_a_missing_last_iteration_diverges(recording: Path) -> None:
+    """When the replay runs past the recording, the backend says 'recording exhausted'."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        rs.remove(its(rs)[-1])
+
+    result = await replay_recording(edit(recording, change))
+    assert result.divergence is not None
+    assert result.divergence.iteration == 5
+    assert "the recording ends at iteration 4" in result.divergence.what
+    assert "recording exhausted" in result.divergence.render()
+
+
+async def test_an_extra_recorded_iteration_means_the_loop_ended_early(recording: Path) -> None:
+    """A recording longer than the replayed loop diverges: the loop ended early."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        extra = dict(its(rs)[-1], iteration=6)
+        rs.insert(len(rs) - 1, extra)
+
+    result = await replay_recording(edit(recording, change))
+    assert result.divergence is not None
+    assert result.divergence.iteration == 6
+    assert result.divergence.what == "the replayed loop ended early"
+
+
+async def test_a_different_termination_diverges(recording: Path) -> None:
+    """A footer with another termination reason is a divergence at the end."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        rs[-1]["reason"] = "max_iterations"
+
+    result = await replay_recording(edit(recording, change))
+    assert result.divergence is not None
+    assert result.divergence.iteration is None
+    assert result.divergence.what == "termination differs"
+    assert "diverged at the end" in result.divergence.render()
+
+
+async def test_a_changed_routing_rule_in_the_config_diverges(recording: Path) -> None:
+    """Recorded under other triggers (review.rejected → planner), the replay diverges."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        header = rs[0]
+        for where in (header["hats"], header["config"]["hats"]):
+            where["builder"]["triggers"] = ["plan.ready"]
+            where["planner"]["triggers"] = ["task.start", "review.rejected"]
+        header["config_digest"] = config_digest(header["config"])
+
+    result = await replay_recording(edit(recording, change))
+    assert result.divergence is not None
+    assert result.divergence.iteration == 4
+    assert (result.divergence.expected, result.divergence.actual) == (["builder"], ["planner"])
+
+
+async def test_a_changed_routing_rule_in_the_engine_diverges(
+    recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine regression (routing code sends review.rejected elsewhere) is caught."""
+    real = engine_state.route
+
+    def regressed(event: Any, hats: Any, **kwargs: Any) -> str | None:
+        if event.topic == "review.rejected":
+            return "planner"
+        return real(event, hats, **kwargs)
+
+    monkeypatch.setattr(engine_state, "route", regressed)
+    result = await replay_recording(recording)
+    assert result.divergence is not None
+    assert result.divergence.iteration == 4
+    assert result.divergence.what == "a different hat ran"
+
+
+async def test_a_recorded_failure_replays_as_the_same_failure(tmp_path: Path) -> None:
+    """A failed iteration (scripted outputs exhausted) replays as a failure, and matches."""
+    toml = LOOP_TOML.replace(
+        "max_iterations = 20", "max_iterations = 20\nmax_consecutive_failures = 2"
+    ).replace("'<event topic=\"LOOP_COMPLETE\">approved</event>',", "")
+    path, summary, _ = await record_session(tmp_path, toml=toml)
+    assert summary.reason == "max_consecutive_failures"
+    result = await replay_recording(path)
+    assert result.ok, result.divergence
+    assert result.actual_reason == "max_consecutive_failures"
+    reader = RecordingReader(path)
+    last = reader.iteration(reader.last_iteration)
+    reader.close()
+    assert last is not None
+    assert (last.status, last.backend_ok) == ("failed", False)
+
+
+async def test_a_torn_last_line_warns_and_the_rest_replays(recording: Path) -> None:
+    """A crash mid-write (torn last line) is a warning; the iterations before it replay."""
+    data = await anyio.Path(recording).read_bytes()
+    torn = anyio.Path(recording.with_name("torn.jsonl"))
+    body = data[: data.rstrip(b"\n").rfind(b"\n") + 1]  # drop the footer...
+    await torn.write_bytes(body + b'{"kind":"footer","rea')  # ...and leave half of it
+    result = await replay_recording(Path(torn))
+    assert result.ok, result.divergence
+    assert any("torn last line" in w and "torn.jsonl:7" in w for w in result.warnings)
+    assert result.partial == "the recording has no footer"
+    assert result.actual_iterations == 5
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+BAD_INPUTS: dict[str, tuple[Callable[[Path, Path], Path], str]] = {
+    "missing file": (lambda rec, d: d / "nope.jsonl", r"nope\.jsonl: recording not found"),
+    "folder": (lambda rec, d: d, "is a folder"),
+    "empty file": (lambda rec, d: _write(d / "e.jsonl", b""), r"e\.jsonl: empty recording"),
+    "blank lines": (lambda rec, d: _write(d / "e.jsonl", b"\n\n"), "empty recording"),
+    "not JSONL": (
+        lambda rec, d: _write(d / "t.jsonl", b"hello world\nsecond line\n"),
+        r"t\.jsonl:1: not a JSONL recording",
+    ),
+    "JSON without kind": (
+        lambda rec, d: _write(d / "k.jsonl", b'{"a": 1}\n'),
+        r"k\.jsonl:1: not a hatloop recording",
+    ),
+    "corrupt middle line": (
+        lambda rec, d: _write(
+            d / "c.jsonl",
+            b"\n".join(
+                line if i != 3 else b'{"kind": "iteration", oops'
+                for i, line in enumerate(rec.read_bytes().split(b"\n"))
+            ),
+        ),
+        r"c\.jsonl:4: corrupt record \(not JSON",
+    ),
+    "invalid record in the middle": (
+        lambda rec, d: edit(rec, lambda rs: its(rs)[1].pop("hat"), name="i.jsonl"),
+        r"i\.jsonl:3: invalid record: iteration\.hat: Field required",
+    ),
+    "unknown schema version": (
+        lambda rec, d: edit(rec, lambda rs: rs[0].update(schema_version=99), name="v.jsonl"),
+        r"v\.jsonl:1: unknown schema version 99",
+    ),
+    "header not first": (
+        lambda rec, d: edit(rec, lambda rs: rs.pop(0), name="h.jsonl"),
+        r"h\.jsonl:1: expected a header record first, found 'iteration'",
+    ),
+    "header hats differ": (
+        lambda rec, d: edit(
+            rec,
+            lambda rs: rs[0]["hats"]["builder"].update(triggers=["other.topic"]),
+            name="m.jsonl",
+        ),
+        r"m\.jsonl:1: header does not match the hats: hat 'builder'",
+    ),
+    "config digest differs": (
+        lambda rec, d: edit(
+            rec, lambda rs: rs[0]["config"]["loop"].update(max_iterations=3), name="g.jsonl"
+        ),
+        r"g\.jsonl:1: header does not match its configuration",
+    ),
+    "unknown hat in an iteration": (
+        lambda rec, d: edit(rec, lambda rs: its(rs)[0].update(hat="ghost"), name="u.jsonl"),
+        r"u\.jsonl:2: iteration 1 names hat 'ghost'",
+    ),
+    "duplicate iteration": (
+        lambda rec, d: edit(rec, lambda rs: its(rs)[1].update(iteration=1), name="dup.jsonl"),
+        r"dup\.jsonl:3: iteration 1 is recorded twice",
+    ),
+    "records lost to write failures": (
+        lambda rec, d: edit(rec, lambda rs: rs[-1].update(write_failures=2), name="w.jsonl"),
+        r"w\.jsonl: recording is incomplete",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+async def test_bad_input_is_a_one_line_error_naming_file_and_line(
+    case: str, recording: Path, tmp_path: Path
+) -> None:
+    """Each kind of bad recording is a RecordingError with the file (and line)."""
+    make, pattern = BAD_INPUTS[case]
+    target = make(recording, tmp_path)
+    with pytest.raises(RecordingError, match=pattern) as info:
+        await replay_recording(target)
+    assert "\n" not in str(info.value)
+    assert info.value.exit_code == 2
+
+
+async def test_replay_backend_serves_both_channels_and_runs_out(
+    recording: Path, tmp_path: Path
+) -> None:
+    """The backend writes the recorded emit-file events and fails past the recording."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        its(rs)[0]["emitted"] = [{"topic": "plan.extra", "payload": {"a": 1}, "source": "planner"}]
+
+    reader = RecordingReader(edit(recording, change))
+    backend = ReplayBackend(reader)
+    events = tmp_path / "events.jsonl"
+
+    def request(iteration: int, hat: str) -> BackendRequest:
+        return BackendRequest(
+            hat=hat,
+            prompt="p",
+            iteration=iteration,
+            session_id="s",
+            activation=0,
+            events_file=events,
+            workdir=tmp_path,
+        )
+
+    first = await backend.run(request(1, "planner"))
+    assert first.ok
+    assert "plan.ready" in first.output
+    assert json.loads(events.read_text())["payload"] == {"a": 1}
+    wrong = await backend.run(request(2, "reviewer"))
+    assert not wrong.ok
+    assert "recorded for hat 'builder'" in str(wrong.reason)
+    past = await backend.run(request(9, "builder"))
+    assert not past.ok
+    assert str(past.reason).startswith("recording exhausted: it holds 5 iteration(s)")
+    reader.close()
+
+
+async def test_replay_memory_stays_flat(tmp_path: Path) -> None:
+    """A recording of many large outputs replays without holding them all in memory."""
+    big = "x" * 100_000
+    outputs = [f'{big}<event topic="work.next">{i}</event>' for i in range(40)]
+    outputs.append('<event topic="LOOP_COMPLETE">done</event>')
+    (tmp_path / "outputs.json").write_text(json.dumps(outputs))
+    toml = f"""
+[loop]
+prompt = "work"
+max_iterations = 100
+durable = false
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.worker]
+triggers = ["task.start", "work.next"]
+backend = {{ type = "scripted", outputs_file = "{tmp_path / "outputs.json"}" }}
+"""
+    path, summary, _ = await record_session(tmp_path, toml=toml)
+    assert summary.iterations == 41
+    size = path.stat().st_size
+    assert size > 4_000_000
+    tracemalloc.start()
+    try:
+        result = await replay_recording(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.ok, result.divergence
+    assert peak < size / 4, (peak, size)
+
+
+# -- the command line ---------------------------------------------------------------------
+
+
+def test_replay_command_runs_a_folder_with_junit_xml(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`loop replay DIR --junit-xml` prints a line per recording, a summary, and exits 4."""
+    recording = anyio.run(record_session, tmp_path)[0]
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "a_good.jsonl").write_bytes(recording.read_bytes())
+    edit(recording, lambda rs: its(rs)[1].update(hat="reviewer"), name="b_bad.jsonl").rename(
+        suite / "b_bad.jsonl"
+    )
+    report = tmp_path / "out" / "junit.xml"
+    code = main(["replay", str(suite), "--junit-xml", str(report), "--log-format", "json"])
+    out = capsys.readouterr().out
+    assert code == 4
+    assert f"ok       {suite / 'a_good.jsonl'}: 5 iteration(s), completed" in out
+    assert f"DIVERGED {suite / 'b_bad.jsonl'}: at iteration 2" in out
+    assert "diverged at iteration 2: a different hat ran" in out
+    assert "2 recording(s): 1 ok, 1 diverged, 0 error(s)" in out
+    root = ET.parse(report).getroot()
+    tests = root.find("testsuite")
+    assert tests is not None
+    assert (tests.get("tests"), tests.get("failures"), tests.get("errors")) == ("2", "1", "0")
+    failure = root.find(".//testcase[@name='%s']/failure" % (suite / "b_bad.jsonl"))
+    assert failure is not None
+    assert "a different hat ran" in str(failure.get("message"))
+
+
+def test_replay_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Exit 0 when all match, 2 on bad input (an empty folder, a missing file)."""
+    assert main(["replay", str(REPO / "recordings"), "--log-format", "json"]) == 0
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["replay", str(empty), "--log-format", "json"]) == 2
+    assert "no recordings (*.jsonl) in this folder" in capsys.readouterr().out
+    assert main(["replay", str(tmp_path / "x.jsonl"), "--log-format", "json"]) == 2
+    assert "ERROR    " in capsys.readouterr().out

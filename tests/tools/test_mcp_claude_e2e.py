@@ -1,0 +1,216 @@
+"""End to end: the real Claude Code CLI in a hat calls hatloop's tools over MCP.
+
+A loop runs ``python -m loop run --record-session`` with two hats: ``worker`` on the
+``claude`` backend (the real CLI, offline against the local mock Messages API) and
+``finisher`` (scripted) triggered by ``work.done``. The mock's scripted replies make
+the agent call ``mcp__hatloop__createTask``, a failing ``getTask``,
+``get_session_status`` and ``emit_event``; the loop then routes ``work.done`` to the
+finisher, which completes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loop.testing.anthropic_mock import MockAnthropic, RecordedRequest, ToolUseTurn, Turn
+from tests.backends.conftest import INSTALL_HINT, find_claude
+
+pytestmark = pytest.mark.claude
+
+SESSION = "e2e"
+TURNS: list[Turn | str] = [
+    ToolUseTurn("mcp__hatloop__createTask", {"name": "Write the docs"}),
+    ToolUseTurn("mcp__hatloop__getTask", {"id": "no-such-task"}),
+    ToolUseTurn("mcp__hatloop__get_session_status", {}),
+    ToolUseTurn("mcp__hatloop__emit_event", {"topic": "work.done", "payload": {"docs": 1}}),
+    "Created the task and reported work.done.",
+]
+
+LOOP_TOML = """
+[loop]
+prompt = "Create a task for the docs, then publish work.done"
+max_iterations = 4
+iteration_timeout_seconds = 100
+
+[tasks]
+block_completion = false   # the agent leaves its task open; the finisher may complete
+
+[hats.worker]
+description = "Creates the task and reports"
+triggers = ["task.start"]
+publishes = ["work.done"]
+backend = {{ type = "claude", command = [{claude}], env = {env} }}
+
+[hats.finisher]
+triggers = ["work.done"]
+publishes = ["LOOP_COMPLETE"]
+backend = {{ type = "scripted", outputs = ['<event topic="LOOP_COMPLETE">finished</event>'] }}
+"""
+
+
+@dataclass
+class Run:
+    """What the end-to-end run left behind."""
+
+    root: Path
+    proc: subprocess.CompletedProcess[str]
+    requests: list[RecordedRequest]
+
+    def journal(self) -> list[dict[str, Any]]:
+        """The session journal's records."""
+        path = self.root / ".loop" / "sessions" / SESSION / "journal.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()]
+
+    def iteration(self, hat: str) -> dict[str, Any]:
+        """The journal's ``iteration.end`` record of ``hat`` (each hat runs once)."""
+        ends = [r for r in self.journal() if r["kind"] == "iteration.end" and r["hat"] == hat]
+        assert len(ends) == 1, ends
+        return ends[0]
+
+    def tool_results(self) -> list[dict[str, Any]]:
+        """The tool results the CLI sent back to the model, in order."""
+        return self.requests[-1].tool_results()
+
+
+def _claude_bin() -> Path:
+    found = find_claude()
+    if found is not None and os.access(found, os.X_OK):
+        return found
+    if found is None and shutil.which("npm") is None:
+        pytest.skip("npm is not installed, so the Claude Code CLI cannot be installed here")
+    pytest.fail(
+        f"Claude Code CLI not found at {found or '.cache/npm or PATH'}; run: {INSTALL_HINT}"
+    )
+
+
+def _toml_table(values: dict[str, str]) -> str:
+    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in values.items()) + " }"
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Run the loop once (the real CLI is slow to start); every test reads the results."""
+    claude = _claude_bin()
+    root = tmp_path_factory.mktemp("e2e")
+    (root / "home").mkdir()
+    with MockAnthropic(turns=TURNS) as mock:
+        env = {
+            "HOME": str(root / "home"),
+            "ANTHROPIC_BASE_URL": mock.base_url,
+            "ANTHROPIC_API_KEY": "test",
+            "DISABLE_TELEMETRY": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "CLAUDE_CODE_MAX_RETRIES": "0",
+        }
+        (root / "loop.toml").write_text(
+            LOOP_TOML.format(claude=json.dumps(str(claude)), env=_toml_table(env)), "utf-8"
+        )
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "loop",
+                "run",
+                "--quiet",
+                "--json",
+                "--session-id",
+                SESSION,
+                "--record-session",
+                "rec.jsonl",
+            ],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=110,
+            check=False,
+        )
+        requests = mock.turn_requests
+        exhausted = mock.exhausted
+    assert not exhausted, "the agent asked the model more often than scripted"
+    return Run(root=root, proc=proc, requests=requests)
+
+
+def test_loop_completes(run: Run) -> None:
+    """The run ends completed (exit 0) after the worker and the finisher."""
+    assert run.proc.returncode == 0, run.proc.stderr[-3000:]
+    summary = json.loads(run.proc.stdout)
+    assert summary["reason"] == "completed"
+    assert summary["activations"] == {"worker": 1, "finisher": 1}
+
+
+def test_agent_created_the_task_in_the_tasks_file(run: Run) -> None:
+    """createTask over MCP wrote the task to the loop's tasks file."""
+    tasks = json.loads((run.root / ".loop" / "tasks.json").read_text())
+    assert [(t["name"], t["status"]) for t in tasks] == [("Write the docs", "todo")]
+
+
+def test_tool_results_reached_the_model(run: Run) -> None:
+    """Results and the structured error came back to the model as tool results."""
+    results = run.tool_results()
+    assert len(results) == 4
+    created, missing, status, emitted = (json.loads(str(r["content"])) for r in results)
+    assert created["task"]["name"] == "Write the docs"
+    assert missing == {
+        "error": {
+            "code": "task_not_found",
+            "message": "task 'no-such-task' not found",
+            "details": {"id": "no-such-task"},
+        }
+    }
+    assert results[1].get("is_error") is True
+    assert not any(r.get("is_error") for i, r in enumerate(results) if i != 1)
+    assert (status["session_id"], status["status"]) == (SESSION, "running")
+    assert emitted["topic"] == "work.done"
+
+
+def test_emitted_event_reached_the_bus_and_the_journal(run: Run) -> None:
+    """work.done, emitted through MCP, is the worker's event and triggered the finisher."""
+    worker = run.iteration("worker")
+    assert worker["status"] == "ok"
+    assert worker["meta"]["mcp_servers"] == [{"name": "hatloop", "status": "connected"}]
+    assert worker["meta"]["tool_uses"] == [
+        "mcp__hatloop__createTask",
+        "mcp__hatloop__getTask",
+        "mcp__hatloop__get_session_status",
+        "mcp__hatloop__emit_event",
+    ]
+    assert [(e["topic"], e["payload"], e["source"]) for e in worker["emitted"]] == [
+        ("work.done", {"docs": 1}, "worker")
+    ]
+    finisher = run.iteration("finisher")
+    assert [(e["topic"], e["source"]) for e in finisher["triggers"]] == [("work.done", "worker")]
+
+
+def test_iterations_are_recorded(run: Run) -> None:
+    """The recording holds both iterations with their events and a completed footer."""
+    records = [json.loads(line) for line in (run.root / "rec.jsonl").read_text().splitlines()]
+    iterations = [r for r in records if r["kind"] == "iteration"]
+    assert [(r["hat"], [e["topic"] for e in r["events"]]) for r in iterations] == [
+        ("worker", ["work.done"]),
+        ("finisher", ["LOOP_COMPLETE"]),
+    ]
+    assert iterations[0]["output"] == "Created the task and reported work.done."
+    assert records[-1]["kind"] == "footer"
+
+
+def test_recording_replays(run: Run) -> None:
+    """``loop replay`` runs the recording again without a divergence."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "loop", "replay", "rec.jsonl"],
+        cwd=run.root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "rec.jsonl: 2 iteration(s), completed" in proc.stdout

@@ -1,0 +1,140 @@
+"""``python -m loop mcp`` as a real stdio subprocess: flags, environment, list and call."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
+
+from loop.tools.registry import all_tools
+
+
+def _server(tmp_path: Path, *args: str, **env: str) -> StdioServerParameters:
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "FILE_PATH",
+            "LOOP_WORKSPACE",
+            "LOOP_EXPERIENCES_DIR",
+            "LOOP_EVENTS_FILE",
+            "LOOP_SESSION_DIR",
+            "LOOP_SESSION_ID",
+        )
+    }
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "loop", "mcp", *args], env={**base, **env}, cwd=tmp_path
+    )
+
+
+async def test_stdio_server_lists_and_calls_tools(tmp_path: Path) -> None:
+    """Over stdio every tool is listed; calls reach the flagged files and the events file."""
+    events = tmp_path / "it" / "events.jsonl"
+    events.parent.mkdir()
+    server = _server(
+        tmp_path,
+        "--tasks-file",
+        "flag-tasks.json",
+        "--workspace",
+        "ws",
+        FILE_PATH=str(tmp_path / "env-tasks.json"),
+        LOOP_EVENTS_FILE=str(events),
+    )
+    async with Client(server) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        created = await client.call_tool("createTask", {"name": "over stdio"})
+        listed = await client.call_tool("listTasks", {})
+        missing = await client.call_tool("getTask", {"id": "nope"})
+        emitted = await client.call_tool("emit_event", {"topic": "work.done", "payload": [1]})
+        status = await client.call_tool("get_theme_status", {})
+    assert names == list(all_tools())
+    assert not created.is_error
+    assert created.structured_content is not None
+    task_id = created.structured_content["task"]["id"]
+    assert [t["id"] for t in json.loads((tmp_path / "flag-tasks.json").read_text())] == [task_id]
+    assert not (tmp_path / "env-tasks.json").exists()
+    assert listed.structured_content is not None
+    assert [t["name"] for t in listed.structured_content["tasks"]] == ["over stdio"]
+    assert missing.is_error
+    block = missing.content[0]
+    assert isinstance(block, TextContent)
+    assert json.loads(block.text)["error"]["code"] == "task_not_found"
+    assert not emitted.is_error
+    assert [json.loads(line)["payload"] for line in events.read_text().splitlines()] == [[1]]
+    assert not status.is_error
+    assert status.structured_content is not None
+    assert status.structured_content["activeThemes"] == []
+
+
+async def test_stdio_server_takes_settings_from_the_environment(tmp_path: Path) -> None:
+    """Without flags FILE_PATH names the tasks file, as the seed says."""
+    server = _server(tmp_path, FILE_PATH=str(tmp_path / "env-tasks.json"))
+    async with Client(server) as client:
+        result = await client.call_tool("createTask", {"name": "from env"})
+        no_session = await client.call_tool("emit_event", {"topic": "x"})
+    assert not result.is_error
+    saved = json.loads((tmp_path / "env-tasks.json").read_text())
+    assert [t["name"] for t in saved] == ["from env"]
+    assert no_session.is_error
+
+
+async def _reply(stdout: BufferedByteReceiveStream, request_id: int, lines: list[str]) -> Any:
+    """Read stdout lines until the reply to ``request_id``; keep every line read."""
+    while True:
+        line = (await stdout.receive_until(b"\n", 1 << 20)).decode()
+        lines.append(line)
+        message = json.loads(line)
+        if message.get("id") == request_id:
+            return message
+
+
+async def test_stdout_carries_only_json_rpc_and_logs_go_to_stderr(tmp_path: Path) -> None:
+    """Raw JSON-RPC in and out: every stdout line is a JSON-RPC message; logs are on stderr."""
+    server = _server(tmp_path, "--tasks-file", "tasks.json", "--log-format", "json")
+    requests: list[dict[str, Any]] = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "raw", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "getTask", "arguments": {"id": "nope"}},
+        },
+    ]
+    lines: list[str] = []
+    async with await anyio.open_process(
+        [server.command, *server.args], cwd=tmp_path, env=server.env
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        stdout = BufferedByteReceiveStream(proc.stdout)
+        for request in requests:
+            await proc.stdin.send((json.dumps(request) + "\n").encode())
+            if "id" in request:
+                reply = await _reply(stdout, request["id"], lines)
+        await proc.stdin.aclose()  # only after the last reply: EOF ends the server
+        tail = b"".join([chunk async for chunk in stdout]).decode()
+        lines += tail.splitlines()
+        errors = b"".join([chunk async for chunk in proc.stderr]).decode()
+    assert proc.returncode == 0
+    assert all(json.loads(line)["jsonrpc"] == "2.0" for line in lines)
+    assert reply["result"]["isError"] is True
+    error = json.loads(reply["result"]["content"][0]["text"])
+    assert error["error"]["code"] == "task_not_found"
+    assert '"mcp.tool_error"' in errors
