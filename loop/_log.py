@@ -31,7 +31,8 @@ def configure_logging(fmt: LogFormat = "auto", *, level: int = logging.INFO) -> 
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),
+        # PrintLogger needs only write() and flush(); TextIO is stricter than it uses.
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
 

@@ -495,8 +495,9 @@ def validate_topology(cfg: LoadedConfig) -> None:
 def tool_settings_from_project(root: Path, config: str | None = None) -> dict[str, str]:
     """Where the tool files live according to ``loop.toml`` (or ``config``), if any.
 
-    Returns keys ``tasks_file``, ``workspace`` and ``experiences_base`` for the settings
-    present; relative paths resolve against ``root`` (where the loop runs), as in the loop.
+    Returns keys ``tasks_file``, ``workspace``, ``experiences_base`` and ``sessions_dir``
+    for the settings present; relative paths resolve against ``root`` (where the loop
+    runs), as in the loop.
     """
     path = Path(config) if config else root / DEFAULT_CONFIG_NAME
     if not config and not path.exists():
@@ -508,6 +509,7 @@ def tool_settings_from_project(root: Path, config: str | None = None) -> dict[st
         ("tasks", "file", "tasks_file"),
         ("themes", "workspace", "workspace"),
         ("experience", "base_directory", "experiences_base"),
+        ("loop", "sessions_dir", "sessions_dir"),
     ):
         value = data.get(section, {}).get(key) if isinstance(data.get(section), dict) else None
         if isinstance(value, str) and value:

@@ -51,6 +51,7 @@ def tool_context(config: LoadedConfig, workdir: Path) -> ToolContext:
         tasks_file=config.resolve(config.tasks.file),
         workspace=config.resolve(config.themes.workspace),
         experiences_base=config.resolve(config.experience.base_directory),
+        sessions_dir=config.resolve(config.loop.sessions_dir),
     )
 
 

@@ -170,7 +170,7 @@ class Engine:
                     "config_digest": self.config.digest(),
                     "completion_event": self.config.loop.completion_event,
                     "fallback_hat": self.config.loop.fallback_hat,
-                "starting_event": self.config.loop.starting_event,
+                    "starting_event": self.config.loop.starting_event,
                     "hats": self._hats_record(),
                     "config": self.config.snapshot(),
                     "start_event": start.to_dict(),

@@ -74,8 +74,13 @@ class LoopState:
 
 def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
     state.seen_topics.add(event.topic)
-    hat = route(event, ctx.hats, completion_event=ctx.completion_event, fallback=ctx.fallback,
-                starting_event=ctx.starting_event)
+    hat = route(
+        event,
+        ctx.hats,
+        completion_event=ctx.completion_event,
+        fallback=ctx.fallback,
+        starting_event=ctx.starting_event,
+    )
     if hat is not None:
         state.pending.append(PendingEvent(seq=state.next_seq, event=event, hat=hat))
         state.next_seq += 1

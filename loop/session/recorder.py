@@ -70,13 +70,30 @@ class Redactor:
     """Replaces the values of secret-looking environment variables in strings."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
-        found = {
+        self.secrets: list[tuple[str, str]] = []
+        self.learn(environ)
+
+    def learn(self, environ: Mapping[str, Any]) -> None:
+        """Add the secret-looking entries of ``environ`` to what is redacted."""
+        found = set(self.secrets) | {
             (v, k)
             for k, v in environ.items()
-            if _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LENGTH
+            if isinstance(v, str) and _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LENGTH
         }
         # Longest first, so a secret containing another is replaced whole.
         self.secrets = sorted(found, key=lambda p: (-len(p[0]), p[1]))
+
+    def learn_from_config(self, data: Any) -> None:
+        """Add secrets set in the config itself: every ``env`` table of a backend."""
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if key == "env" and isinstance(value, dict):
+                    self.learn(value)
+                else:
+                    self.learn_from_config(value)
+        elif isinstance(data, list):
+            for item in data:
+                self.learn_from_config(item)
 
     def text(self, value: str) -> str:
         """``value`` with every secret replaced by ``[redacted:NAME]``."""
@@ -315,6 +332,8 @@ class Recorder(Extension):
 
     def _on_start(self, event: Event) -> None:
         data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
+        if self.redactor is not None:  # secrets in backend env tables, before any record
+            self.redactor.learn_from_config(data.get("config", {}))
         if self._fd is None and not self._disabled:
             self._open()
         if self._disabled or self.bytes == 0:
@@ -352,6 +371,7 @@ class Recorder(Extension):
     def _header(self, data: dict[str, Any]) -> HeaderRecord:
         config = data.get("config", {})
         if self.redactor is not None:  # the digest must describe the config as recorded
+            self.redactor.learn_from_config(config)
             config = self.redactor.value(config)
         return HeaderRecord(
             session_id=str(data.get("session_id", "")),

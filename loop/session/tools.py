@@ -33,7 +33,6 @@ __all__ = [
 
 DOMAIN = "session"
 ENV_SESSION_ID = "LOOP_SESSION_ID"
-DEFAULT_SESSIONS_DIR = ".loop/sessions"
 TOPIC_PATTERN = r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$"
 
 JsonPayload = str | int | float | bool | dict[str, Any] | list[Any] | None
@@ -150,7 +149,7 @@ def _where(ctx: ToolContext, requested: str | None) -> tuple[Path, str | None]:
     if ctx.session_dir is not None:
         sessions_dir = ctx.session_dir.parent
         return sessions_dir, requested or ctx.session_dir.name
-    sessions_dir = ctx.root / DEFAULT_SESSIONS_DIR
+    sessions_dir = ctx.sessions_dir
     return sessions_dir, requested or os.environ.get(ENV_SESSION_ID) or latest_session(sessions_dir)
 
 

@@ -108,6 +108,7 @@ def context_from_args(args: argparse.Namespace) -> ToolContext:
         tasks_file=getattr(args, "tasks_file", None) or project.get("tasks_file"),
         workspace=getattr(args, "workspace", None) or project.get("workspace"),
         experiences_base=getattr(args, "experiences_dir", None) or project.get("experiences_base"),
+        sessions_dir=project.get("sessions_dir"),
         default_tasks_file=".loop/tasks.json",
     )
 

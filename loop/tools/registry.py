@@ -46,6 +46,7 @@ class ToolContext:
         tasks_file: the tasks JSON file; ``None`` keeps tasks in memory (seed 003).
         workspace: the theme workspace (themebox/, feedbackbox/, artifacts/, stats/).
         experiences_base: the folder holding ``experiences/experience_<id>/``.
+        sessions_dir: the loop's sessions folder (``[loop] sessions_dir``).
         session_dir: the running loop session's folder, when called from inside one.
         events_file: the running iteration's events file (``LOOP_EVENTS_FILE``).
         state: per-process state of in-memory stores, keyed by domain.
@@ -55,6 +56,7 @@ class ToolContext:
     tasks_file: Path | None = None
     workspace: Path = field(default_factory=lambda: Path(".loop/works"))
     experiences_base: Path = field(default_factory=lambda: Path(".loop/experiences"))
+    sessions_dir: Path = field(default_factory=lambda: Path(".loop/sessions"))
     session_dir: Path | None = None
     events_file: Path | None = None
     state: dict[str, Any] = field(default_factory=dict)
@@ -67,6 +69,8 @@ class ToolContext:
             self.workspace = self.root / self.workspace
         if not self.experiences_base.is_absolute():
             self.experiences_base = self.root / self.experiences_base
+        if not self.sessions_dir.is_absolute():
+            self.sessions_dir = self.root / self.sessions_dir
 
     @classmethod
     def from_env(
@@ -76,6 +80,7 @@ class ToolContext:
         tasks_file: str | None = None,
         workspace: str | None = None,
         experiences_base: str | None = None,
+        sessions_dir: str | None = None,
         default_tasks_file: str | None = None,
         environ: dict[str, str] | None = None,
     ) -> ToolContext:
@@ -91,6 +96,7 @@ class ToolContext:
             tasks_file=Path(tf) if tf else None,
             workspace=Path(ws),
             experiences_base=Path(ex),
+            sessions_dir=Path(sessions_dir or ".loop/sessions"),
             session_dir=Path(sd) if sd else None,
             events_file=Path(ef) if ef else None,
         )

@@ -42,12 +42,19 @@ async def test_hats_create_start_and_complete_tasks_until_all_are_done(tmp_path:
         {
             "planner": {"triggers": ["task.start"], "publishes": ["plan.ready"]},
             "worker": {
-                "triggers": ["plan.ready", "task.listed", "task.started", "task.completed",
-                             "loop.completion_rejected"],
+                "triggers": [
+                    "plan.ready",
+                    "task.listed",
+                    "task.started",
+                    "task.completed",
+                    "loop.completion_rejected",
+                ],
                 "publishes": ["LOOP_COMPLETE"],
             },
         },
-        folder=tmp_path, extensions=True, max_iterations=30,
+        folder=tmp_path,
+        extensions=True,
+        max_iterations=30,
     )
     planner = scripted(
         tag("task.create", {"name": "write code"})
@@ -55,14 +62,15 @@ async def test_hats_create_start_and_complete_tasks_until_all_are_done(tmp_path:
         + tag("plan.ready", "two tasks")
     )
     worker = PythonBackend(f"{__name__}:task_worker")
-    summary, cap = await run_hats(cfg, {"planner": planner, "worker": worker},
-                                  workdir=tmp_path)
+    summary, cap = await run_hats(cfg, {"planner": planner, "worker": worker}, workdir=tmp_path)
     assert summary.reason == "completed", summary
     tasks = json.loads((tmp_path / ".loop/tasks.json").read_text())
     assert sorted(t["name"] for t in tasks) == ["write code", "write tests"]
     assert all(t["status"] == "done" for t in tasks)
     assert [t["resolution"] for t in sorted(tasks, key=lambda t: t["order"])] == [
-        "did write code", "did write tests"]
+        "did write code",
+        "did write tests",
+    ]
     rejected = [e for e in cap.events if e.topic == "loop.completion_rejected"]
     assert rejected and "open" in rejected[0].payload
     progress = [e for e in cap.events if e.topic == "task.progress"]
@@ -76,15 +84,28 @@ def themer(ctx: HatContext) -> str:
         ctx.emit("LOOP_COMPLETE", "theme done")
     elif "theme.started" in topics:
         started = _last(ctx, "theme.started")
-        ctx.emit("theme.end", {"themeStartId": started["themeStartId"],
-                               "themeDirectoryPart": started["themeDirectoryPart"],
-                               "themeName": "Bus study", "reason": "finished",
-                               "achievements": ["notes written"]})
+        ctx.emit(
+            "theme.end",
+            {
+                "themeStartId": started["themeStartId"],
+                "themeDirectoryPart": started["themeDirectoryPart"],
+                "themeName": "Bus study",
+                "reason": "finished",
+                "achievements": ["notes written"],
+            },
+        )
     elif "theme.previewed" in topics:
         preview = _last(ctx, "theme.previewed")
-        ctx.emit("theme.start", {"targetFilename": preview["filename"], "themeName": "Bus study",
-                                 "themeDirectoryPart": "bus_study", "reason": "next in box",
-                                 "activityContent": ["read the bus"]})
+        ctx.emit(
+            "theme.start",
+            {
+                "targetFilename": preview["filename"],
+                "themeName": "Bus study",
+                "themeDirectoryPart": "bus_study",
+                "reason": "next in box",
+                "activityContent": ["read the bus"],
+            },
+        )
     else:
         ctx.emit("theme.preview", {})
     return "ok"
@@ -97,14 +118,21 @@ async def test_a_hat_previews_starts_and_ends_a_theme_across_heartbeats(tmp_path
     (box / "bus_study.md").write_text("# Study the bus\n")
     cfg = make_config(
         {"themer": {"triggers": ["task.start", "theme.*"], "publishes": ["LOOP_COMPLETE"]}},
-        folder=tmp_path, extensions=True,
+        folder=tmp_path,
+        extensions=True,
     )
-    summary, cap = await run_hats(cfg, {"themer": PythonBackend(f"{__name__}:themer")},
-                                  workdir=tmp_path)
+    summary, cap = await run_hats(
+        cfg, {"themer": PythonBackend(f"{__name__}:themer")}, workdir=tmp_path
+    )
     assert summary.reason == "completed" and summary.iterations == 4, cap.topics()
     assert [t for t in cap.topics() if t.startswith("theme.")] == [
-        "theme.preview", "theme.previewed", "theme.start", "theme.started", "theme.end",
-        "theme.ended"]
+        "theme.preview",
+        "theme.previewed",
+        "theme.start",
+        "theme.started",
+        "theme.end",
+        "theme.ended",
+    ]
     works = tmp_path / ".loop/works"
     assert (box / "processed.bus_study.md").exists() and not (box / "bus_study.md").exists()
     histories = sorted(p.name for p in (works / "artifacts/theme_histories").iterdir())
@@ -112,19 +140,23 @@ async def test_a_hat_previews_starts_and_ends_a_theme_across_heartbeats(tmp_path
     assert any("bus_study" in p.name for p in (works / "artifacts").iterdir())
 
 
-async def test_an_interrupt_feedback_item_wakes_a_hat_at_the_next_iteration(
-        tmp_path: Path) -> None:
+async def test_an_interrupt_feedback_item_wakes_a_hat_at_the_next_iteration(tmp_path: Path) -> None:
     """feedbackbox/interrupt.*.md becomes a theme.interrupt event routed to its hat."""
     fb = tmp_path / ".loop/works/feedbackbox"
     fb.mkdir(parents=True)
     (fb / "interrupt.stop_now.md").write_text("please stop and summarise")
     cfg = make_config(
-        {"main": {"triggers": ["task.start"]},
-         "listener": {"triggers": ["theme.interrupt"], "publishes": ["LOOP_COMPLETE"]}},
-        folder=tmp_path, extensions=True,
+        {
+            "main": {"triggers": ["task.start"]},
+            "listener": {"triggers": ["theme.interrupt"], "publishes": ["LOOP_COMPLETE"]},
+        },
+        folder=tmp_path,
+        extensions=True,
     )
-    backends = {"main": scripted("<event topic=\"experience.thought\">busy</event>"),
-                "listener": scripted(tag("LOOP_COMPLETE", "stopped"))}
+    backends = {
+        "main": scripted('<event topic="experience.thought">busy</event>'),
+        "listener": scripted(tag("LOOP_COMPLETE", "stopped")),
+    }
     summary, cap = await run_hats(cfg, backends, workdir=tmp_path)
     assert summary.reason == "completed"
     interrupts = [e for e in cap.events if e.topic == "theme.interrupt"]

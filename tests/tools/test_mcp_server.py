@@ -235,17 +235,9 @@ async def test_theme_tools_lifecycle(client: Client, ctx: ToolContext) -> None:
     ws = _theme_workspace(ctx)
     preview = await ok(client, "preview_next_theme")
     assert (preview["found"], preview["filename"]) == (True, "001_mcp.md")
-    started = await ok(
-        client,
-        "start_theme",
-        {
-            "targetFilename": "001_mcp.md",
-            "themeName": "Serve the tools",
-            "themeDirectoryPart": "serve_tools",
-            "reason": "next in the box",
-            "activityContent": ["list", "call"],
-        },
-    )
+    theme = {"themeName": "Serve the tools", "themeDirectoryPart": "serve_tools"}
+    start = {**theme, "targetFilename": "001_mcp.md", "reason": "next", "activityContent": ["a"]}
+    started = await ok(client, "start_theme", start)
     assert started["themeStartId"] == "20250801120000"
     assert (ctx.workspace / started["historyFile"]).is_file()
     status = await ok(client, "get_theme_status")
@@ -254,17 +246,8 @@ async def test_theme_tools_lifecycle(client: Client, ctx: ToolContext) -> None:
     item = await ok(client, "check_and_process_item", {"type": "feedbackbox"})
     assert (item["found"], item["content"]) == (True, "use JSON errors\n")
     write_heartbeat(ws, datetime(2025, 8, 1, 12, 5, 0))
-    ended = await ok(
-        client,
-        "end_theme",
-        {
-            "themeStartId": started["themeStartId"],
-            "themeDirectoryPart": "serve_tools",
-            "themeName": "Serve the tools",
-            "reason": "done",
-            "achievements": ["served"],
-        },
-    )
+    end = {**theme, "themeStartId": started["themeStartId"], "reason": "done"}
+    ended = await ok(client, "end_theme", {**end, "achievements": ["served"]})
     assert ended["themeEndId"] == "20250801120500"
     assert (await ok(client, "get_theme_status"))["activeThemes"] == []
 
@@ -277,16 +260,8 @@ async def test_theme_tools_error_paths(client: Client, ctx: ToolContext) -> None
     assert missing["code"] == "theme_file_not_found"
     assert "404.md" in missing["message"]
     await ok(client, "start_theme", {**start, "targetFilename": "001_mcp.md"})
-    cooldown = await err(
-        client,
-        "end_theme",
-        {
-            "themeStartId": "20250801120000",
-            "themeDirectoryPart": "x",
-            "themeName": "X",
-            "reason": "too soon",
-        },
-    )
+    end = {"themeStartId": "20250801120000", "themeDirectoryPart": "x", "themeName": "X"}
+    cooldown = await err(client, "end_theme", {**end, "reason": "too soon"})
     assert cooldown["code"] == "cooldown"
     unpaired = await err(client, "start_theme", {**start, "parentThemeStartId": "20250801120000"})
     assert unpaired["code"] == "invalid_input"
@@ -303,27 +278,14 @@ async def test_experience_tools_export_then_import(client: Client, ctx: ToolCont
     assert guide["guide_content"]
     assert (await ok(client, "get_ai_experience_import_guide"))["guide_content"]
     assert (await ok(client, "get_export_status", {"session_id": "s1"}))["status"] == "not_found"
-    init = await ok(
-        client,
-        "export_experience_init",
-        {
-            "session_id": "s1",
-            "metadata": {"platform": "tests"},
-            "summary": SUMMARY,
-        },
-    )
+    init_args = {"session_id": "s1", "metadata": {"platform": "tests"}, "summary": SUMMARY}
+    init = await ok(client, "export_experience_init", init_args)
     batch = [{"user_input": "q", "ai_response": "a", "reasoning": "because"}]
-    written = await ok(
-        client,
-        "export_experience_conversations",
-        {"session_id": "s1", "batch_number": 1, "conversations_batch": batch},
-    )
+    batch_args = {"session_id": "s1", "batch_number": 1, "conversations_batch": batch}
+    written = await ok(client, "export_experience_conversations", batch_args)
     assert written["next_batch_number"] == 2
-    await ok(
-        client,
-        "export_experience_thoughts",
-        {"session_id": "s1", "thoughts": {"insights": ["typed schemas help"]}},
-    )
+    thoughts = {"session_id": "s1", "thoughts": {"insights": ["typed schemas help"]}}
+    await ok(client, "export_experience_thoughts", thoughts)
     final = await ok(client, "export_experience_finalize", {"session_id": "s1"})
     assert final["total_conversations"] == 1
     assert (await ok(client, "get_export_status", {"session_id": "s1"}))["status"] == "completed"
