@@ -26,8 +26,9 @@ from loop.backends.configs import (
     ReplayConfig,
     ScriptedConfig,
 )
+from loop.engine.topology import validate_topology
 from loop.errors import ConfigError
-from loop.events import is_valid_pattern, is_valid_topic, topic_matches
+from loop.events import is_valid_pattern, is_valid_topic
 
 __all__ = [
     "BackendConfig",
@@ -449,47 +450,6 @@ def config_from_snapshot(
     )
     validate_topology(loaded)
     return loaded
-
-
-def validate_topology(cfg: LoadedConfig) -> None:
-    """Cross-checks: hats exist, triggers unambiguous, the starting event handled."""
-    if not cfg.hats:
-        raise ConfigError(
-            "no hats defined: add [hats.NAME] tables or [loop] hats files",
-            file=cfg.source,
-            key="hats",
-        )
-    claimed: dict[str, str] = {}
-    for name, hat in cfg.hats.items():
-        where = cfg.hat_sources.get(name, cfg.source)
-        for trig in hat.triggers:
-            if trig in claimed and trig != "*":
-                raise ConfigError(
-                    f"trigger {trig!r} is claimed by hats {claimed[trig]!r} and "
-                    f"{name!r} (each trigger may route to one hat)",
-                    file=where,
-                    key=f"hats.{name}.triggers",
-                )
-            claimed[trig] = name
-        if cfg.loop.completion_event in hat.triggers:
-            raise ConfigError(
-                "a hat cannot be triggered by the completion event",
-                file=where,
-                key=f"hats.{name}.triggers",
-            )
-    if cfg.loop.fallback_hat and cfg.loop.fallback_hat not in cfg.hats:
-        raise ConfigError(
-            f"fallback hat {cfg.loop.fallback_hat!r} is not defined",
-            file=cfg.source,
-            key="loop.fallback_hat",
-        )
-    start = cfg.loop.starting_event
-    if not any(topic_matches(t, start) for h in cfg.hats.values() for t in h.triggers):
-        raise ConfigError(
-            f"no hat is triggered by the starting event {start!r}",
-            file=cfg.source,
-            key="loop.starting_event",
-        )
 
 
 def tool_settings_from_project(root: Path, config: str | None = None) -> dict[str, str]:

@@ -3,54 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from loop.commands.run import add_config_options, load_from_args
-from loop.engine.routing import is_reserved
+from loop.engine.topology import edges, warnings_for
 from loop.events import topic_matches
 
-__all__ = ["edges", "register", "warnings_for"]
-
-
-def edges(config: Any) -> list[tuple[str, str, str]]:
-    """``(from_hat, topic, to_hat)`` for every published topic some hat triggers on."""
-    out = []
-    for name, hat in config.hats.items():
-        for topic in hat.publishes:
-            for other, o in config.hats.items():
-                if any(t != "*" and topic_matches(t, topic) for t in o.triggers):
-                    out.append((name, topic, other))
-    return out
-
-
-def warnings_for(config: Any) -> list[str]:
-    """Topology problems that are legal but probably mistakes."""
-    warns = []
-    comp = config.loop.completion_event
-    for name, hat in config.hats.items():
-        for topic in hat.publishes:
-            if topic == comp or is_reserved(topic, comp):
-                continue
-            if not any(topic_matches(t, topic) for o in config.hats.values() for t in o.triggers):
-                warns.append(f"hat {name!r} publishes {topic!r} but no hat is triggered by it")
-    reached = {config.loop.starting_event}
-    hats_reached: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, hat in config.hats.items():
-            if name in hats_reached:
-                continue
-            if any(topic_matches(t, r) for t in hat.triggers for r in reached):
-                hats_reached.add(name)
-                reached.update(hat.publishes)
-                changed = True
-    for name in config.hats:
-        if name not in hats_reached:
-            warns.append(f"hat {name!r} cannot be reached from {config.loop.starting_event!r}")
-    if not any(comp in h.publishes for h in config.hats.values()):
-        warns.append(f"no hat lists {comp!r} in publishes: the loop may never complete")
-    return warns
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -31,15 +31,15 @@ from loop.config import LoadedConfig
 from loop.emit import read_events_file
 from loop.engine.decide import (
     Limits,
-    Outcome,
     check_limits,
     decide_outcome,
     exit_code_for,
     select_next,
 )
 from loop.engine.prompt import PromptParts, build_prompt
-from loop.engine.routing import HatSpec, hat_specs
-from loop.engine.state import LoopState, RouteContext, apply, fold
+from loop.engine.records import hats_record, iteration_record
+from loop.engine.routing import hat_specs
+from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event, parse_event_tags
 from loop.extensions import Extension
@@ -171,25 +171,12 @@ class Engine:
                     "completion_event": self.config.loop.completion_event,
                     "fallback_hat": self.config.loop.fallback_hat,
                     "starting_event": self.config.loop.starting_event,
-                    "hats": self._hats_record(),
+                    "hats": hats_record(self.config),
                     "config": self.config.snapshot(),
                     "start_event": start.to_dict(),
                 }
             )
         mark_latest(self.paths.sessions_dir, self.paths.session_id)
-
-    def _hats_record(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name, hat in self.config.hats.items():
-            out[name] = {
-                "description": hat.description,
-                "triggers": list(hat.triggers),
-                "publishes": list(hat.publishes),
-                "default_publishes": hat.default_publishes,
-                "max_activations": hat.max_activations,
-                "backend": self.config.hat_backend(name).type,
-            }
-        return out
 
     def _collector(self, event: Event) -> None:
         if self._collecting is not None:
@@ -231,7 +218,7 @@ class Engine:
             "session_id": self.paths.session_id,
             "session_dir": str(self.paths.dir.resolve()),
             "config_digest": self.config.digest(),
-            "hats": self._hats_record(),
+            "hats": hats_record(self.config),
             "completion_event": self.config.loop.completion_event,
             "starting_event": self.config.loop.starting_event,
             "resumed_at_iteration": self.state.iteration if self.resume else None,
@@ -315,7 +302,7 @@ class Engine:
         env["PATH"] = str(Path(sys.executable).parent) + (os.pathsep + path if path else "")
         return env
 
-    async def _iteration(self, hat: str, triggers: tuple[Any, ...]) -> None:
+    async def _iteration(self, hat: str, triggers: tuple[PendingEvent, ...]) -> None:
         iteration = self.state.iteration + 1
         activation = self.state.activations.get(hat, 0)
         spec = self.specs[hat]
@@ -393,19 +380,20 @@ class Engine:
         finally:
             self._collecting = None
         duration = self.clock() - started
-        record = self._iteration_record(
+        record = iteration_record(
             iteration=iteration,
             hat=hat,
             activation=activation,
+            backend=backend.kind,
             prompt=prompt,
             result=result,
             outcome=outcome,
+            triggers=triggers,
             events=events,
             emitted=emitted,
             published=published,
-            triggers=triggers,
             duration=duration,
-            backend=backend,
+            elapsed=self._elapsed(),
         )
         crash_point("iteration.end")
         self._record(record)
@@ -445,50 +433,6 @@ class Engine:
         events = emitted + parse_event_tags(result.output, source=hat)
         return emitted, events, [f"emit file {p}" for p in problems]
 
-    def _iteration_record(
-        self,
-        *,
-        iteration: int,
-        hat: str,
-        activation: int,
-        prompt: str,
-        result: BackendResult,
-        outcome: Outcome,
-        events: list[Event],
-        emitted: list[Event],
-        published: list[Event],
-        triggers: tuple[Any, ...],
-        duration: float,
-        backend: Backend,
-    ) -> dict[str, Any]:
-        """The journal's ``iteration.end`` record (also the recording's source)."""
-        return {
-            "kind": "iteration.end",
-            "iteration": iteration,
-            "hat": hat,
-            "activation": activation,
-            "backend": backend.kind,
-            "status": outcome.status,
-            "reason": outcome.reason,
-            "exit_code": result.exit_code,
-            "prompt": prompt,
-            "output": result.output,
-            "triggers": [p.event.to_dict() for p in triggers],
-            "events": [e.to_dict() for e in events],
-            "emitted": [e.to_dict() for e in emitted],
-            "published": [e.to_dict() for e in published],
-            "consumed": [p.seq for p in triggers] if outcome.consume else [],
-            "completed": outcome.completed,
-            "notes": outcome.notes,
-            "duration": round(duration, 6),
-            "elapsed": round(self._elapsed(), 6),
-            "cost_usd": result.cost_usd,
-            "input_tokens": result.input_tokens,
-            "output_tokens": result.output_tokens,
-            "turns": result.turns,
-            "meta": result.meta,
-        }
-
     def summary(self, reason: str, notes: list[str]) -> RunSummary:
         """The run summary for ``reason``."""
         return RunSummary(
@@ -505,8 +449,3 @@ class Engine:
             session_dir=str(self.paths.dir),
             notes=notes,
         )
-
-
-def specs_by_name(specs: list[HatSpec]) -> dict[str, HatSpec]:
-    """Index hat specs by name."""
-    return {s.name: s for s in specs}

@@ -18,6 +18,7 @@ import structlog
 from pydantic import ValidationError
 
 from loop.config import LoadedConfig, config_from_snapshot
+from loop.engine.records import hats_record
 from loop.errors import RecordingError
 from loop.session.recording import (
     SCHEMA_VERSION,
@@ -268,17 +269,7 @@ class RecordingReader:
 
 def topology(config: LoadedConfig) -> dict[str, HatTopology]:
     """The hat topology a configuration implies (what a header records)."""
-    return {
-        name: HatTopology(
-            description=hat.description,
-            triggers=list(hat.triggers),
-            publishes=list(hat.publishes),
-            default_publishes=hat.default_publishes,
-            max_activations=hat.max_activations,
-            backend=str(config.hat_backend(name).type),
-        )
-        for name, hat in config.hats.items()
-    }
+    return {name: HatTopology(**hat) for name, hat in hats_record(config).items()}
 
 
 def _brief(hat: HatTopology | None) -> str:

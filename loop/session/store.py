@@ -13,9 +13,11 @@ import os
 import re
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
 
 from loop._fs import atomic_write, check_name
 from loop.engine.routing import HatSpec
@@ -24,8 +26,10 @@ from loop.errors import PathError, SessionError
 from loop.session.journal import read_journal
 
 __all__ = [
+    "PendingSummary",
     "SessionLock",
     "SessionPaths",
+    "SessionState",
     "SessionStatus",
     "latest_session",
     "list_sessions",
@@ -187,17 +191,28 @@ def route_context_from_start(record: dict[str, Any]) -> RouteContext:
     )
 
 
-@dataclass
-class SessionStatus:
-    """A session's state, derived from its files."""
+class PendingSummary(BaseModel):
+    """An event waiting for a hat."""
 
-    session_id: str
-    status: str  # not_found | running | interrupted | completed | failed
+    topic: str
+    hat: str | None = None
+    source: str | None = None
+
+
+SessionState = Literal["not_found", "running", "interrupted", "completed", "failed"]
+
+
+class SessionStatus(BaseModel):
+    """A session's state, derived from its journal and lock (``status``, ``sessions``,
+    ``get_session_status`` all return this)."""
+
+    session_id: str | None = Field(description="the session id; null when there is no session")
+    status: SessionState
     iterations: int = 0
     last_hat: str | None = None
-    in_flight: int | None = None
-    pending: list[dict[str, Any]] = field(default_factory=list)
-    termination: str | None = None
+    in_flight: int | None = Field(default=None, description="an iteration started, not ended")
+    pending: list[PendingSummary] = Field(default_factory=list)
+    termination: str | None = Field(default=None, description="why the session ended")
     elapsed: float = 0.0
     failed_iterations: int = 0
     cost_usd: float = 0.0
@@ -208,7 +223,7 @@ class SessionStatus:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
-        return dict(self.__dict__)
+        return self.model_dump(mode="json")
 
 
 def session_status(sessions_dir: Path, session_id: str) -> SessionStatus:
@@ -241,7 +256,8 @@ def session_status(sessions_dir: Path, session_id: str) -> SessionStatus:
         last_hat=state.last_hat,
         in_flight=state.in_flight,
         pending=[
-            {"topic": p.event.topic, "hat": p.hat, "source": p.event.source} for p in state.pending
+            PendingSummary(topic=p.event.topic, hat=p.hat, source=p.event.source)
+            for p in state.pending
         ],
         termination=state.termination,
         elapsed=round(state.elapsed, 3),

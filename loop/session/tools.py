@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from loop.emit import append_event
 from loop.errors import SessionError, ToolError
 from loop.events import is_valid_topic
-from loop.session.store import latest_session, session_status
+from loop.session.store import SessionStatus, latest_session, session_status
 from loop.tools.registry import Tool, ToolContext
 
 __all__ = [
@@ -76,34 +76,7 @@ class SessionStatusInput(BaseModel):
     )
 
 
-class PendingEvent(BaseModel):
-    """An event waiting for a hat."""
-
-    topic: str
-    hat: str | None = None
-    source: str | None = None
-
-
-SessionState = Literal["not_found", "running", "interrupted", "completed", "failed"]
-
-
-class SessionStatusOutput(BaseModel):
-    """A session's state, derived from its journal and lock."""
-
-    session_id: str | None = Field(description="the session id; null when there is no session")
-    status: SessionState
-    iterations: int = 0
-    last_hat: str | None = None
-    in_flight: int | None = Field(default=None, description="an iteration started, not ended")
-    pending: list[PendingEvent] = Field(default_factory=list)
-    termination: str | None = Field(default=None, description="why the session ended")
-    elapsed: float = 0.0
-    failed_iterations: int = 0
-    cost_usd: float = 0.0
-    resumes: int = 0
-    torn_journal: bool = False
-    resume_command: str | None = None
-    directory: str | None = None
+SessionStatusOutput = SessionStatus
 
 
 def emit_event(ctx: ToolContext, inp: EmitEventInput) -> EmitEventOutput:
@@ -167,7 +140,7 @@ def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStat
         status = session_status(sessions_dir, session_id)
     except SessionError as exc:
         raise ToolError("session_error", exc.message, details={"session_id": session_id}) from exc
-    return SessionStatusOutput.model_validate(status.to_dict())
+    return status
 
 
 TOOLS: list[Tool] = [
