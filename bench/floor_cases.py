@@ -1,0 +1,127 @@
+"""The physical floor: a bare asyncio queue ping-pong, raw JSONL append and parse, fsync."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["encoder", "fsync_per_line", "jsonl_append_parse", "queue_pingpong"]
+
+
+def encoder() -> tuple[str, Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """The fastest JSON encoder available: orjson if installed, else the standard library."""
+    try:
+        import orjson
+    except ImportError:
+        return ("json", lambda obj: json.dumps(obj, separators=(",", ":")).encode(), json.loads)
+    return "orjson", orjson.dumps, orjson.loads
+
+
+def queue_pingpong(params: dict[str, Any]) -> dict[str, Any]:
+    """Two asyncio tasks bounce ``n`` messages through two ``asyncio.Queue`` objects."""
+    n = int(params["n"])
+
+    async def main() -> float:
+        a: asyncio.Queue[int] = asyncio.Queue()
+        b: asyncio.Queue[int] = asyncio.Queue()
+
+        async def ponger() -> None:
+            while True:
+                k = await a.get()
+                await b.put(k + 1)
+                if k + 1 >= n:
+                    return
+
+        task = asyncio.create_task(ponger())
+        t0 = time.perf_counter()
+        k = 0
+        while k < n:
+            await a.put(k + 1)
+            k = await b.get()
+        wall = time.perf_counter() - t0
+        await task
+        return wall
+
+    wall = asyncio.run(main())
+    # Each round trip is two transitions (ping and pong).
+    transitions = n
+    return {"per_iter_us": wall / transitions * 1e6, "wall_s": round(wall, 6)}
+
+
+def _record(i: int, pad: str) -> dict[str, Any]:
+    return {
+        "kind": "iteration.end",
+        "iteration": i,
+        "hat": "ping",
+        "status": "ok",
+        "output": pad,
+        "events": [{"topic": "ping.x", "payload": str(i), "source": "ping"}],
+        "ts": time.time(),
+    }
+
+
+def jsonl_append_parse(params: dict[str, Any]) -> dict[str, Any]:
+    """Encode and append ``n`` records (one ``write`` per line), then read and parse them."""
+    n = int(params["n"])
+    pad = "x" * int(params.get("output_bytes", 1000))
+    name, dumps, loads = encoder()
+    with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
+        path = Path(tmp) / "floor.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        t0 = time.perf_counter()
+        for i in range(n):
+            os.write(fd, dumps(_record(i, pad)) + b"\n")
+        append = time.perf_counter() - t0
+        os.close(fd)
+        size = path.stat().st_size
+        t0 = time.perf_counter()
+        count = 0
+        with path.open("rb") as fh:
+            for line in fh:
+                loads(line)
+                count += 1
+        parse = time.perf_counter() - t0
+    return {
+        "encoder": name,
+        "append_us": append / n * 1e6,
+        "parse_us": parse / n * 1e6,
+        "parse_records_per_s": count / parse,
+        "parse_mb_per_s": size / parse / 1e6,
+        "line_bytes": size / n,
+        "per_iter_us": append / n * 1e6,
+    }
+
+
+def fsync_per_line(params: dict[str, Any]) -> dict[str, Any]:
+    """Append ``n`` encoded lines, each followed by ``fsync`` (the durable floor)."""
+    n = int(params["n"])
+    _, dumps, _ = encoder()
+    pad = "x" * int(params.get("output_bytes", 200))
+    with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
+        path = Path(tmp) / "fsync.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        t0 = time.perf_counter()
+        for i in range(n):
+            os.write(fd, dumps(_record(i, pad)) + b"\n")
+            os.fsync(fd)
+        wall = time.perf_counter() - t0
+        os.close(fd)
+        # The same, plus a new folder and an empty file per line: what the engine's
+        # per-iteration folder and events file add to every journal fsync.
+        fd = os.open(Path(tmp) / "fsync2.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        t0 = time.perf_counter()
+        for i in range(n):
+            d = Path(tmp) / f"it-{i}"
+            d.mkdir()
+            (d / "events.jsonl").write_bytes(b"")
+            os.write(fd, dumps(_record(i, pad)) + b"\n")
+            os.fsync(fd)
+        wall_dirs = time.perf_counter() - t0
+        os.close(fd)
+    return {"per_iter_us": wall / n * 1e6, "with_dir_and_file_us": wall_dirs / n * 1e6}

@@ -1,0 +1,343 @@
+"""Targets, profiles of the misses, and the Markdown report."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.plan import Sizes
+from bench.profiling import import_profile, pyinstrument_profile
+from bench.render import render
+
+__all__ = ["evaluate_targets", "machine_meta", "profile_misses", "render"]
+
+RECORDING_MODES = ("snapshot", "publish_hook", "tracker", "file")
+DURABLE_MODES = ("sqlite",)
+FLAT_GROWTH = 1.25  # last tenth of a run at most 25% slower than the first tenth
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> float | None:
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+    return round(pages / 2**30, 1)
+
+
+def machine_meta(
+    python: str,
+    *,
+    quick: bool,
+    peers: bool,
+    started: float,
+    sizes: Sizes,
+    versions: dict[str, str | None],
+) -> dict[str, Any]:
+    """Date, machine and environment of the run."""
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(started)),
+        "mode": "quick" if quick else "full",
+        "peers": peers,
+        "runs": sizes.runs,
+        "machine": {
+            "cpu": _cpu_model(),
+            "cores": os.cpu_count(),
+            "memory_gib": _memory_gib(),
+            "os": f"{platform.system()} {platform.release()}",
+            "python": platform.python_version(),
+            "load_avg": os.getloadavg(),
+        },
+        "python": python,
+        "versions": versions,
+        "sizes": sizes.__dict__,
+    }
+
+
+def _median(results: dict[str, Any], section: str, key: str) -> float | None:
+    value = results.get(section, {}).get(key, {}).get("summary", {}).get("median")
+    return float(value) if value is not None else None
+
+
+def _fastest(results: dict[str, Any], modes: tuple[str, ...]) -> tuple[str, float] | None:
+    rows = [
+        (k, v["summary"]["median"])
+        for k, v in results.get("peers", {}).items()
+        if k.split(":")[1] in modes and v["summary"]["median"] is not None
+    ]
+    return min(rows, key=lambda kv: kv[1]) if rows else None
+
+
+def _target(  # noqa: PLR0917 - one table row, built in one call
+    name: str, goal: str, measured: str, ratio: float | None, met: bool | None, note: str = ""
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "goal": goal,
+        "measured": measured,
+        "ratio": round(ratio, 3) if ratio is not None else None,
+        "met": met,
+        "note": note,
+    }
+
+
+def _peer_targets(
+    results: dict[str, Any], off: float | None, rec: float | None, dur: float | None
+) -> list[dict[str, Any]]:
+    out = []
+    journal_floor = _median(results, "floor", "jsonl_small")
+    for name, mine, modes, goal in (
+        (
+            "iteration, recording off vs fastest bare peer",
+            off,
+            ("bare",),
+            ">= 3x faster than the fastest peer's bare transition",
+        ),
+        (
+            "iteration, recording on vs fastest recording peer",
+            rec,
+            RECORDING_MODES,
+            ">= 3x faster than the fastest peer with its recording on",
+        ),
+        (
+            "iteration, durable vs fastest durable peer",
+            dur,
+            DURABLE_MODES,
+            ">= 3x faster than the fastest durable peer",
+        ),
+    ):
+        best = _fastest(results, modes)
+        if best is None or mine is None:
+            out.append(_target(name, goal, "not measured", None, None))
+            continue
+        ratio = best[1] / mine
+        note = ""
+        if modes == ("bare",) and journal_floor is not None and ratio < 3:
+            need = best[1] / 3
+            note = (
+                f"3x needs <= {need:.1f} us/iteration; the engine journals 2 lines per "
+                f"iteration and a bare encode+append is {journal_floor:.1f} us/line "
+                f"(floor {2 * journal_floor:.1f} us)"
+                + (
+                    ": impossible while every iteration is journalled"
+                    if 2 * journal_floor > need
+                    else ""
+                )
+            )
+        out.append(
+            _target(
+                name, goal, f"{mine:.1f} us vs {best[0]} {best[1]:.1f} us", ratio, ratio >= 3, note
+            )
+        )
+    return out
+
+
+def evaluate_targets(results: dict[str, Any], *, peers: bool) -> list[dict[str, Any]]:
+    """Every target of the issue: met or not, with the measured ratio."""
+    off = _median(results, "engine", "off")
+    rec = _median(results, "engine", "recording")
+    dur = _median(results, "engine", "durable")
+    fsync = _median(results, "floor", "fsync")
+    targets = _peer_targets(results, off, rec, dur) if peers else []
+    if rec is not None:
+        targets.append(
+            _target(
+                "iteration, recording on (not fsynced)",
+                "<= 25 us median",
+                f"{rec:.1f} us",
+                rec / 25,
+                rec <= 25,
+            )
+        )
+    growth = [
+        r.get("growth")
+        for r in results.get("engine", {}).get("durable", {}).get("results", [])
+        if r.get("growth") is not None
+    ]
+    if growth:
+        g = sorted(growth)[len(growth) // 2]
+        targets.append(
+            _target(
+                "durable iterations flat as the run grows",
+                f"last tenth / first tenth <= {FLAT_GROWTH}",
+                f"{g:.2f}x",
+                g,
+                g <= FLAT_GROWTH,
+            )
+        )
+    if dur is not None and fsync is not None:
+        extra = results["floor"]["fsync"]["results"]
+        dirs = [x["with_dir_and_file_us"] for x in extra if "with_dir_and_file_us" in x]
+        note = (
+            f"fsync after creating a folder and a file per line: "
+            f"{sorted(dirs)[len(dirs) // 2]:.0f} us"
+            if dirs
+            else ""
+        )
+        targets.append(
+            _target(
+                "durable iteration vs raw fsync floor",
+                "<= 1.5x the floor",
+                f"{dur:.0f} us vs {fsync:.0f} us",
+                dur / fsync,
+                dur / fsync <= 1.5,
+                note,
+            )
+        )
+    targets += _replay_targets(results.get("replay", {}))
+    targets += _startup_targets(results.get("startup", {}))
+    targets += _task_targets(results.get("tasks", {}))
+    return targets
+
+
+def _replay_targets(replay: dict[str, Any]) -> list[dict[str, Any]]:
+    ips = replay.get("iterations_per_s", {}).get("median")
+    rss = replay.get("rss_peak_mb", {}).get("median")
+    if ips is None or rss is None:
+        return [
+            _target(
+                "replay",
+                ">= 20,000 iterations/s; peak RSS < 150 MB",
+                "not measured",
+                None,
+                None,
+                str(replay.get("error", ""))[:300],
+            )
+        ]
+    size = f"{replay['file_mb']:.1f} MB recording"
+    big = replay.get("big") or {}
+    note = ""
+    if big.get("iterations_per_s"):
+        note = f"the {size} once: {big['iterations_per_s']:,.0f} it/s, {big['mb_per_s']:.1f} MB/s"
+    return [
+        _target(
+            "replay throughput",
+            ">= 20,000 iterations/s (1 KB outputs)",
+            f"{ips:,.0f} it/s (median, {replay['small_file_mb']:.1f} MB recording)",
+            20_000 / ips,
+            ips >= 20_000,
+            note,
+        ),
+        _target(
+            "replay peak RSS",
+            "< 150 MB (streaming)",
+            f"{rss:.0f} MB on the {size}",
+            rss / 150,
+            rss < 150,
+        ),
+    ]
+
+
+def _startup_targets(startup: dict[str, Any]) -> list[dict[str, Any]]:
+    ms = startup.get("ms", {})
+    out = []
+    for cmd, limit in (("python -m loop --help", 150), ("python -m loop emit t.x p", 60)):
+        if cmd in ms:
+            v = ms[cmd]["median"]
+            out.append(
+                _target(
+                    f"start-up: {cmd}",
+                    f"< {limit} ms wall",
+                    f"{v:.0f} ms",
+                    v / limit,
+                    v < limit,
+                    f"interpreter alone: {ms['python -c pass']['median']:.0f} ms",
+                )
+            )
+    return out
+
+
+def _task_targets(tasks: dict[str, Any]) -> list[dict[str, Any]]:
+    if not tasks:
+        return []
+    biggest = max(tasks, key=int)
+    data = tasks[biggest]
+    if "error" in data:
+        return [
+            _target(
+                f"task operations at {biggest} tasks",
+                "< 20 ms",
+                "failed",
+                None,
+                None,
+                str(data["error"])[:300],
+            )
+        ]
+    out = []
+    for temp, what in (
+        ("warm", "in-process (parse cache warm)"),
+        ("cold", "after another process wrote the file"),
+    ):
+        worst = max(data[temp].items(), key=lambda kv: kv[1]["median_ms"])
+        v = worst[1]["median_ms"]
+        out.append(
+            _target(
+                f"task operations at {int(biggest):,} tasks, {what}",
+                "< 20 ms each (median)",
+                f"slowest {worst[0]} {v:.1f} ms",
+                v / 20,
+                v < 20,
+            )
+        )
+    return out
+
+
+def profile_misses(
+    python: str, root: Path, targets: list[dict[str, Any]], sizes: Sizes
+) -> dict[str, Any]:
+    """Profile the code behind each missed target (pyinstrument, or -X importtime)."""
+    missed = {t["name"] for t in targets if t["met"] is False}
+    out: dict[str, Any] = {}
+    if any(n.startswith("iteration") or n.startswith("durable") for n in missed):
+        out["engine (recording on)"] = pyinstrument_profile(
+            python, root, "engine", {"n": 3000, "recording": True, "durable": False}, "_iteration"
+        )
+    if any(n.startswith("durable") for n in missed):
+        out["engine (durable)"] = pyinstrument_profile(
+            python, root, "engine", {"n": 500, "recording": False, "durable": True}, "_iteration"
+        )
+    if "replay throughput" in missed:
+        out["replay"] = _replay_profile(python, root)
+    if any(n.startswith("start-up") for n in missed):
+        out["start-up --help"] = import_profile(python, ["-m", "loop", "--help"])
+        out["start-up emit"] = import_profile(python, ["-m", "loop", "emit", "t.x", "p"])
+    if any(n.startswith("task operations") for n in missed):
+        out["tasks"] = pyinstrument_profile(
+            python, root, "tasks", {"count": max(sizes.task_counts), "reps": 3}, "call_tool"
+        )
+    return out
+
+
+def _replay_profile(python: str, root: Path) -> dict[str, Any] | None:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hatloop-profile-") as tmp:
+        path = Path(tmp) / "r.jsonl"
+        params = {
+            "n": 3000,
+            "recording": True,
+            "durable": False,
+            "output_bytes": 1000,
+            "keep": str(path),
+        }
+        subprocess.run(
+            [python, "-m", "bench.worker", "engine", json.dumps(params)],
+            cwd=root,
+            capture_output=True,
+            check=False,
+        )
+        return pyinstrument_profile(python, root, "replay", {"path": str(path)}, "replay_recording")
