@@ -61,6 +61,7 @@ class InstantBackend:
     """A backend that answers at once with one event tag (the iteration number varies it)."""
 
     kind = "bench"
+    uses_files = False  # instant and in-process, like the scripted backend
 
     def __init__(self, topic: str, pad: int = 0) -> None:
         self.topic = topic

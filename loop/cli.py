@@ -1,37 +1,48 @@
-"""The command layer: parse, call, render, exit code. No logic of its own."""
+"""The command layer: parse, call, render, exit code. No logic of its own.
+
+Commands are listed in one table with their one-line help; a command's module is
+imported only when that command runs, so ``--help`` and each command start fast.
+"""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from loop import __version__
-from loop._log import configure_logging
 from loop.errors import EXIT_OK, EXIT_USAGE, LoopError, UsageError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main"]
 
-# Modules that add their own command groups: ``module`` calls ``module.register(sub)``,
-# ``module:function`` calls that function instead.
-COMMAND_MODULES: list[str] = [
-    "loop.commands.run",
-    "loop.commands.init",
-    "loop.commands.hats",
-    "loop.commands.sessions",
-    "loop.commands.mcp",
-    "loop.tasks.cli",
-    "loop.themes.cli",
-    "loop.experience.cli",
-    "loop.experience.cli:register_export",
-    "loop.commands.replay",
-]
+# command → (``module`` calling ``module.register(sub)``, or ``module:function``; help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("loop.commands.run", "run the loop (or resume a session)"),
+    "init": ("loop.commands.init", "write a loop.toml and hat files to start from"),
+    "hats": ("loop.commands.hats", "list, validate or graph the hats"),
+    "emit": ("", "publish an event from inside an iteration (see emit --help)"),
+    "status": ("loop.commands.sessions", "a session's state, derived from its files"),
+    "sessions": ("loop.commands.sessions", "every session with its state"),
+    "task": ("loop.tasks.cli", "hierarchical tasks: create, start, complete, progress (seed 003)"),
+    "theme": (
+        "loop.themes.cli",
+        "theme lifecycle: preview, start, end, feedback, status (seed 001)",
+    ),
+    "experience": (
+        "loop.experience.cli",
+        "export, list and validate AI experiences (seeds 000 and 002)",
+    ),
+    "export": ("loop.experience.cli:register_export", "export a loop session as an experience"),
+    "replay": ("loop.commands.replay", "replay recordings through the real engine and compare"),
+    "show": ("loop.commands.replay", "a recorded session at a glance"),
+    "schema": ("loop.commands.replay", "print a file format's JSON Schema"),
+    "mcp": ("loop.commands.mcp", "serve every tool over MCP (stdio) for an agent"),
+}
 
 EXIT_CODES_HELP = """exit codes:
   0    completed
@@ -48,8 +59,17 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole CLI."""
+def _register(sub: argparse._SubParsersAction[_Parser], entry: str) -> None:
+    module_name, _, func = entry.partition(":")
+    getattr(importlib.import_module(module_name), func or "register")(sub)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI with ``command``'s module imported; every other command is a placeholder.
+
+    The placeholders carry the one-line help, so ``python -m loop --help`` lists every
+    command without importing any of them.
+    """
     parser = _Parser(
         prog="python -m loop",
         description="hatloop: an asynchronous, event-driven agent loop runner.",
@@ -60,20 +80,29 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
-    sub.add_parser("emit", help="publish an event from inside an iteration (see emit --help)")
-    for entry in COMMAND_MODULES:
-        module_name, _, func = entry.partition(":")
-        getattr(importlib.import_module(module_name), func or "register")(sub)
+    if command in COMMANDS and COMMANDS[command][0]:
+        _register(sub, COMMANDS[command][0])
+    for name, (_, help_text) in COMMANDS.items():
+        if name not in sub.choices:
+            sub.add_parser(name, help=help_text, add_help=False)
     return parser
+
+
+def _command_of(argv: list[str]) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
 
 
 def main(argv: list[str]) -> int:
     """Parse ``argv``, run the command, return its exit code."""
     try:
-        parser = build_parser()
+        parser = build_parser(_command_of(argv))
         args = parser.parse_args(argv)
+        from loop._log import configure_logging  # noqa: PLC0415 - structlog only when running
+
         configure_logging(getattr(args, "log_format", None) or "auto")
-        handler: Callable[[argparse.Namespace], int] = args.handler
+        handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+        if handler is None:  # a placeholder: cannot happen for a registered command
+            raise UsageError(f"unknown command {args.command!r}")
         return handler(args)
     except LoopError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -81,10 +110,16 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `loop ... | head`: the reader left; stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
 
 
 def run_async(func: Callable[..., Any], *args: Any) -> Any:
     """Run an async function on asyncio (aiofiles ties hatloop to it)."""
+    import anyio  # noqa: PLC0415 - only commands that run something need the event loop
+
     return anyio.run(func, *args, backend="asyncio")
 
 

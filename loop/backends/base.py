@@ -69,6 +69,8 @@ class Backend(Protocol):
     """Runs one iteration of a hat."""
 
     kind: str
+    # Optional: ``uses_files = False`` tells the engine not to create the iteration's
+    # folder and events file up front (backends without a child process).
 
     async def run(self, request: BackendRequest) -> BackendResult:
         """Run the hat once with ``request.prompt``; never raise for ordinary failures."""

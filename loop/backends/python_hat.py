@@ -43,6 +43,7 @@ class HatContext:
 
     def emit(self, topic: str, payload: Any = "", *, target: str | None = None) -> None:
         """Publish an event, exactly as ``python -m loop emit`` would."""
+        self.events_file.parent.mkdir(parents=True, exist_ok=True)
         append_event(self.events_file, topic, payload, target)
 
 
@@ -64,6 +65,7 @@ class PythonBackend:
     """Calls a Python function once per iteration."""
 
     kind = "python"
+    uses_files = False  # in-process: ctx.emit makes the events folder when first used
 
     def __init__(self, target: str, *, timeout_seconds: float | None = None) -> None:
         self.target = target

@@ -38,6 +38,7 @@ class ReplayBackend:
     """Serves recorded iterations by iteration number, for every hat."""
 
     kind = "replay"
+    uses_files = False  # it makes the events folder itself, only when it has events to write
 
     def __init__(self, source: RecordedIterations) -> None:
         self.source = source
@@ -61,6 +62,8 @@ class ReplayBackend:
                 f"replay: iteration {number} was recorded for hat {record.hat!r}, "
                 f"the engine chose {request.hat!r}"
             )
+        if record.emitted:
+            request.events_file.parent.mkdir(parents=True, exist_ok=True)
         for event in record.emitted:
             append_event(request.events_file, event.topic, event.payload, event.target)
         self.served += 1

@@ -22,6 +22,7 @@ class ScriptedBackend:
     """Serves ``outputs`` in order, indexed by the hat's activation count."""
 
     kind = "scripted"
+    uses_files = False  # no child process: no events folder to prepare
 
     def __init__(self, outputs: list[str]) -> None:
         self.outputs = list(outputs)

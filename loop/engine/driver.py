@@ -11,6 +11,7 @@ never run twice; an iteration without its ``iteration.end`` is run again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -112,6 +113,8 @@ class Engine:
         self.journal = Journal(paths.journal, durable=config.loop.durable)
         self._lock = SessionLock(paths.lock)
         self._collecting: list[Event] | None = None
+        self._env: dict[str, str] = {}
+        self._rerun: int | None = None
         self._base_elapsed = 0.0
         self._t0 = 0.0
 
@@ -143,6 +146,8 @@ class Engine:
                 )
             self.journal.open(truncate_to=contents.good_size)
             self._base_elapsed = self.state.elapsed
+            # the first iteration after a resume may have been in flight: it starts clean
+            self._rerun = self.state.iteration + 1
             self._record(
                 {
                     "kind": "resume",
@@ -177,6 +182,7 @@ class Engine:
                 }
             )
         mark_latest(self.paths.sessions_dir, self.paths.session_id)
+        self._env = self._base_env()
 
     def _collector(self, event: Event) -> None:
         if self._collecting is not None:
@@ -286,21 +292,40 @@ class Engine:
         log.warning("hat exhausted", hat=hat, dropped=len(dropped))
         await self.bus.publish(event)
 
-    def _child_env(self, hat: str, iteration: int, events_file: Path) -> dict[str, str]:
+    def _base_env(self) -> dict[str, str]:
+        """The part of a child's environment that is the same for every iteration."""
         env = dict(self.child_env)
+        path = os.environ.get("PATH", "")
         env.update(
             {
-                "LOOP_EVENTS_FILE": str(events_file),
                 "LOOP_SESSION_ID": self.paths.session_id,
                 "LOOP_SESSION_DIR": str(self.paths.dir.resolve()),
-                "LOOP_ITERATION": str(iteration),
-                "LOOP_HAT": hat,
                 "LOOP_PYTHON": sys.executable,
+                "PATH": str(Path(sys.executable).parent) + (os.pathsep + path if path else ""),
             }
         )
-        path = os.environ.get("PATH", "")
-        env["PATH"] = str(Path(sys.executable).parent) + (os.pathsep + path if path else "")
         return env
+
+    def _child_env(self, hat: str, iteration: int, events_file: Path) -> dict[str, str]:
+        env = dict(self._env)
+        env["LOOP_EVENTS_FILE"] = str(events_file)
+        env["LOOP_ITERATION"] = str(iteration)
+        env["LOOP_HAT"] = hat
+        return env
+
+    def _prepare_events_file(self, backend: Backend, it_dir: Path, events_file: Path) -> None:
+        """Give the iteration a clean events file; only backends with a child need one made.
+
+        A re-run of an in-flight iteration must not see the lines its killed run wrote, so
+        an old file is always removed; the folder and an empty file are created only for
+        backends whose child process writes there (``uses_files``, default true).
+        """
+        if getattr(backend, "uses_files", True):
+            it_dir.mkdir(parents=True, exist_ok=True)
+            events_file.write_bytes(b"")
+        elif self.state.iteration + 1 == self._rerun:  # only a re-run can find old lines
+            with contextlib.suppress(FileNotFoundError):
+                events_file.unlink()
 
     async def _iteration(self, hat: str, triggers: tuple[PendingEvent, ...]) -> None:
         iteration = self.state.iteration + 1
@@ -341,9 +366,8 @@ class Engine:
             )
         )
         it_dir = self.paths.iteration_dir(iteration)
-        it_dir.mkdir(parents=True, exist_ok=True)
         events_file = it_dir / "events.jsonl"
-        events_file.write_bytes(b"")  # a re-run of an in-flight iteration starts clean
+        self._prepare_events_file(backend, it_dir, events_file)
         timeout = hat_cfg.timeout_seconds or self.config.loop.iteration_timeout_seconds
         request = BackendRequest(
             hat=hat,

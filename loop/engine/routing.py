@@ -47,9 +47,8 @@ def route(
     starting_event: str | None = None,
 ) -> str | None:
     """The hat ``event`` goes to, or ``None`` when no hat takes it."""
-    names = {h.name for h in hats}
     if event.target is not None:
-        return event.target if event.target in names else None
+        return event.target if any(h.name == event.target for h in hats) else None
     if event.topic == completion_event:
         return None
     if event.topic == starting_event and event.source != "loop":
@@ -69,7 +68,7 @@ def route(
     for hat in hats:
         if "*" in hat.triggers:
             return hat.name
-    if fallback is not None and fallback in names:
+    if fallback is not None and any(h.name == fallback for h in hats):
         return fallback
     return None
 

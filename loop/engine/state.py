@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from loop.engine.routing import HatSpec, is_reserved, route
@@ -29,7 +30,7 @@ class PendingEvent:
 
 
 @dataclass(frozen=True)
-class RouteContext:
+class RouteContext:  # not slotted: cached_property needs the instance __dict__
     """What the reducer needs from the configuration."""
 
     hats: tuple[HatSpec, ...]
@@ -37,7 +38,7 @@ class RouteContext:
     fallback: str | None = None
     starting_event: str | None = None
 
-    @property
+    @cached_property
     def hat_names(self) -> frozenset[str]:
         """The names of the configured hats."""
         return frozenset(h.name for h in self.hats)

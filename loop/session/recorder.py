@@ -82,6 +82,9 @@ class Redactor:
         }
         # Longest first, so a secret containing another is replaced whole.
         self.secrets = sorted(found, key=lambda p: (-len(p[0]), p[1]))
+        # Redacting serialised JSON is the same as redacting each string when no secret
+        # contains a character JSON escapes (quotes, backslashes, control characters).
+        self.json_safe = all(json.dumps(v, ensure_ascii=False)[1:-1] == v for v, _ in self.secrets)
 
     def learn_from_config(self, data: Any) -> None:
         """Add secrets set in the config itself: every ``env`` table of a backend."""
@@ -122,9 +125,11 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _line(model: BaseModel, redactor: Redactor | None) -> bytes:
-    data = model.model_dump(mode="json", exclude_none=True)
-    if redactor is not None:
-        data = redactor.value(data)
+    if redactor is None or not redactor.secrets:
+        return model.model_dump_json(exclude_none=True).encode() + b"\n"
+    if redactor.json_safe:  # no secret changes when JSON-escaped: redact the text directly
+        return redactor.text(model.model_dump_json(exclude_none=True)).encode() + b"\n"
+    data = redactor.value(model.model_dump(mode="json", exclude_none=True))
     return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
