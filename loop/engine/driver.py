@@ -115,6 +115,7 @@ class Engine:
         self._collecting: list[Event] | None = None
         self._env: dict[str, str] = {}
         self._rerun: int | None = None
+        self._iterations_root = str(paths.iteration_dir(0).parent)
         self._base_elapsed = 0.0
         self._t0 = 0.0
 
@@ -365,8 +366,8 @@ class Engine:
                 context=context,
             )
         )
-        it_dir = self.paths.iteration_dir(iteration)
-        events_file = it_dir / "events.jsonl"
+        it_dir = Path(f"{self._iterations_root}/{iteration:06d}")  # str formatting: hot path
+        events_file = Path(f"{it_dir}/events.jsonl")
         self._prepare_events_file(backend, it_dir, events_file)
         timeout = hat_cfg.timeout_seconds or self.config.loop.iteration_timeout_seconds
         request = BackendRequest(

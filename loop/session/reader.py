@@ -58,6 +58,7 @@ class RecordingReader:
         self.warnings: list[str] = []
         self.torn = False
         self._index: dict[int, tuple[int, int, int]] = {}  # iteration -> offset, size, line
+        self._last = 0
         self._cache: tuple[int, IterationRecord] | None = None
         self._fh: BinaryIO = self._open()
         try:
@@ -154,6 +155,7 @@ class RecordingReader:
                     number,
                 )
             self._index[record.iteration] = (offset, size, number)
+            self._last = max(self._last, record.iteration)
         elif isinstance(record, MarkerRecord):
             self.markers.append((number, record))
         elif isinstance(record, FooterRecord):
@@ -171,7 +173,7 @@ class RecordingReader:
     @property
     def last_iteration(self) -> int:
         """The highest recorded iteration number (0 for none)."""
-        return max(self._index, default=0)
+        return self._last
 
     def iteration(self, number: int) -> IterationRecord | None:
         """Read iteration ``number`` from disk (the last one read is cached)."""
