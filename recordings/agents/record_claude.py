@@ -77,10 +77,20 @@ def main() -> int:
             LOOP_TOML.format(claude=json.dumps(str(claude)), env=table), encoding="utf-8"
         )
         proc = subprocess.run(
-            [sys.executable, "-m", "loop", "run", "--session-id", "claude-demo",
-             "--record-session", "claude.jsonl"],
-            cwd=work, env={**os.environ, "ANTHROPIC_API_KEY": "offline-test-key"},
-            check=False, timeout=300,
+            [
+                sys.executable,
+                "-m",
+                "loop",
+                "run",
+                "--session-id",
+                "claude-demo",
+                "--record-session",
+                "claude.jsonl",
+            ],
+            cwd=work,
+            env={**os.environ, "ANTHROPIC_API_KEY": "offline-test-key"},
+            check=False,
+            timeout=300,
         )
         if proc.returncode != 0:
             print(f"error: the loop ended with exit {proc.returncode}", file=sys.stderr)
