@@ -201,12 +201,7 @@ class ThemeService:
     def start(self, inp: StartThemeInput) -> StartThemeOutput:
         """Start a theme: the seed's five stages, all or nothing."""
         part = naming.sanitize_part(inp.themeDirectoryPart)
-        parent = None
-        if inp.parentThemeStartId and inp.parentThemeDirectoryPart:
-            parent = (
-                inp.parentThemeStartId,
-                naming.sanitize_part(inp.parentThemeDirectoryPart, "parentThemeDirectoryPart"),
-            )
+        parent = _parent_of(inp)
         if inp.targetFilename is not None:
             self.ws.join(self.ws.themebox, inp.targetFilename, "targetFilename")
         warnings = _sanitize_warnings(
@@ -259,12 +254,7 @@ class ThemeService:
     def end(self, inp: EndThemeInput) -> EndThemeOutput:
         """End a started theme: one end history file, refused in the start's heartbeat."""
         part = naming.sanitize_part(inp.themeDirectoryPart)
-        parent = None
-        if inp.parentThemeStartId and inp.parentThemeDirectoryPart:
-            parent = (
-                inp.parentThemeStartId,
-                naming.sanitize_part(inp.parentThemeDirectoryPart, "parentThemeDirectoryPart"),
-            )
+        parent = _parent_of(inp)
         warnings = _sanitize_warnings(
             inp.themeDirectoryPart, part, inp.parentThemeDirectoryPart, parent
         )
@@ -364,3 +354,13 @@ def _sanitize_warnings(
     if parent is not None and raw_parent is not None and raw_parent != parent[1]:
         out.append(f"parentThemeDirectoryPart {raw_parent!r} was changed to {parent[1]!r}")
     return out
+
+
+def _parent_of(inp: StartThemeInput | EndThemeInput) -> tuple[str, str] | None:
+    """The parent theme (start ID, sanitised directory part) of a subtheme, else None."""
+    if inp.parentThemeStartId and inp.parentThemeDirectoryPart:
+        return (
+            inp.parentThemeStartId,
+            naming.sanitize_part(inp.parentThemeDirectoryPart, "parentThemeDirectoryPart"),
+        )
+    return None
