@@ -58,6 +58,8 @@ class EventBus:
     _queue: deque[Event] = field(default_factory=deque)
     _draining: bool = False
     stats: _Stats = field(default_factory=_Stats)
+    # topic -> matching subscriptions, in order; cleared whenever subscriptions change
+    _matches: dict[str, tuple[Subscription, ...]] = field(default_factory=dict)
 
     def subscribe(self, pattern: str, handler: Handler, *, name: str | None = None) -> Subscription:
         """Call ``handler`` for every event whose topic matches ``pattern``."""
@@ -69,12 +71,14 @@ class EventBus:
             handler=handler,
         )
         self._subs.append(sub)
+        self._matches.clear()
         return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         """Stop delivering to ``sub`` (a no-op if it is already gone)."""
         if sub in self._subs:
             self._subs.remove(sub)
+            self._matches.clear()
 
     @property
     def subscriptions(self) -> tuple[Subscription, ...]:
@@ -100,9 +104,12 @@ class EventBus:
         try:
             while self._queue:
                 current = self._queue.popleft()
-                for sub in tuple(self._subs):
-                    if topic_matches(sub.pattern, current.topic):
-                        await self._deliver(sub, current)
+                subs = self._matches.get(current.topic)
+                if subs is None:
+                    subs = tuple(s for s in self._subs if topic_matches(s.pattern, current.topic))
+                    self._matches[current.topic] = subs
+                for sub in subs:  # a snapshot: changes apply from the next event on
+                    await self._deliver(sub, current)
         finally:
             self._draining = False
             self._queue.clear()

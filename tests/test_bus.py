@@ -67,3 +67,16 @@ async def test_a_publishing_loop_overflows_instead_of_growing_forever() -> None:
     # the bus is usable again afterwards
     bus.unsubscribe(bus.subscriptions[0])
     await bus.publish(Event(topic="fine.x"))
+
+
+async def test_subscribing_after_a_topic_was_seen_still_receives_it() -> None:
+    """The topic→subscribers cache is refreshed when subscriptions change."""
+    bus = EventBus()
+    first: list[str] = []
+    late: list[str] = []
+    sub = bus.subscribe("a.*", lambda ev: first.append(ev.topic))
+    await bus.publish(Event(topic="a.b"))
+    bus.subscribe("*", lambda ev: late.append(ev.topic))
+    bus.unsubscribe(sub)
+    await bus.publish(Event(topic="a.b"))
+    assert first == ["a.b"] and late == ["a.b"]
