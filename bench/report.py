@@ -281,6 +281,8 @@ def _task_targets(tasks: dict[str, Any]) -> list[dict[str, Any]]:
         ("warm", "in-process (parse cache warm)"),
         ("cold", "after another process wrote the file"),
     ):
+        if temp not in data:
+            continue
         worst = max(data[temp].items(), key=lambda kv: kv[1]["median_ms"])
         v = worst[1]["median_ms"]
         out.append(

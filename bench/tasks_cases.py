@@ -67,10 +67,13 @@ def _caller() -> tuple[str, Callable[..., dict[str, Any]]]:
 def task_ops(params: dict[str, Any]) -> dict[str, Any]:
     """Median latency of create, start and complete at ``count`` tasks, warm and cold.
 
-    Warm: this process parsed the file last (the store's parse cache hits). Cold: the
-    cache is dropped first, as when another process (an agent's CLI call) wrote the file.
+    Warm: this process wrote the file last (the store's parse cache hits). Cold: another
+    writer changed the file since (one task renamed, the bytes rewritten behind the
+    store's back, as an agent's CLI call would). Fresh: a process that never read the
+    file (the cache is dropped), reported for information.
     """
     from loop.tasks import store as store_module
+    from loop.tasks.fileformat import dump_tasks, parse_whole
     from loop.tools.registry import ToolContext
 
     count = int(params["count"])
@@ -82,7 +85,7 @@ def task_ops(params: dict[str, Any]) -> dict[str, Any]:
         write_task_file(path, count)
         results["file_bytes"] = path.stat().st_size
         ctx = ToolContext(root=Path(tmp), tasks_file=path)
-        for temp in ("warm", "cold"):
+        for temp in ("warm", "cold", "fresh"):
             times: dict[str, list[float]] = {"createTask": [], "startTask": [], "completeTask": []}
 
             def timed(
@@ -91,8 +94,12 @@ def task_ops(params: dict[str, Any]) -> dict[str, Any]:
                 temp: str = temp,
                 times: dict[str, list[float]] = times,
             ) -> dict[str, Any]:
-                if temp == "cold":
+                if temp == "fresh":
                     store_module._parsed.clear()
+                elif temp == "cold":  # another writer: same layout, one task renamed
+                    tasks = parse_whole(path.read_bytes(), path)
+                    tasks[0] = tasks[0].model_copy(update={"name": f"renamed {time.time()}"})
+                    path.write_bytes(dump_tasks(tasks))
                 else:
                     call(ctx, "listTasks", {})  # make sure the cache holds the file
                 t0 = time.perf_counter()

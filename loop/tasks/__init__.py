@@ -3,8 +3,10 @@
 Layers, from the inside out:
 
 * :mod:`loop.tasks.models`: the ``Task`` model and the seven tools' inputs and outputs;
-* :mod:`loop.tasks.tree`, :mod:`loop.tasks.operations`, :mod:`loop.tasks.execution`,
-  :mod:`loop.tasks.summary`: pure decisions over a task list (no I/O, no clock);
+* :mod:`loop.tasks.index`, :mod:`loop.tasks.tree`, :mod:`loop.tasks.operations`,
+  :mod:`loop.tasks.execution`, :mod:`loop.tasks.summary`: pure decisions over a task
+  list (no I/O, no clock), on indexes shared between operations;
+* :mod:`loop.tasks.fileformat`: the file's bytes, parsed and written per task fragment;
 * :mod:`loop.tasks.store`: the ``Task[]`` JSON file (locked, atomic) or memory;
 * :mod:`loop.tasks.tools`: ``TOOLS``, served by the CLI, the MCP server and the bus;
 * :mod:`loop.tasks.cli` (``python -m loop task ...``) and :mod:`loop.tasks.extension`

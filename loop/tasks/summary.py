@@ -72,15 +72,16 @@ def _table(lines: list[str], total: int, what: str) -> str:
 
 def progress_summary(forest: Forest) -> ProgressSummary:
     """Counts over every task and a table with one row per task that has subtasks."""
-    counts = {"todo": 0, "in_progress": 0, "done": 0}
+    counts = forest.status_counts()
+    parents = len(forest.parent_ids())
     lines: list[str] = []
-    parents = 0
-    for task, _depth in forest.walk():
-        counts[task.status] += 1
-        if forest.has_children(task.id):
-            parents += 1
-            if len(lines) < MAX_ROWS:
+    # Only the rows shown are walked to: the counts come from the forest's index.
+    if parents:
+        for task, _depth in forest.walk():
+            if forest.has_children(task.id):
                 lines.append(_row(forest, task).markdown())
+                if len(lines) >= MAX_ROWS:
+                    break
     total = len(forest)
     return ProgressSummary(
         table=_table(lines, parents, "parent tasks"),

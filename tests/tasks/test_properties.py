@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from loop.errors import ToolError
 from loop.tasks.models import Task, task_list_adapter
+from loop.tasks.store import FileTaskStore
 from loop.tasks.tools import TOOLS
 from loop.tasks.tree import integrity_problem
 from loop.tools.registry import ToolContext
@@ -141,4 +142,5 @@ def test_file_always_parses_and_keeps_invariants(ops: list[tuple[str, int, int, 
             # Parse the bytes afresh (not through the store's cache of what it wrote).
             tasks = task_list_adapter().validate_json(path.read_bytes()) if path.exists() else []
             check_invariants(tasks)
+            assert FileTaskStore(path).read() == tasks  # the store's cached version is the file
             assert sorted(t.id for t in tasks) == sorted(ids)

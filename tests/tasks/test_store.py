@@ -15,7 +15,7 @@ from loop.tasks import operations
 from loop.tasks.models import Task
 from loop.tasks.store import FileTaskStore, MemoryTaskStore, dump_tasks, store_for
 from loop.tools.registry import ToolContext
-from tests.tasks._book import Book
+from tests.tasks._book import T0, Book
 
 
 def two_tasks() -> list[Task]:
@@ -224,3 +224,112 @@ def test_four_processes_lose_no_update(tmp_path: Path) -> None:
         assert {t.name for t in kids} == expected
         assert sorted(t.order for t in kids) == list(range(1, 126))
     assert len(tasks) == 4 * 126
+
+
+def many_tasks(count: int) -> list[Task]:
+    """Roots with four subtasks each, built through the operations."""
+    b = Book()
+    root = ""
+    for i in range(count):
+        if i % 5 == 0:
+            root = b.add(f"root {i}")
+        else:
+            b.add(f"task {i}", root)
+    return list(b.tasks)
+
+
+def no_whole_parse(raw: bytes, path: Path) -> list[Task]:
+    """Stands in for the whole-file parse where a test expects it not to be needed."""
+    raise AssertionError("the whole file was parsed again")
+
+
+def test_file_changed_by_another_writer_is_reread_from_its_changed_tasks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task changed and one appended by another writer: only those are parsed again."""
+    path = tmp_path / "tasks.json"
+    tasks = many_tasks(50)
+    path.write_bytes(dump_tasks(tasks))
+    store = FileTaskStore(path)
+    first = store.read()
+    assert first == tasks
+    changed = list(tasks)
+    changed[7] = changed[7].model_copy(update={"name": "renamed", "status": "done"})
+    changed.append(changed[0].model_copy(update={"id": "new", "parent_id": changed[0].id}))
+    path.write_bytes(dump_tasks(changed))
+    monkeypatch.setattr("loop.tasks.store.parse_whole", no_whole_parse)
+    got = store.read()
+    assert got == changed
+    assert got[8] is first[8]  # unchanged tasks are the objects parsed before
+    assert got[7] is not first[7]
+    out = operations.list_tasks(got, changed[0].id)
+    assert "new" in [t.id for t in out.tasks]
+
+
+def test_file_with_tasks_removed_by_another_writer_is_reread(tmp_path: Path) -> None:
+    """Tasks deleted by another writer are gone on the next read."""
+    path = tmp_path / "tasks.json"
+    tasks = many_tasks(20)
+    store = FileTaskStore(path)
+    store.change(lambda _old: (tasks, None))
+    kept = [t for t in tasks if t.id not in {tasks[3].id, tasks[12].id}]
+    path.write_bytes(dump_tasks(kept))
+    assert store.read() == kept
+
+
+@pytest.mark.parametrize("problem", ["status", "duplicate", "dangling", "cycle", "garbage"])
+def test_corruption_by_another_writer_is_found_after_a_cached_read(
+    tmp_path: Path, problem: str
+) -> None:
+    """Corrupt content written after this process read the file is still a StoreError."""
+    path = tmp_path / "tasks.json"
+    tasks = many_tasks(20)
+    store = FileTaskStore(path)
+    store.change(lambda _old: (tasks, None))
+    assert store.read() == tasks
+    bad = list(tasks)
+    if problem == "duplicate":
+        bad.append(bad[4])
+    elif problem == "dangling":
+        bad[4] = bad[4].model_copy(update={"parent_id": "ghost"})
+    elif problem == "cycle":
+        bad[0] = bad[0].model_copy(update={"parent_id": bad[1].id})
+    raw = dump_tasks(bad)
+    if problem == "status":
+        raw = raw.replace(b'"status": "todo"', b'"status": "finished"', 1)
+    elif problem == "garbage":
+        raw = raw.replace(b'"order": 2', b'"order": {"x": [1, 2]}', 1)
+    path.write_bytes(raw)
+    with pytest.raises(StoreError) as exc:
+        store.read()
+    assert str(path) in str(exc.value)
+    with pytest.raises(StoreError):
+        store.change(lambda old: (old[:1], None))
+    assert path.read_bytes() == raw
+
+
+def test_write_serialises_only_the_tasks_that_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operation rewrites the file from cached fragments plus the changed tasks."""
+    import loop.tasks.store as store_module
+
+    path = tmp_path / "tasks.json"
+    tasks = many_tasks(100)
+    store = FileTaskStore(path)
+    store.change(lambda _old: (tasks, None))
+    calls: list[str] = []
+    real = store_module.fragment
+
+    def counted(task: Task) -> bytes:
+        calls.append(task.id)
+        return real(task)
+
+    monkeypatch.setattr(store_module, "fragment", counted)
+    store.change(lambda old: operations.update(old, tasks[6].id, name="renamed", now=T0))
+    assert calls == [tasks[6].id]
+    expected = [
+        t.model_copy(update={"name": "renamed", "updated_at": T0}) if t is tasks[6] else t
+        for t in tasks
+    ]
+    assert path.read_bytes() == dump_tasks(expected)
