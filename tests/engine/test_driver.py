@@ -220,3 +220,37 @@ async def test_iteration_and_runtime_limits_stop_a_loop_that_never_completes(
     summary, _ = await run_hats(cfg, backends, workdir=tmp_path)
     expected = "max_iterations" if limit == "max_iterations" else "max_runtime"
     assert summary.reason == expected and summary.exit_code == 3
+
+
+async def test_prompt_in_a_file_and_the_output_cap(tmp_path: Path) -> None:
+    """prompt_via=file hands the child a prompt file; output past the cap is cut, flagged."""
+    script = (
+        "import sys; text = open(sys.argv[1]).read(); "
+        "print('x' * 5000); print('<event topic=\"LOOP_COMPLETE\">' + str(len(text)) + '</event>')"
+    )
+    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path)
+    capped = CommandBackend(
+        [sys.executable, "-c", script, "{prompt_file}"], prompt_via="file", max_output_bytes=100_000
+    )
+    summary, cap = await run_hats(cfg, {"a": capped}, workdir=tmp_path, session_id="f")
+    assert summary.reason == "completed"
+    assert int(next(e for e in cap.events if e.topic == "LOOP_COMPLETE").payload) > 100
+    assert (
+        (tmp_path / ".loop/sessions/f/iterations/000001/prompt.md")
+        .read_text()
+        .startswith("# hatloop · iteration 1")
+    )
+    tiny = CommandBackend(
+        [sys.executable, "-c", script, "{prompt_file}"], prompt_via="file", max_output_bytes=1000
+    )
+    cfg2 = make_config(
+        {"a": {"triggers": ["task.start"]}}, folder=tmp_path / "two", max_consecutive_failures=1
+    )
+    summary2, _ = await run_hats(cfg2, {"a": tiny}, workdir=tmp_path / "two", session_id="g")
+    ends = [
+        r
+        for r in read_journal(tmp_path / "two/.loop/sessions/g/journal.jsonl").records
+        if r["kind"] == "iteration.end"
+    ]
+    assert len(ends[0]["output"]) == 1000 and ends[0]["meta"]["truncated"] is True
+    assert summary2.reason == "max_consecutive_failures"  # the tag was cut off: no event
