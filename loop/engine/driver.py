@@ -366,8 +366,8 @@ class Engine:
                 context=context,
             )
         )
-        it_dir = Path(f"{self._iterations_root}/{iteration:06d}")  # str formatting: hot path
-        events_file = Path(f"{it_dir}/events.jsonl")
+        events_file = Path(f"{self._iterations_root}/{iteration:06d}/events.jsonl")  # hot path
+        it_dir = events_file.parent
         self._prepare_events_file(backend, it_dir, events_file)
         timeout = hat_cfg.timeout_seconds or self.config.loop.iteration_timeout_seconds
         request = BackendRequest(

@@ -43,6 +43,30 @@ class RouteContext:  # not slotted: cached_property needs the instance __dict__
         """The names of the configured hats."""
         return frozenset(h.name for h in self.hats)
 
+    @cached_property
+    def _routes(self) -> dict[tuple[str, bool], str | None]:
+        return {}
+
+    def route(self, event: Event) -> str | None:
+        """:func:`~loop.engine.routing.route` for this configuration, memoised per topic.
+
+        Untargeted routing depends only on the topic and on whether the loop published
+        it, so each (topic, from-loop) pair is decided once per run.
+        """
+        if event.target is not None:
+            return event.target if event.target in self.hat_names else None
+        key = (event.topic, event.source == "loop")
+        routes = self._routes
+        if key not in routes:
+            routes[key] = route(
+                event,
+                self.hats,
+                completion_event=self.completion_event,
+                fallback=self.fallback,
+                starting_event=self.starting_event,
+            )
+        return routes[key]
+
 
 @dataclass
 class LoopState:
@@ -75,13 +99,7 @@ class LoopState:
 
 def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
     state.seen_topics.add(event.topic)
-    hat = route(
-        event,
-        ctx.hats,
-        completion_event=ctx.completion_event,
-        fallback=ctx.fallback,
-        starting_event=ctx.starting_event,
-    )
+    hat = ctx.route(event)
     if hat is not None:
         state.pending.append(PendingEvent(seq=state.next_seq, event=event, hat=hat))
         state.next_seq += 1
