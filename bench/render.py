@@ -194,8 +194,10 @@ def _tasks(tasks: dict[str, Any]) -> list[str]:
         "## Tasks",
         "",
         "Median latency per tool call through `call_tool` on the file "
-        "store. Warm: this process parsed the file last. Cold: the parse cache is "
-        "dropped first (another process, e.g. an agent's CLI call, wrote the file).",
+        "store. Warm: this process wrote the file last. Cold: another writer changed the "
+        "file since (one task renamed behind the store's back, as an agent's CLI call "
+        "would). Fresh: a process that never read the file (for information; it parses "
+        "and checks the whole file).",
         "",
         "| tasks | file | state | createTask ms | startTask ms | completeTask ms |",
         "|---|---|---|---|---|---|",
@@ -204,7 +206,9 @@ def _tasks(tasks: dict[str, Any]) -> list[str]:
         if "error" in data:
             lines.append(f"| {count} | | failed: {data['error'][:200]} | | | |")
             continue
-        for temp in ("warm", "cold"):
+        for temp in ("warm", "cold", "fresh"):
+            if temp not in data:
+                continue
             d = data[temp]
             lines.append(
                 f"| {int(count):,} | {data['file_bytes'] / 1e6:.1f} MB | {temp} | "
