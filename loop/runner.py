@@ -125,11 +125,16 @@ async def run_loop(
     )
     received: list[int] = []
     summary: RunSummary | None = None
-    async with anyio.create_task_group() as tg:
-        if options.handle_signals:
-            tg.start_soon(_watch_signals, tg.cancel_scope, received)
-        summary = await engine.run()
-        tg.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as tg:
+            if options.handle_signals:
+                tg.start_soon(_watch_signals, tg.cancel_scope, received)
+            summary = await engine.run()
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the engine's own error, not a group, for callers
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     if summary is None:
         summary = engine.summary(
             "interrupted", [f"stopped by signal {received[0]}"] if received else []

@@ -193,7 +193,12 @@ class Engine:
 
     async def run(self) -> RunSummary:
         """Run (or resume) the session until a termination reason; always journal the end."""
-        self._start_session()
+        try:
+            self._start_session()
+        except BaseException:  # refused before the run: leave nothing held
+            self.journal.close()
+            self._lock.release()
+            raise
         self._t0 = self.clock()
         self.bus.subscribe("*", self._collector, name="engine")
         for ext in self.extensions:

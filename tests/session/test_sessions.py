@@ -1,0 +1,127 @@
+"""Sessions on disk: locks, resume rules, corrupt journals, status from files alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loop.config import LoadedConfig
+from loop.errors import PathError, SessionError
+from loop.session.journal import read_journal
+from loop.session.store import SessionLock, SessionPaths, session_status, validate_session_id
+from loop.testing import make_config, run_hats, scripted, tag
+
+ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+
+
+def _cfg(tmp_path: Path, **loop: object) -> LoadedConfig:
+    return make_config({"a": {"triggers": ["task.start", "a.more"]}}, folder=tmp_path, **loop)
+
+
+async def test_a_second_run_on_a_running_session_is_refused(tmp_path: Path) -> None:
+    """While a live process holds the session's lock, another run of it is refused."""
+    cfg = _cfg(tmp_path)
+    paths = SessionPaths(tmp_path / ".loop/sessions", "busy")
+    paths.dir.mkdir(parents=True)
+    with subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | "
+            "os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'4242'); print('held', "
+            "flush=True); sys.stdin.read()",
+            str(paths.lock),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as holder:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert session_status(paths.sessions_dir, "busy").status == "not_found"
+        (paths.journal).write_text(
+            json.dumps(
+                {
+                    "kind": "session.start",
+                    "session_id": "busy",
+                    "start_event": {"topic": "task.start"},
+                }
+            )
+            + "\n"
+        )
+        assert session_status(paths.sessions_dir, "busy").status == "running"
+        with pytest.raises(SessionError, match="already running"):
+            await run_hats(
+                cfg,
+                {"a": scripted(tag("LOOP_COMPLETE"))},
+                workdir=tmp_path,
+                session_id="busy",
+                resume=True,
+            )
+        holder.kill()
+    lock = SessionLock(paths.lock)  # the dead holder holds nothing
+    lock.acquire()
+    lock.release()
+
+
+async def test_resume_rules_new_ids_completed_sessions_and_limits(tmp_path: Path) -> None:
+    """A used id is refused for a new run; a completed session cannot resume; a limit can."""
+    cfg = _cfg(tmp_path, max_iterations=1)
+    backend = scripted(tag("a.more", "1"), tag("LOOP_COMPLETE"))
+    first, _ = await run_hats(cfg, {"a": backend}, workdir=tmp_path, session_id="s")
+    assert first.reason == "max_iterations"
+    assert session_status(tmp_path / ".loop/sessions", "s").status == "failed"
+    with pytest.raises(SessionError, match="already exists; use --resume"):
+        await run_hats(cfg, {"a": backend}, workdir=tmp_path, session_id="s")
+    more = _cfg(tmp_path / "b", max_iterations=5)
+    more.root = tmp_path  # same working folder, a higher limit: resume and finish
+    done, _ = await run_hats(more, {"a": backend}, workdir=tmp_path, session_id="s", resume=True)
+    assert done.reason == "completed" and done.iterations == 2 and done.resumed
+    st = session_status(tmp_path / ".loop/sessions", "s")
+    assert (st.status, st.iterations, st.resumes) == ("completed", 2, 1)
+    with pytest.raises(SessionError, match="already completed"):
+        await run_hats(more, {"a": backend}, workdir=tmp_path, session_id="s", resume=True)
+
+
+async def test_a_corrupt_line_in_the_middle_is_an_error_naming_it(tmp_path: Path) -> None:
+    """Only the last line may be torn; a bad line before it stops resume and status."""
+    cfg = _cfg(tmp_path, max_iterations=1)
+    await run_hats(cfg, {"a": scripted(tag("a.more"))}, workdir=tmp_path, session_id="c")
+    journal = tmp_path / ".loop/sessions/c/journal.jsonl"
+    lines = journal.read_text().splitlines()
+    lines[1] = lines[1][:10]
+    journal.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SessionError, match=r"journal\.jsonl:2: corrupt journal line"):
+        session_status(tmp_path / ".loop/sessions", "c")
+    res = subprocess.run(
+        [sys.executable, "-m", "loop", "run", "--resume", "c"],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 2 and "journal.jsonl:2: corrupt journal line" in res.stderr
+    assert journal.read_text().splitlines()[1] == lines[1]  # nothing rewritten
+
+
+def test_a_torn_last_line_is_dropped_deterministically(tmp_path: Path) -> None:
+    """A final line without its newline (or not JSON) is ignored and reported as torn."""
+    journal = tmp_path / "journal.jsonl"
+    good = json.dumps({"kind": "resume"}) + "\n"
+    for tail in ('{"kind": "iteration.e', '{"kind": "iteration.end"}'):
+        journal.write_text(good + tail)
+        contents = read_journal(journal)
+        assert [r["kind"] for r in contents.records] == ["resume"]
+        assert contents.torn and contents.good_size == len(good)
+
+
+@pytest.mark.parametrize("bad", ["", "..", "a/b", "/abs", "x\x00y", "latest", "-dash", "a" * 129])
+def test_session_ids_are_plain_names(bad: str) -> None:
+    """Traversal, separators, NUL, reserved and odd names are refused."""
+    with pytest.raises(PathError):
+        validate_session_id(bad)
