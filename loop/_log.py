@@ -27,7 +27,10 @@ def configure_logging(fmt: LogFormat = "auto", *, level: int = logging.INFO) -> 
     if fmt == "json":
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
-        processors.append(structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty()))
+        # keys in the order they are given (iteration, hat, status...), not sorted
+        processors.append(
+            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(), sort_keys=False)
+        )
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),

@@ -28,12 +28,14 @@ class ProgressReporter(Extension):
 
     def _started(self, event: Event) -> None:
         data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
-        log.info(
-            "session resumed" if event.topic == "loop.resumed" else "session started",
-            session=data.get("session_id"),
-            hats=len(data.get("hats", {})),
-            at_iteration=data.get("resumed_at_iteration"),
-        )
+        fields: dict[str, Any] = {
+            "session": data.get("session_id"),
+            "hats": len(data.get("hats", {})),
+        }
+        if event.topic == "loop.resumed":
+            log.info("session resumed", **fields, after_iteration=data.get("resumed_at_iteration"))
+        else:
+            log.info("session started", **fields)
 
     def _iteration(self, event: Event) -> None:
         rec: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
@@ -76,6 +78,10 @@ def render_summary(summary: Any, extra: list[str] | None = None) -> str:
         lines.append(f"  cost      ${summary.cost_usd:.4f}")
     lines += [f"  note      {n}" for n in summary.notes]
     lines += [f"  {line}" for line in (extra or [])]
-    if summary.exit_code not in (0,):
-        lines.append(f"  resume    python -m loop run --resume {summary.session_id}")
+    if summary.exit_code != 0:
+        raise_limit = {
+            "max_iterations": f" --max-iterations {summary.iterations * 2}",
+            "max_runtime": f" --max-runtime {max(60, int(summary.elapsed * 2))}",
+        }.get(summary.reason, "")
+        lines.append(f"  resume    python -m loop run --resume {summary.session_id}{raise_limit}")
     return "\n".join(lines)
