@@ -254,3 +254,13 @@ async def test_prompt_in_a_file_and_the_output_cap(tmp_path: Path) -> None:
     ]
     assert len(ends[0]["output"]) == 1000 and ends[0]["meta"]["truncated"] is True
     assert summary2.reason == "max_consecutive_failures"  # the tag was cut off: no event
+
+
+async def test_a_missing_program_ends_the_run_as_backend_unavailable(tmp_path: Path) -> None:
+    """No such program: the run stops at once (exit 1) and says which program is missing."""
+    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path)
+    missing = CommandBackend([str(tmp_path / "no-such-agent")])
+    summary, _ = await run_hats(cfg, {"a": missing}, workdir=tmp_path, session_id="m")
+    assert summary.reason == "backend_unavailable" and summary.exit_code == 1
+    assert summary.iterations == 0
+    assert any("program not found" in note for note in summary.notes)
