@@ -94,7 +94,11 @@ class Journal:
         """Write one record as one line."""
         if self._fd is None:
             raise SessionError(f"{self.path}: journal is not open")
-        line = (json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        # records are trees of plain data: skip the circular-reference check (hot path)
+        line = (
+            json.dumps(record, ensure_ascii=False, separators=(",", ":"), check_circular=False)
+            + "\n"
+        ).encode()
         if record.get("kind") == "iteration.end" and crash_armed("journal.write"):
             os.write(self._fd, line[: len(line) // 2])  # a torn line, as a crash mid-write
             os.kill(os.getpid(), signal.SIGKILL)

@@ -1,7 +1,7 @@
 """``python -m loop task ...``: the task tools as subcommands, plus ``task progress``.
 
-Readable output by default, the tool's JSON with ``--json``. The lead's ``loop/cli.py``
-calls :func:`register` with its subparsers.
+Readable output by default, the tool's JSON with ``--json``. ``loop/cli.py`` calls
+:func:`register` with its subparsers when the `task` command runs.
 """
 
 from __future__ import annotations
