@@ -43,26 +43,27 @@ class CommandConfig(_Strict):
     max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
 
 
-class GeminiConfig(_Strict):
+class _AgentCli(_Strict):
+    """The settings shared by the ready presets of ``command`` for agent CLIs."""
+
+    model: str | None = None
+    args: list[str] = Field(default_factory=list)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class GeminiConfig(_AgentCli):
     """Gemini CLI, a ready preset of ``command`` (``gemini -p PROMPT``)."""
 
     type: Literal["gemini"] = "gemini"
     command: list[str] = Field(default_factory=lambda: ["gemini"])
-    model: str | None = None
-    args: list[str] = Field(default_factory=list)
-    timeout_seconds: float | None = Field(default=None, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
 
 
-class CodexConfig(_Strict):
+class CodexConfig(_AgentCli):
     """Codex CLI, a ready preset of ``command`` (``codex exec -``, prompt on stdin)."""
 
     type: Literal["codex"] = "codex"
     command: list[str] = Field(default_factory=lambda: ["codex"])
-    model: str | None = None
-    args: list[str] = Field(default_factory=list)
-    timeout_seconds: float | None = Field(default=None, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
 
 
 class PythonConfig(_Strict):

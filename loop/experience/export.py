@@ -284,17 +284,20 @@ def export_thoughts(ctx: ToolContext, inp: ThoughtsInput) -> ThoughtsOutput:
     return ThoughtsOutput(file_path=str(directory / THOUGHTS), replaced=THOUGHTS in state.files)
 
 
+def _file_error(code: str, name: str, exc: ValidationError) -> ToolError:
+    """A tool error naming the file and the first invalid field."""
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in first["loc"])
+    return ToolError(
+        code, f"{name}: {where}: {first['msg']}", details={"file": name, "field": where}
+    )
+
+
 def _load_summary(directory: Path) -> SummaryFile:
     try:
         return SummaryFile.model_validate(read_json(directory / SUMMARY))
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ToolError(
-            "invalid_summary",
-            f"{SUMMARY}: {where}: {first['msg']}",
-            details={"file": SUMMARY, "field": where},
-        ) from exc
+        raise _file_error("invalid_summary", SUMMARY, exc) from exc
 
 
 def _count_batches(directory: Path, batches: dict[int, str]) -> int:
@@ -309,13 +312,7 @@ def _count_batches(directory: Path, batches: dict[int, str]) -> int:
         try:
             batch = ConversationBatch.model_validate(read_json(directory / name), strict=True)
         except ValidationError as exc:
-            first = exc.errors(include_url=False)[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ToolError(
-                "invalid_batch",
-                f"{name}: {where}: {first['msg']}",
-                details={"file": name, "field": where},
-            ) from exc
+            raise _file_error("invalid_batch", name, exc) from exc
         total += len(batch.conversations)
     return total
 
