@@ -130,6 +130,8 @@ class Engine:
         return self._base_elapsed + (self.clock() - self._t0)
 
     def _start_session(self) -> None:
+        if self.resume and not self.paths.journal.exists():  # refuse before creating anything
+            raise SessionError(f"session {self.paths.session_id} has no journal to resume")
         self.paths.dir.mkdir(parents=True, exist_ok=True)
         self._lock.acquire()
         contents = read_journal(self.paths.journal)

@@ -125,3 +125,17 @@ def test_session_ids_are_plain_names(bad: str) -> None:
     """Traversal, separators, NUL, reserved and odd names are refused."""
     with pytest.raises(PathError):
         validate_session_id(bad)
+
+
+async def test_resuming_an_unknown_session_creates_nothing(tmp_path: Path) -> None:
+    """--resume of an id with no journal is refused before any folder is made."""
+    cfg = _cfg(tmp_path)
+    with pytest.raises(SessionError, match="has no journal to resume"):
+        await run_hats(
+            cfg,
+            {"a": scripted(tag("LOOP_COMPLETE"))},
+            workdir=tmp_path,
+            session_id="ghost",
+            resume=True,
+        )
+    assert not (tmp_path / ".loop/sessions/ghost").exists()
