@@ -12,7 +12,6 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from loop import __version__
@@ -128,12 +127,4 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
 
-def existing_file(raw: str) -> Path:
-    """An argparse type: a path that must exist."""
-    path = Path(raw)
-    if not path.exists():
-        raise argparse.ArgumentTypeError(f"file not found: {raw}")
-    return path
-
-
-__all__ += ["EXIT_OK", "EXIT_USAGE", "existing_file", "print_json", "run_async"]
+__all__ += ["EXIT_OK", "EXIT_USAGE", "print_json", "run_async"]

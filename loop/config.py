@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -475,6 +475,3 @@ def tool_settings_from_project(root: Path, config: str | None = None) -> dict[st
         if isinstance(value, str) and value:
             out[name] = str(base / value)
     return out
-
-
-LogFormat = Literal["auto", "console", "json"]

@@ -159,4 +159,4 @@ def _export(config: Any, summary: Any) -> str:
 
     ctx = tool_context(config, Path.cwd())
     result = export_session(ctx, Path(summary.session_dir))
-    return f"experience {getattr(result, 'session_id', summary.session_id)} exported"
+    return f"experience {result.session_id} exported"

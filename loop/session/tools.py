@@ -26,7 +26,6 @@ __all__ = [
     "EmitEventInput",
     "EmitEventOutput",
     "SessionStatusInput",
-    "SessionStatusOutput",
     "emit_event",
     "get_session_status",
 ]
@@ -76,9 +75,6 @@ class SessionStatusInput(BaseModel):
     )
 
 
-SessionStatusOutput = SessionStatus
-
-
 def emit_event(ctx: ToolContext, inp: EmitEventInput) -> EmitEventOutput:
     """``emit_event``: append an event to the running iteration's events file.
 
@@ -126,7 +122,7 @@ def _where(ctx: ToolContext, requested: str | None) -> tuple[Path, str | None]:
     return sessions_dir, requested or os.environ.get(ENV_SESSION_ID) or latest_session(sessions_dir)
 
 
-def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStatusOutput:
+def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStatus:
     """``get_session_status``: a session's state, derived from its files on every call.
 
     Raises:
@@ -135,7 +131,7 @@ def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStat
     """
     sessions_dir, session_id = _where(ctx, inp.session_id)
     if session_id is None:
-        return SessionStatusOutput(session_id=None, status="not_found")
+        return SessionStatus(session_id=None, status="not_found")
     try:
         status = session_status(sessions_dir, session_id)
     except SessionError as exc:
@@ -169,7 +165,7 @@ TOOLS: list[Tool] = [
             "Without session_id: the running session, else the most recent one. Read-only."
         ),
         input_model=SessionStatusInput,
-        output_model=SessionStatusOutput,
+        output_model=SessionStatus,
         func=get_session_status,
         read_only=True,
     ),

@@ -200,13 +200,9 @@ class ThemeService:
 
     def start(self, inp: StartThemeInput) -> StartThemeOutput:
         """Start a theme: the seed's five stages, all or nothing."""
-        part = naming.sanitize_part(inp.themeDirectoryPart)
-        parent = _parent_of(inp)
+        part, parent, warnings = _names(inp)
         if inp.targetFilename is not None:
             self.ws.join(self.ws.themebox, inp.targetFilename, "targetFilename")
-        warnings = _sanitize_warnings(
-            inp.themeDirectoryPart, part, inp.parentThemeDirectoryPart, parent
-        )
         read_heartbeat_id(self.ws)  # fail fast, before the lock creates anything
         with self.ws.locked():
             repaired = repair(self.ws, self.ops)
@@ -253,11 +249,7 @@ class ThemeService:
 
     def end(self, inp: EndThemeInput) -> EndThemeOutput:
         """End a started theme: one end history file, refused in the start's heartbeat."""
-        part = naming.sanitize_part(inp.themeDirectoryPart)
-        parent = _parent_of(inp)
-        warnings = _sanitize_warnings(
-            inp.themeDirectoryPart, part, inp.parentThemeDirectoryPart, parent
-        )
+        part, parent, warnings = _names(inp)
         read_heartbeat_id(self.ws)  # fail fast, before the lock creates anything
         with self.ws.locked():
             repaired = repair(self.ws, self.ops)
@@ -356,11 +348,19 @@ def _sanitize_warnings(
     return out
 
 
-def _parent_of(inp: StartThemeInput | EndThemeInput) -> tuple[str, str] | None:
-    """The parent theme (start ID, sanitised directory part) of a subtheme, else None."""
+def _names(
+    inp: StartThemeInput | EndThemeInput,
+) -> tuple[str, tuple[str, str] | None, list[str]]:
+    """The sanitised directory part, the parent (start ID, part) of a subtheme, and the
+    warnings for any name that sanitising changed."""
+    part = naming.sanitize_part(inp.themeDirectoryPart)
+    parent = None
     if inp.parentThemeStartId and inp.parentThemeDirectoryPart:
-        return (
+        parent = (
             inp.parentThemeStartId,
             naming.sanitize_part(inp.parentThemeDirectoryPart, "parentThemeDirectoryPart"),
         )
-    return None
+    warnings = _sanitize_warnings(
+        inp.themeDirectoryPart, part, inp.parentThemeDirectoryPart, parent
+    )
+    return part, parent, warnings

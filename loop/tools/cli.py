@@ -23,7 +23,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from loop.errors import EXIT_OK, EXIT_USAGE, ToolError, UsageError
@@ -208,8 +207,3 @@ def _make_handler(tool_name: str, renderer: Renderer | None) -> Callable[[argpar
         return EXIT_OK
 
     return handler
-
-
-def model_field_names(model: type[BaseModel]) -> list[str]:
-    """The wire names of a model's fields (aliases where set)."""
-    return [info.alias or name for name, info in model.model_fields.items()]
