@@ -57,23 +57,16 @@ def write_pingpong_project(
     return path
 
 
-class InstantBackend:
-    """A backend that answers at once with one event tag (the iteration number varies it)."""
+def scripted_backend(topic: str, count: int, pad: int = 0) -> Any:
+    """The real scripted backend, instant: ``count`` outputs, each one ``topic`` event.
 
-    kind = "bench"
-    uses_files = False  # instant and in-process, like the scripted backend
+    The payload is the activation number, so no two consecutive events are alike (the
+    stale-loop rule never fires); ``pad`` bytes of text precede the tag.
+    """
+    from loop.backends.scripted import ScriptedBackend
 
-    def __init__(self, topic: str, pad: int = 0) -> None:
-        self.topic = topic
-        self.pad = "x" * pad
-
-    async def run(self, request: Any) -> Any:
-        """Publish ``topic`` with the iteration number (plus padding) as payload."""
-        from loop.backends.base import BackendResult
-
-        return BackendResult(
-            output=f'{self.pad}<event topic="{self.topic}">{request.iteration}</event>'
-        )
+    filler = "x" * pad
+    return ScriptedBackend([f'{filler}<event topic="{topic}">{k}</event>' for k in range(count)])
 
 
 def _stamp_extension(stamps: Stamps) -> Any:
@@ -122,7 +115,10 @@ def engine_pingpong(params: dict[str, Any]) -> dict[str, Any]:
             workdir=folder,
             progress=False,
             handle_signals=False,
-            backends={"ping": InstantBackend("ping.x", pad), "pong": InstantBackend("pong.x", pad)},
+            backends={
+                "ping": scripted_backend("ping.x", n // 2 + 1, pad),
+                "pong": scripted_backend("pong.x", n // 2 + 1, pad),
+            },
             extensions=[_stamp_extension(stamps)],
         )
         t0 = time.perf_counter()

@@ -86,46 +86,50 @@ class EventBus:
         return tuple(self._subs)
 
     async def publish(self, event: Event) -> None:
-        """Queue ``event`` and, unless a delivery is under way, deliver the queue.
+        """Deliver ``event`` now, unless a delivery is under way: then queue it.
 
         A handler publishing during delivery returns at once; its event is delivered
         after the current one to every subscriber, by the outer ``publish``.
         """
-        if len(self._queue) >= self.max_pending:
-            raise BusOverflow(
-                f"more than {self.max_pending} events queued in one publish cascade "
-                f"(last topic {event.topic!r}): a subscriber is publishing in a loop"
-            )
-        self._queue.append(event)
-        self.stats.published += 1
         if self._draining:
+            if len(self._queue) >= self.max_pending:
+                raise BusOverflow(
+                    f"more than {self.max_pending} events queued in one publish cascade "
+                    f"(last topic {event.topic!r}): a subscriber is publishing in a loop"
+                )
+            self._queue.append(event)
+            self.stats.published += 1
             return
+        self.stats.published += 1
         self._draining = True
         try:
-            while self._queue:
-                current = self._queue.popleft()
+            current = event
+            while True:
                 subs = self._matches.get(current.topic)
                 if subs is None:
                     subs = tuple(s for s in self._subs if topic_matches(s.pattern, current.topic))
                     self._matches[current.topic] = subs
                 for sub in subs:  # a snapshot: changes apply from the next event on
-                    await self._deliver(sub, current)
+                    try:
+                        result = sub.handler(current)
+                        if result is not None and inspect.isawaitable(result):  # sync: None
+                            await result
+                        sub.delivered += 1
+                    except BusOverflow:
+                        raise  # a runaway cascade is the publisher's problem
+                    except Exception as exc:
+                        self._failed(sub, current, exc)
+                if not self._queue:
+                    break
+                current = self._queue.popleft()
         finally:
             self._draining = False
             self._queue.clear()
 
-    async def _deliver(self, sub: Subscription, event: Event) -> None:
-        try:
-            result = sub.handler(event)
-            if inspect.isawaitable(result):
-                await result
-            sub.delivered += 1
-        except BusOverflow:
-            raise  # a runaway cascade is the publisher's problem, not one subscriber's
-        except Exception as exc:
-            sub.failures += 1
-            sub.last_error = f"{type(exc).__name__}: {exc}"
-            self.stats.failures += 1
-            log.warning(
-                "subscriber failed", subscriber=sub.name, topic=event.topic, error=sub.last_error
-            )
+    def _failed(self, sub: Subscription, event: Event, exc: Exception) -> None:
+        sub.failures += 1
+        sub.last_error = f"{type(exc).__name__}: {exc}"
+        self.stats.failures += 1
+        log.warning(
+            "subscriber failed", subscriber=sub.name, topic=event.topic, error=sub.last_error
+        )

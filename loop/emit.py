@@ -45,34 +45,6 @@ def append_event(path: Path, topic: str, payload: Any, target: str | None = None
         os.close(fd)
 
 
-def read_events_file(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Read emitted event lines: ``(records, problems)``.
-
-    A malformed line is reported in ``problems`` (with its number), never fatal.
-    """
-    records: list[dict[str, Any]] = []
-    problems: list[str] = []
-    if not os.access(path, os.F_OK):  # the common case for in-process hats: no exception
-        return records, problems
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return records, problems
-    for number, raw in enumerate(data.splitlines(), start=1):
-        if not raw.strip():
-            continue
-        try:
-            rec = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            problems.append(f"line {number}: not JSON")
-            continue
-        if not isinstance(rec, dict) or not _valid_topic(rec.get("topic")):
-            problems.append(f"line {number}: no valid topic")
-            continue
-        records.append(rec)
-    return records, problems
-
-
 def _valid_topic(topic: object) -> bool:
     return (
         isinstance(topic, str) and bool(topic) and all(_SEGMENT.match(s) for s in topic.split("."))

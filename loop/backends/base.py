@@ -19,7 +19,6 @@ from loop.events import Event
 __all__ = ["Backend", "BackendRequest", "BackendResult"]
 
 
-@dataclass(frozen=True, slots=True)
 class BackendRequest:
     """What a backend needs to run one iteration of one hat.
 
@@ -27,19 +26,69 @@ class BackendRequest:
     from the session journal, so deterministic backends index their outputs by it and a
     resumed session carries on where it stopped. ``triggers`` are the events that
     activated the hat; ``env`` carries the ``LOOP_*`` variables for child processes.
+
+    ``events_file`` and ``iteration_dir`` may be given as text: they become
+    :class:`~pathlib.Path` objects only when a backend reads them (most instant
+    backends never do, and building paths is a measurable part of an iteration).
     """
 
-    hat: str
-    prompt: str
-    iteration: int
-    session_id: str
-    activation: int
-    events_file: Path
-    workdir: Path
-    env: Mapping[str, str] = field(default_factory=dict)
-    timeout_seconds: float | None = None
-    iteration_dir: Path | None = None
-    triggers: tuple[Event, ...] = ()
+    __slots__ = (
+        "_events_file",
+        "_iteration_dir",
+        "activation",
+        "env",
+        "hat",
+        "iteration",
+        "prompt",
+        "session_id",
+        "timeout_seconds",
+        "triggers",
+        "workdir",
+    )
+
+    def __init__(
+        self,
+        *,
+        hat: str,
+        prompt: str,
+        iteration: int,
+        session_id: str,
+        activation: int,
+        events_file: Path | str,
+        workdir: Path,
+        env: Mapping[str, str] | None = None,
+        timeout_seconds: float | None = None,
+        iteration_dir: Path | str | None = None,
+        triggers: tuple[Event, ...] = (),
+    ) -> None:
+        self.hat = hat
+        self.prompt = prompt
+        self.iteration = iteration
+        self.session_id = session_id
+        self.activation = activation
+        self._events_file = events_file
+        self.workdir = workdir
+        self.env: Mapping[str, str] = env if env is not None else {}
+        self.timeout_seconds = timeout_seconds
+        self._iteration_dir = iteration_dir
+        self.triggers = triggers
+
+    @property
+    def events_file(self) -> Path:
+        """The file ``python -m loop emit`` appends this iteration's events to."""
+        if not isinstance(self._events_file, Path):
+            self._events_file = Path(self._events_file)
+        return self._events_file
+
+    @property
+    def iteration_dir(self) -> Path | None:
+        """The iteration's own folder (the events file's folder), if the engine named one."""
+        if self._iteration_dir is not None and not isinstance(self._iteration_dir, Path):
+            self._iteration_dir = Path(self._iteration_dir)
+        return self._iteration_dir
+
+    def __repr__(self) -> str:
+        return f"BackendRequest(hat={self.hat!r}, iteration={self.iteration})"
 
 
 @dataclass(slots=True)
@@ -69,8 +118,12 @@ class Backend(Protocol):
     """Runs one iteration of a hat."""
 
     kind: str
-    # Optional: ``uses_files = False`` tells the engine not to create the iteration's
-    # folder and events file up front (backends without a child process).
+    # Optional flags (read with getattr, default False/True as noted):
+    # ``uses_files = False`` tells the engine not to create the iteration's folder and
+    #   events file up front (backends without a child process; default True).
+    # ``instant = True`` says ``run`` never suspends (it awaits nothing that waits), so
+    #   a timeout could never interrupt it: the engine runs it without a cancel scope
+    #   (default False: every other backend runs under the per-iteration timeout).
 
     async def run(self, request: BackendRequest) -> BackendResult:
         """Run the hat once with ``request.prompt``; never raise for ordinary failures."""

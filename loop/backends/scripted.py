@@ -23,6 +23,7 @@ class ScriptedBackend:
 
     kind = "scripted"
     uses_files = False  # no child process: no events folder to prepare
+    instant = True  # awaits nothing: the engine needs no timeout scope for it
 
     def __init__(self, outputs: list[str]) -> None:
         self.outputs = list(outputs)

@@ -47,7 +47,7 @@ def exit_code_for(reason: str) -> int:
     return REASON_EXIT.get(reason, EXIT_FAILED)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Selection:
     """The next step: run ``hat`` on ``triggers``, or drop them (``exhausted``)."""
 
@@ -97,7 +97,7 @@ def check_limits(state: LoopState, limits: Limits, elapsed: float) -> str | None
     return None
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """What one iteration amounts to."""
 
@@ -144,10 +144,9 @@ def decide_outcome(
             notes=[f"default_publishes {hat.default_publishes}"],
         )
     out = Outcome(status="ok", publish=list(events), consume=True)
-    topics = [e.topic for e in events]
-    if completion_event in topics[:-1]:
+    if len(events) > 1 and any(e.topic == completion_event for e in events[:-1]):
         out.notes.append(f"{completion_event} ignored: it was not the last event")
-    if topics[-1] == completion_event:
+    if events[-1].topic == completion_event:
         if completion_blocker:
             out.notes.append(f"{completion_event} refused: {completion_blocker}")
             out.publish.append(

@@ -29,7 +29,7 @@ from loop._faults import crash_point
 from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.bus import EventBus
 from loop.config import LoadedConfig
-from loop.emit import read_events_file
+from loop.engine.collect import collect_events
 from loop.engine.decide import (
     Limits,
     check_limits,
@@ -37,12 +37,12 @@ from loop.engine.decide import (
     exit_code_for,
     select_next,
 )
-from loop.engine.prompt import PromptParts, build_prompt
+from loop.engine.prompt import PromptTemplate
 from loop.engine.records import hats_record, iteration_record
 from loop.engine.routing import hat_specs
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
-from loop.errors import BackendUnavailable, SessionError
-from loop.events import Event, parse_event_tags
+from loop.errors import BackendUnavailable, InputError, SessionError
+from loop.events import Event
 from loop.extensions import Extension
 from loop.session.journal import Journal, read_journal
 from loop.session.store import SessionLock, SessionPaths, mark_latest
@@ -50,6 +50,15 @@ from loop.session.store import SessionLock, SessionPaths, mark_latest
 __all__ = ["Engine", "RunSummary"]
 
 log = structlog.get_logger("loop.engine")
+
+# Instant backends never give the event loop a turn; the engine yields to it at least this
+# often (seconds), so signals, the progress display and other tasks still run.
+YIELD_INTERVAL = 0.005
+CANCEL_CHECK_EVERY = 8  # iterations (an anyio cancellation check costs over a microsecond)
+
+
+def _overrides(ext: Extension, hook: str) -> bool:
+    return getattr(type(ext), hook) is not getattr(Extension, hook)
 
 
 @dataclass
@@ -116,15 +125,35 @@ class Engine:
         self._env: dict[str, str] = {}
         self._rerun: int | None = None
         self._iterations_root = str(paths.iteration_dir(0).parent)
+        self._templates = {
+            name: PromptTemplate(
+                hat=name,
+                description=hat.description,
+                instructions=hat.instructions,
+                objective=config.prompt,
+                publishes=hat.publishes,
+                completion_event=config.loop.completion_event,
+            )
+            for name, hat in config.hats.items()
+        }
+        self._instant = {
+            name: bool(getattr(backend, "instant", False)) for name, backend in backends.items()
+        }
+        # only the extensions that override a per-iteration hook are called (hot path)
+        self._starters = [e for e in self.extensions if _overrides(e, "on_iteration_start")]
+        self._prompters = [e for e in self.extensions if _overrides(e, "prompt_section")]
+        self._blockers = [e for e in self.extensions if _overrides(e, "completion_blocker")]
+        self._next_yield = 0.0
+        self._turns = 0
         self._base_elapsed = 0.0
         self._t0 = 0.0
 
     # -- set-up -----------------------------------------------------------------------
 
-    def _record(self, record: dict[str, Any]) -> None:
+    def _record(self, record: dict[str, Any], published: list[Event] | None = None) -> None:
         record.setdefault("ts", time.time())
         self.journal.append(record)
-        apply(self.state, record, self.route_ctx)
+        apply(self.state, record, self.route_ctx, published)
 
     def _elapsed(self) -> float:
         return self._base_elapsed + (self.clock() - self._t0)
@@ -269,9 +298,16 @@ class Engine:
 
     async def _loop(self, notes: list[str]) -> str:
         while True:
-            # Instant backends never yield to the event loop; without a checkpoint a signal
-            # (or any cancellation) could not land until the whole run had ended.
-            await anyio.lowlevel.checkpoint()
+            # Instant backends never yield to the event loop: a cancellation (a replay's
+            # comparer stopping the run) is checked every CANCEL_CHECK_EVERY iterations,
+            # and the loop gets a turn (signals, progress) every YIELD_INTERVAL.
+            self._turns += 1
+            if self._turns % CANCEL_CHECK_EVERY == 0:
+                if time.monotonic() >= self._next_yield:
+                    await anyio.lowlevel.checkpoint()
+                    self._next_yield = time.monotonic() + YIELD_INTERVAL
+                else:
+                    await anyio.lowlevel.checkpoint_if_cancelled()
             reason = check_limits(self.state, self.limits, self._elapsed())
             if reason is not None:
                 return reason
@@ -314,14 +350,14 @@ class Engine:
         )
         return env
 
-    def _child_env(self, hat: str, iteration: int, events_file: Path) -> dict[str, str]:
+    def _child_env(self, hat: str, iteration: int, events_file: str) -> dict[str, str]:
         env = dict(self._env)
-        env["LOOP_EVENTS_FILE"] = str(events_file)
+        env["LOOP_EVENTS_FILE"] = events_file
         env["LOOP_ITERATION"] = str(iteration)
         env["LOOP_HAT"] = hat
         return env
 
-    def _prepare_events_file(self, backend: Backend, it_dir: Path, events_file: Path) -> None:
+    def _prepare_events_file(self, backend: Backend, it_dir: str, events_file: str) -> None:
         """Give the iteration a clean events file; only backends with a child need one made.
 
         A re-run of an in-flight iteration must not see the lines its killed run wrote, so
@@ -329,11 +365,11 @@ class Engine:
         backends whose child process writes there (``uses_files``, default true).
         """
         if getattr(backend, "uses_files", True):
-            it_dir.mkdir(parents=True, exist_ok=True)
-            events_file.write_bytes(b"")
+            Path(it_dir).mkdir(parents=True, exist_ok=True)
+            Path(events_file).write_bytes(b"")
         elif self.state.iteration + 1 == self._rerun:  # only a re-run can find old lines
             with contextlib.suppress(FileNotFoundError):
-                events_file.unlink()
+                Path(events_file).unlink()
 
     async def _iteration(self, hat: str, triggers: tuple[PendingEvent, ...]) -> None:
         iteration = self.state.iteration + 1
@@ -354,27 +390,15 @@ class Engine:
         published: list[Event] = []
         self._collecting = published
         try:
-            for ext in self.extensions:
+            for ext in self._starters:
                 for event in await ext.on_iteration_start(iteration, hat):
                     await self.bus.publish(event)
         finally:
             self._collecting = None
-        context = [s for ext in self.extensions if (s := ext.prompt_section(hat))]
-        prompt = build_prompt(
-            PromptParts(
-                hat=hat,
-                description=hat_cfg.description,
-                instructions=hat_cfg.instructions,
-                objective=self.config.prompt,
-                iteration=iteration,
-                triggers=[p.event for p in triggers],
-                publishes=hat_cfg.publishes,
-                completion_event=self.config.loop.completion_event,
-                context=context,
-            )
-        )
-        events_file = Path(f"{self._iterations_root}/{iteration:06d}/events.jsonl")  # hot path
-        it_dir = events_file.parent
+        context = [s for ext in self._prompters if (s := ext.prompt_section(hat))]
+        prompt = self._templates[hat].render(iteration, [p.event for p in triggers], context)
+        it_dir = f"{self._iterations_root}/{iteration:06d}"  # text: no Path built (hot path)
+        events_file = f"{it_dir}/events.jsonl"
         self._prepare_events_file(backend, it_dir, events_file)
         timeout = hat_cfg.timeout_seconds or self.config.loop.iteration_timeout_seconds
         request = BackendRequest(
@@ -391,10 +415,10 @@ class Engine:
             triggers=tuple(p.event for p in triggers),
         )
         result = await self._run_backend(backend, request, timeout, hat)
-        emitted, events, problems = self._collect(hat, result, events_file)
+        emitted, events, problems = collect_events(hat, result.output, events_file)
         blocker = None
         if events and events[-1].topic == self.config.loop.completion_event:
-            blocker = next((b for ext in self.extensions if (b := ext.completion_blocker())), None)
+            blocker = next((b for ext in self._blockers if (b := ext.completion_blocker())), None)
         outcome = decide_outcome(
             spec,
             ok=result.ok,
@@ -428,7 +452,7 @@ class Engine:
             elapsed=self._elapsed(),
         )
         crash_point("iteration.end")
-        self._record(record)
+        self._record(record, published)
         crash_point("iteration.committed")
         await self.bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))
         crash_point("iteration.recorded")
@@ -436,34 +460,22 @@ class Engine:
     async def _run_backend(
         self, backend: Backend, request: BackendRequest, timeout: float, hat: str
     ) -> BackendResult:
+        if self._instant[hat]:  # it never suspends: no timeout could ever fire
+            return await self._call_backend(backend, request, hat)
         with anyio.move_on_after(timeout) as scope:
-            try:
-                return await backend.run(request)
-            except BackendUnavailable:
-                raise
-            except Exception as exc:
-                log.exception("backend raised", hat=hat)
-                return BackendResult.failed(f"backend error: {type(exc).__name__}: {exc}")
+            return await self._call_backend(backend, request, hat)
         assert scope.cancelled_caught
         return BackendResult.failed(f"timeout after {timeout:g}s", exit_code=None)
 
-    def _collect(
-        self, hat: str, result: BackendResult, events_file: Path
-    ) -> tuple[list[Event], list[Event], list[str]]:
-        """Events from both channels: the emit file first (in order), then output tags."""
-        records, problems = read_events_file(events_file)
-        emitted = [
-            Event(
-                topic=r["topic"],
-                payload=r.get("payload", ""),
-                source=hat,
-                target=r.get("target"),
-                ts=float(r.get("ts") or time.time()),
-            )
-            for r in records
-        ]
-        events = emitted + parse_event_tags(result.output, source=hat)
-        return emitted, events, [f"emit file {p}" for p in problems]
+    @staticmethod
+    async def _call_backend(backend: Backend, request: BackendRequest, hat: str) -> BackendResult:
+        try:
+            return await backend.run(request)
+        except (BackendUnavailable, InputError):  # cannot run at all / bad input: stop
+            raise
+        except Exception as exc:
+            log.exception("backend raised", hat=hat)
+            return BackendResult.failed(f"backend error: {type(exc).__name__}: {exc}")
 
     def summary(self, reason: str, notes: list[str]) -> RunSummary:
         """The run summary for ``reason``."""

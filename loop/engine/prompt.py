@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from loop.events import Event
 
-__all__ = ["PromptParts", "build_prompt"]
+__all__ = ["PromptParts", "PromptTemplate", "build_prompt"]
 
 
 @dataclass(frozen=True)
@@ -30,34 +30,73 @@ def _payload(event: Event) -> str:
     return text if text else "(no payload)"
 
 
+class PromptTemplate:
+    """The parts of one hat's prompt that stay the same from iteration to iteration.
+
+    Built once per hat and run; :meth:`render` adds the iteration number, the triggers
+    and the extensions' context. ``render`` gives exactly :func:`build_prompt`'s text.
+    """
+
+    __slots__ = ("_hat", "_head", "_tail")
+
+    def __init__(
+        self,
+        *,
+        hat: str,
+        description: str,
+        instructions: str,
+        objective: str,
+        publishes: Sequence[str],
+        completion_event: str,
+    ) -> None:
+        head: list[str] = [""]
+        if description:
+            head += [description.strip(), ""]
+        if instructions:
+            head += ["## Your instructions", "", instructions.strip(), ""]
+        head += ["## Objective", "", objective.strip(), ""]
+        head += ["## Events that triggered you", ""]
+        tail = ["## How to publish events", ""]
+        if publishes:
+            allowed = ", ".join(f"`{t}`" for t in publishes)
+            tail.append(f"You publish: {allowed}.")
+        tail += [
+            "Publish each event in one of two ways:",
+            '- run `python -m loop emit TOPIC "payload"` (add `--json` for a JSON payload), or',
+            '- write `<event topic="TOPIC">payload</event>` in your reply.',
+        ]
+        if not publishes or completion_event in publishes:
+            tail.append(
+                f"When the whole objective is done, publish `{completion_event}` as your "
+                "last event."
+            )
+        self._hat = hat
+        self._head = "\n".join(head) + "\n"
+        self._tail = "\n".join(tail).rstrip() + "\n"
+
+    def render(self, iteration: int, triggers: Sequence[Event], context: Sequence[str] = ()) -> str:
+        """The prompt for ``iteration``, run on ``triggers``, with ``context`` blocks."""
+        lines = [f"# hatloop · iteration {iteration} · hat `{self._hat}`", self._head]
+        for event in triggers:
+            lines.append(f"- `{event.topic}` from {event.source}:\n")
+            lines += [f"  {line}\n" for line in _payload(event).splitlines()] or [
+                "  (no payload)\n"
+            ]
+        lines.append("\n")
+        for block in context:
+            if stripped := block.strip():
+                lines.append(f"{stripped}\n\n")
+        lines.append(self._tail)
+        return lines[0] + "\n" + "".join(lines[1:])
+
+
 def build_prompt(parts: PromptParts) -> str:
     """The prompt: who the hat is, the objective, what triggered it, how to publish."""
-    lines = [f"# hatloop · iteration {parts.iteration} · hat `{parts.hat}`", ""]
-    if parts.description:
-        lines += [parts.description.strip(), ""]
-    if parts.instructions:
-        lines += ["## Your instructions", "", parts.instructions.strip(), ""]
-    lines += ["## Objective", "", parts.objective.strip(), ""]
-    lines += ["## Events that triggered you", ""]
-    for event in parts.triggers:
-        lines.append(f"- `{event.topic}` from {event.source}:")
-        lines += [f"  {line}" for line in _payload(event).splitlines()] or ["  (no payload)"]
-    lines.append("")
-    for block in parts.context:
-        if block.strip():
-            lines += [block.strip(), ""]
-    lines += ["## How to publish events", ""]
-    if parts.publishes:
-        allowed = ", ".join(f"`{t}`" for t in parts.publishes)
-        lines.append(f"You publish: {allowed}.")
-    lines += [
-        "Publish each event in one of two ways:",
-        '- run `python -m loop emit TOPIC "payload"` (add `--json` for a JSON payload), or',
-        '- write `<event topic="TOPIC">payload</event>` in your reply.',
-    ]
-    if not parts.publishes or parts.completion_event in parts.publishes:
-        lines.append(
-            f"When the whole objective is done, publish `{parts.completion_event}` as your "
-            "last event."
-        )
-    return "\n".join(lines).rstrip() + "\n"
+    return PromptTemplate(
+        hat=parts.hat,
+        description=parts.description,
+        instructions=parts.instructions,
+        objective=parts.objective,
+        publishes=parts.publishes,
+        completion_event=parts.completion_event,
+    ).render(parts.iteration, parts.triggers, parts.context)

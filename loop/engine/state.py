@@ -20,7 +20,7 @@ from loop.events import Event
 __all__ = ["LoopState", "PendingEvent", "RouteContext", "apply", "fold"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class PendingEvent:
     """An event waiting for its hat, with its sequence number."""
 
@@ -116,8 +116,18 @@ def _events(raw: Sequence[dict[str, Any]]) -> list[Event]:
     return [Event.from_dict(e) for e in raw]
 
 
-def apply(state: LoopState, record: dict[str, Any], ctx: RouteContext) -> LoopState:
-    """Fold one journal record into ``state`` (mutates and returns it)."""
+def apply(
+    state: LoopState,
+    record: dict[str, Any],
+    ctx: RouteContext,
+    published: Sequence[Event] | None = None,
+) -> LoopState:
+    """Fold one journal record into ``state`` (mutates and returns it).
+
+    ``published``: the events of an ``iteration.end`` record as :class:`Event` objects,
+    when the caller holds them already (the live engine, which just built the record
+    from them); otherwise they are rebuilt from the record.
+    """
     kind = record.get("kind")
     if kind == "session.start":
         state.session_id = str(record.get("session_id", ""))
@@ -127,7 +137,12 @@ def apply(state: LoopState, record: dict[str, Any], ctx: RouteContext) -> LoopSt
         state.in_flight = int(record["iteration"])
         state.in_flight_hat = str(record["hat"])
     elif kind == "iteration.end":
-        _apply_iteration_end(state, record, ctx)
+        _apply_iteration_end(
+            state,
+            record,
+            ctx,
+            _events(record.get("published", [])) if published is None else published,
+        )
     elif kind == "hat.exhausted":
         dropped = set(record.get("dropped", []))
         state.pending = [p for p in state.pending if p.seq not in dropped]
@@ -145,7 +160,9 @@ def apply(state: LoopState, record: dict[str, Any], ctx: RouteContext) -> LoopSt
     return state
 
 
-def _apply_iteration_end(state: LoopState, record: dict[str, Any], ctx: RouteContext) -> None:
+def _apply_iteration_end(
+    state: LoopState, record: dict[str, Any], ctx: RouteContext, published: Sequence[Event]
+) -> None:
     hat = str(record["hat"])
     state.iteration = int(record["iteration"])
     state.in_flight = None
@@ -162,7 +179,7 @@ def _apply_iteration_end(state: LoopState, record: dict[str, Any], ctx: RouteCon
     else:
         state.consecutive_failures += 1
         state.failed_iterations += 1
-    for event in _events(record.get("published", [])):
+    for event in published:
         if event.source == hat:
             state.events_per_hat[hat] = state.events_per_hat.get(hat, 0) + 1
             sig = event.signature()

@@ -9,12 +9,12 @@ naming the file and the line, never a silent reset.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from pathlib import Path
 from typing import Any
 
+from loop import _json
 from loop._faults import crash_armed
 from loop.errors import SessionError
 
@@ -57,7 +57,7 @@ def read_journal(path: Path) -> JournalContents:
         last = end == -1
         line = data[offset:] if last else data[offset:end]
         try:
-            rec = json.loads(line)
+            rec = _json.loads(line)
             if not isinstance(rec, dict) or "kind" not in rec:
                 raise ValueError("not a journal record")  # noqa: TRY301 - same handling as bad JSON
         except ValueError as exc:
@@ -94,11 +94,7 @@ class Journal:
         """Write one record as one line."""
         if self._fd is None:
             raise SessionError(f"{self.path}: journal is not open")
-        # records are trees of plain data: skip the circular-reference check (hot path)
-        line = (
-            json.dumps(record, ensure_ascii=False, separators=(",", ":"), check_circular=False)
-            + "\n"
-        ).encode()
+        line = _json.dumps_line(record, large=_json.is_large(record))
         if record.get("kind") == "iteration.end" and crash_armed("journal.write"):
             os.write(self._fd, line[: len(line) // 2])  # a torn line, as a crash mid-write
             os.kill(os.getpid(), signal.SIGKILL)

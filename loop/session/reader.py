@@ -8,7 +8,6 @@ contents, so memory stays flat however large the recording is. Bad input is a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -17,6 +16,7 @@ from typing import Any, BinaryIO
 import structlog
 from pydantic import ValidationError
 
+from loop import _json
 from loop.config import LoadedConfig, config_from_snapshot
 from loop.engine.records import hats_record
 from loop.errors import RecordingError
@@ -94,7 +94,7 @@ class RecordingReader:
                 offset += size
                 continue
             try:
-                data = json.loads(raw)
+                data = _json.loads(raw)
             except ValueError as exc:
                 if header is None:
                     raise self._error(
@@ -141,27 +141,38 @@ class RecordingReader:
     def _add(self, data: Any, number: int, offset: int, size: int, header: HeaderRecord) -> None:
         if not isinstance(data, dict):
             raise self._error("corrupt record: not a JSON object", number)
-        try:
-            record = parse_record(data)
-        except ValidationError as exc:
-            raise self._error(f"invalid record: {_first_error(exc)}", number) from exc
-        if isinstance(record, IterationRecord):
-            if record.iteration in self._index:
-                raise self._error(f"iteration {record.iteration} is recorded twice", number)
-            if record.hat not in header.hats:
+        if data.get("kind") == "iteration":
+            # Indexed from the plain data; the whole record is validated when it is read
+            # (once per replayed iteration, not twice): a bad one is the same error then.
+            iteration, hat = data.get("iteration"), data.get("hat")
+            if not (
+                type(iteration) is int and iteration >= 1 and isinstance(hat, str)
+            ):  # not indexable: the model says exactly what is wrong
+                self._parse(data, number)
+                raise self._error("invalid record: iteration or hat", number)
+            if iteration in self._index:
+                raise self._error(f"iteration {iteration} is recorded twice", number)
+            if hat not in header.hats:
                 raise self._error(
-                    f"iteration {record.iteration} names hat {record.hat!r}, "
-                    "which the header does not define",
+                    f"iteration {iteration} names hat {hat!r}, which the header does not define",
                     number,
                 )
-            self._index[record.iteration] = (offset, size, number)
-            self._last = max(self._last, record.iteration)
-        elif isinstance(record, MarkerRecord):
+            self._index[iteration] = (offset, size, number)
+            self._last = max(self._last, iteration)
+            return
+        record = self._parse(data, number)
+        if isinstance(record, MarkerRecord):
             self.markers.append((number, record))
         elif isinstance(record, FooterRecord):
             self.footer = record
         else:
             raise self._error("a second header record", number)
+
+    def _parse(self, data: dict[str, Any], number: int) -> Record:
+        try:
+            return parse_record(data)
+        except ValidationError as exc:
+            raise self._error(f"invalid record: {_first_error(exc)}", number) from exc
 
     # -- on demand ------------------------------------------------------------------
 
@@ -186,7 +197,7 @@ class RecordingReader:
         self._fh.seek(offset)
         try:
             record = IterationRecord.model_validate_json(self._fh.read(size))
-        except ValidationError as exc:  # the file changed under us
+        except ValidationError as exc:
             raise self._error(f"invalid record: {_first_error(exc)}", line) from exc
         self._cache = (number, record)
         return record
@@ -197,7 +208,7 @@ class RecordingReader:
             for number, raw in enumerate(fh, start=1):
                 if raw.strip():
                     try:
-                        yield number, parse_record(json.loads(raw))
+                        yield number, parse_record(_json.loads(raw))
                     except ValueError:  # only the torn last line gets here after the scan
                         return
 

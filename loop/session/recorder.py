@@ -32,7 +32,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from loop import __version__
+from loop import __version__, _json
 from loop.bus import EventBus
 from loop.errors import InputError, LoopError
 from loop.events import Event
@@ -41,11 +41,10 @@ from loop.session.journal import read_journal
 from loop.session.recording import (
     FooterRecord,
     HeaderRecord,
-    IterationRecord,
     MarkerRecord,
-    backend_succeeded,
     config_digest,
     iso_time,
+    iteration_data,
 )
 
 __all__ = ["DEFAULT_MAX_BYTES", "MIN_MAX_BYTES", "Recorder", "RecorderClosed", "Redactor"]
@@ -82,6 +81,10 @@ class Redactor:
         }
         # Longest first, so a secret containing another is replaced whole.
         self.secrets = sorted(found, key=lambda p: (-len(p[0]), p[1]))
+        self._encoded = [
+            (v.encode("utf-8", "surrogatepass"), f"[redacted:{k}]".encode())
+            for v, k in self.secrets
+        ]
         # Redacting serialised JSON is the same as redacting each string when no secret
         # contains a character JSON escapes (quotes, backslashes, control characters).
         self.json_safe = all(json.dumps(v, ensure_ascii=False)[1:-1] == v for v, _ in self.secrets)
@@ -105,6 +108,13 @@ class Redactor:
                 value = value.replace(secret, f"[redacted:{name}]")
         return value
 
+    def line(self, line: bytes) -> bytes:
+        """A serialised line with every secret replaced (only when ``json_safe``)."""
+        for secret, replacement in self._encoded:
+            if secret in line:
+                line = line.replace(secret, replacement)
+        return line
+
     def value(self, data: Any) -> Any:
         """A copy of JSON data with every string (not keys or numbers) redacted."""
         if isinstance(data, str):
@@ -124,13 +134,18 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def _line(model: BaseModel, redactor: Redactor | None) -> bytes:
+def _line(record: BaseModel | dict[str, Any], redactor: Redactor | None) -> bytes:
+    data = (
+        record.model_dump(mode="json", exclude_none=True)
+        if isinstance(record, BaseModel)
+        else record
+    )
+    large = _json.is_large(data)
     if redactor is None or not redactor.secrets:
-        return model.model_dump_json(exclude_none=True).encode() + b"\n"
-    if redactor.json_safe:  # no secret changes when JSON-escaped: redact the text directly
-        return redactor.text(model.model_dump_json(exclude_none=True)).encode() + b"\n"
-    data = redactor.value(model.model_dump(mode="json", exclude_none=True))
-    return (json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        return _json.dumps_line(data, large=large)
+    if redactor.json_safe:  # no secret changes when JSON-escaped: redact the line directly
+        return redactor.line(_json.dumps_line(data, large=large))
+    return _json.dumps_line(redactor.value(data), large=large)
 
 
 class Recorder(Extension):
@@ -285,7 +300,7 @@ class Recorder(Extension):
         self.records += 1
         return True
 
-    def _put(self, record: BaseModel) -> None:
+    def _put(self, record: BaseModel | dict[str, Any]) -> None:
         """Write one record, keeping room for the cap marker and the footer."""
         if self.cap_reached:
             return None
@@ -368,7 +383,7 @@ class Recorder(Extension):
     def _same_session(self, data: dict[str, Any]) -> bool:
         try:
             with self.path.open("rb") as fh:
-                first = json.loads(fh.readline())
+                first = _json.loads(fh.readline())
         except (OSError, ValueError):
             return False
         return isinstance(first, dict) and first.get("session_id") == data.get("session_id")
@@ -432,26 +447,7 @@ class Recorder(Extension):
         self._record_iteration(rec, event.ts)
 
     def _record_iteration(self, rec: dict[str, Any], default_ts: float) -> None:
-        ts = float(rec.get("ts") or default_ts)
-        fields = {k: v for k, v in rec.items() if k in IterationRecord.model_fields}
-        fields.update(
-            kind="iteration",
-            ts=ts,
-            timestamp=iso_time(ts),
-            backend_ok=backend_succeeded(str(rec.get("status")), rec.get("reason")),
-            meta=rec.get("meta") or {},
-        )
-        try:
-            record = IterationRecord.model_validate(fields)
-        except ValueError as exc:  # an engine change the format does not cover: say so
-            self._lost += 1
-            log.warning(
-                "recording: iteration record invalid",
-                iteration=rec.get("iteration"),
-                error=str(exc).splitlines()[0],
-            )
-            return
-        self._put(record)
+        self._put(iteration_data(rec, float(rec.get("ts") or default_ts)))
 
     def _on_terminated(self, event: Event) -> None:
         data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}

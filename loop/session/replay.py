@@ -73,12 +73,23 @@ def _event_text(event: RecordedEvent) -> str:
     return f"{event.topic} {payload}" + (f" -> {event.target}" if event.target else "")
 
 
-def _events(raw: Any) -> list[RecordedEvent]:
-    return [RecordedEvent.model_validate(e) for e in raw or []]
-
-
 def _status(rec: dict[str, Any]) -> str:
     return f"{rec.get('status')}" + (f" ({rec['reason']})" if rec.get("reason") else "")
+
+
+def _key(topic: str, payload: Any, target: str | None) -> tuple[str, bool, Any, str | None]:
+    """What a replay compares: topic, payload (text as is, JSON canonical) and target."""
+    if isinstance(payload, str):
+        return (topic, True, payload, target)
+    return (topic, False, json.dumps(payload, sort_keys=True, ensure_ascii=False), target)
+
+
+def _recorded_key(event: RecordedEvent) -> tuple[str, bool, Any, str | None]:
+    return _key(event.topic, event.payload, event.target)
+
+
+def _actual_key(event: dict[str, Any]) -> tuple[str, bool, Any, str | None]:
+    return _key(event["topic"], event.get("payload", ""), event.get("target"))
 
 
 def compare_iteration(
@@ -104,26 +115,26 @@ def compare_iteration(
             [_status(expected.model_dump())],
             [_status(actual)],
         )
-    checks: list[tuple[str, list[RecordedEvent], list[RecordedEvent]]] = [
-        ("trigger topics differ", expected.triggers, _events(actual.get("triggers"))),
-        ("events differ", expected.events, _events(actual.get("events"))),
+    checks: list[tuple[str, list[RecordedEvent], list[dict[str, Any]]]] = [
+        ("trigger topics differ", expected.triggers, actual.get("triggers") or []),
+        ("events differ", expected.events, actual.get("events") or []),
         (
             "published events differ",
             [e for e in expected.published if e.source == hat],
-            [e for e in _events(actual.get("published")) if e.source == hat],
+            [e for e in actual.get("published") or [] if e.get("source") == hat],
         ),
     ]
     for what, want, got in checks:
         if what.startswith("trigger"):
-            same = [e.topic for e in want] == [e.topic for e in got]
+            same = [e.topic for e in want] == [e["topic"] for e in got]
         else:
-            same = [e.key() for e in want] == [e.key() for e in got]
+            same = [_recorded_key(e) for e in want] == [_actual_key(e) for e in got]
         if not same:
             return Divergence(
                 number,
                 f"hat {hat}: {what}",
                 [_event_text(e) for e in want],
-                [_event_text(e) for e in got],
+                [_event_text(RecordedEvent.model_validate(e)) for e in got],
             )
     return None
 
