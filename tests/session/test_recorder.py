@@ -15,6 +15,7 @@ import structlog
 from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.bus import EventBus
 from loop.config import load_config
+from loop.emit import append_event
 from loop.engine.driver import RunSummary
 from loop.errors import InputError
 from loop.events import Event
@@ -524,3 +525,75 @@ async def test_secrets_set_in_a_backend_env_table_are_redacted_too(tmp_path: Pat
     text = (tmp_path / "rec.jsonl").read_text()
     assert "sk-live-123456" not in text
     assert "[redacted:MY_API_KEY]" in text
+
+
+class RichBackend:
+    """Fails once, then emits through the file (a null payload) and completes, with costs."""
+
+    kind = "rich"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """First call: a failure with an exit code. Second: both channels and usage."""
+        self.calls += 1
+        if self.calls == 1:
+            return BackendResult.failed("tool crashed", exit_code=3)
+        request.events_file.parent.mkdir(parents=True, exist_ok=True)
+        append_event(request.events_file, "side.note", None)
+        return BackendResult(
+            output='Done. <event topic="LOOP_COMPLETE">{"a": [1, 2.5, null], "é": true}</event>',
+            cost_usd=0.25,
+            input_tokens=10,
+            output_tokens=5,
+            turns=2,
+            meta={"model": "m-1", "ids": [1, 2]},
+        )
+
+
+async def test_every_kind_of_iteration_line_matches_the_schema(tmp_path: Path) -> None:
+    """Lines written from the engine's records (no model in between) validate and replay."""
+    toml = """
+[loop]
+prompt = "p"
+max_iterations = 5
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.worker]
+triggers = ["task.start"]
+publishes = ["side.note", "LOOP_COMPLETE"]
+"""
+    (tmp_path / "loop.toml").write_text(toml, encoding="utf-8")
+    config = load_config(tmp_path / "loop.toml", root=tmp_path)
+    path = tmp_path / "rich.jsonl"
+    options = RunOptions(
+        workdir=tmp_path, progress=False, handle_signals=False, backends={"worker": RichBackend()}
+    )
+    summary = await run_loop(config, options, [Recorder(path)])
+    assert (summary.reason, summary.iterations) == ("completed", 2)
+    data = lines(path)
+    schema = recording_json_schema()
+    for d in data:
+        jsonschema.validate(d, schema)
+        parse_record(d)
+    failed, done = (IterationRecord.model_validate(d) for d in data if d["kind"] == "iteration")
+    assert (failed.status, failed.backend_ok, failed.reason, failed.exit_code) == (
+        "failed",
+        False,
+        "tool crashed",
+        3,
+    )
+    assert failed.consumed == [] and failed.events == []
+    assert done.backend_ok and done.status == "ok" and done.completed
+    assert [(e.topic, e.payload) for e in done.emitted] == [("side.note", None)]  # null kept
+    assert done.events[-1].payload == {"a": [1, 2.5, None], "é": True}
+    assert (done.cost_usd, done.input_tokens, done.output_tokens, done.turns) == (0.25, 10, 5, 2)
+    assert done.meta == {"model": "m-1", "ids": [1, 2]}
+    assert done.timestamp.endswith("Z") and done.ts > 0
+    result = await replay_recording(path)
+    assert result.ok, result.divergence

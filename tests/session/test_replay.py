@@ -265,6 +265,10 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path, Path], Path], str]] = {
         lambda rec, d: edit(rec, lambda rs: its(rs)[1].pop("hat"), name="i.jsonl"),
         r"i\.jsonl:3: invalid record: iteration\.hat: Field required",
     ),
+    "invalid field found when replayed": (  # indexed first, validated when it is served
+        lambda rec, d: edit(rec, lambda rs: its(rs)[2].pop("output"), name="o.jsonl"),
+        r"o\.jsonl:4: invalid record: output: Field required",
+    ),
     "unknown schema version": (
         lambda rec, d: edit(rec, lambda rs: rs[0].update(schema_version=99), name="v.jsonl"),
         r"v\.jsonl:1: unknown schema version 99",

@@ -1,0 +1,83 @@
+"""Instant backends: no timeout scope per iteration, yet cancellation and other tasks still run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from loop.bus import EventBus
+from loop.engine.driver import CANCEL_CHECK_EVERY
+from loop.events import Event
+from loop.extensions import Extension
+from loop.testing import make_config, run_hats, scripted, tag
+
+N = 3000
+
+
+def ping_pong(tmp_path: Path, n: int = N) -> tuple[object, dict[str, object]]:
+    config = make_config(
+        {
+            "ping": {"triggers": ["task.start", "pong.x"], "publishes": ["ping.x"]},
+            "pong": {"triggers": ["ping.x"], "publishes": ["pong.x"]},
+        },
+        folder=tmp_path,
+        max_iterations=n,
+        stale_threshold=n + 1,
+        durable=False,
+    )
+    backends = {
+        "ping": scripted(*(tag("ping.x", str(k)) for k in range(n))),
+        "pong": scripted(*(tag("pong.x", str(k)) for k in range(n))),
+    }
+    assert all(getattr(b, "instant", False) for b in backends.values())
+    return config, backends
+
+
+class CancelAt(Extension):
+    """Cancels a scope when iteration ``at`` is done; remembers the last iteration seen."""
+
+    def __init__(self, at: int, scope: anyio.CancelScope) -> None:
+        self.at = at
+        self.scope = scope
+        self.last = 0
+
+    def attach(self, bus: EventBus) -> None:
+        """Watch the iterations."""
+        bus.subscribe("loop.iteration.done", self._done)
+
+    def _done(self, event: Event) -> None:
+        assert isinstance(event.payload, dict)
+        self.last = event.payload["iteration"]
+        if self.last == self.at:
+            self.scope.cancel()
+
+
+@pytest.mark.parametrize("at", [1, 7, 100])
+async def test_cancellation_lands_within_a_few_instant_iterations(tmp_path: Path, at: int) -> None:
+    """A scope cancelled by a subscriber stops a run of instant hats promptly."""
+    config, backends = ping_pong(tmp_path)
+    with anyio.CancelScope() as scope:
+        stopper = CancelAt(at, scope)
+        await run_hats(config, backends, workdir=tmp_path, extra=[stopper])  # type: ignore[arg-type]
+    assert scope.cancelled_caught
+    assert at <= stopper.last < at + CANCEL_CHECK_EVERY
+
+
+async def test_other_tasks_run_while_instant_hats_loop(tmp_path: Path) -> None:
+    """The engine yields to the event loop, so a timer elsewhere fires mid-run."""
+    config, backends = ping_pong(tmp_path)
+    seen_at: list[int] = []
+    progress = CancelAt(-1, anyio.CancelScope())  # never cancels; tracks the iteration
+
+    async def ticker() -> None:
+        await anyio.sleep(0.02)
+        seen_at.append(progress.last)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        summary, _ = await run_hats(config, backends, workdir=tmp_path, extra=[progress])  # type: ignore[arg-type]
+    assert summary.iterations == N
+    assert seen_at, "the ticker never ran"
+    assert seen_at[0] < N, "the ticker only ran after the whole run"
