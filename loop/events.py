@@ -132,9 +132,21 @@ _TAG = re.compile(
     r"<event\s+(?P<attrs>[^>]*?)\s*(?:/>|>(?P<body>.*?)</event\s*>)",
     re.DOTALL | re.IGNORECASE,
 )
-# ``topic="a.b"`` alone, with nothing to unescape: most tags agents write
-_TOPIC_ONLY = re.compile(r'topic="([A-Za-z0-9_.\-]*)"')
+# ``topic="a.b"`` alone with a valid topic and nothing to unescape: most tags agents write
+_TOPIC_ONLY = re.compile(r'topic="([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)"')
 _ATTR = re.compile(r"""(?P<key>[A-Za-z_][\w\-]*)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')""")
+
+
+def _attributes(raw: str) -> tuple[str | None, str | None]:
+    """``(topic, target)`` from a tag's attribute text; ``None`` where absent or invalid."""
+    attrs = {
+        m.group("key").lower(): html.unescape(
+            m.group("dq") if m.group("dq") is not None else m.group("sq") or ""
+        )
+        for m in _ATTR.finditer(raw)
+    }
+    topic = attrs.get("topic", "").strip()
+    return (topic if is_valid_topic(topic) else None), (attrs.get("target") or None)
 
 
 def parse_event_tags(text: str, *, source: str) -> list[Event]:
@@ -147,26 +159,21 @@ def parse_event_tags(text: str, *, source: str) -> list[Event]:
     if "<" not in text:
         return events
     for match in _TAG.finditer(text):
-        raw = match.group("attrs")
+        raw, body = match.group("attrs", "body")
+        target: str | None = None
+        topic: str | None
         if (simple := _TOPIC_ONLY.fullmatch(raw)) is not None:  # the common tag (hot path)
-            attrs = {"topic": simple.group(1)}
+            topic = simple.group(1)
         else:
-            attrs = {
-                m.group("key").lower(): html.unescape(
-                    m.group("dq") if m.group("dq") is not None else m.group("sq") or ""
-                )
-                for m in _ATTR.finditer(raw)
-            }
-        topic = attrs.get("topic", "").strip()
-        if not is_valid_topic(topic):
+            topic, target = _attributes(raw)
+        if topic is None:
             continue
-        body = (match.group("body") or "").strip()
+        body = body.strip() if body else ""
         payload: EventPayload = body
         if body[:1] in ("{", "["):
             try:
                 payload = _json.loads(body)
             except ValueError:
                 payload = body
-        target = attrs.get("target") or None
         events.append(Event(topic=topic, payload=payload, source=source, target=target))
     return events

@@ -121,6 +121,8 @@ class Backend(Protocol):
     # Optional flags (read with getattr, default False/True as noted):
     # ``uses_files = False`` tells the engine not to create the iteration's folder and
     #   events file up front (backends without a child process; default True).
+    # ``writes_events_file = False`` says nothing ever writes this backend's events file
+    #   (scripted outputs are text only): the engine does not look for one (default True).
     # ``instant = True`` says ``run`` never suspends (it awaits nothing that waits), so
     #   a timeout could never interrupt it: the engine runs it without a cancel scope
     #   (default False: every other backend runs under the per-iteration timeout).

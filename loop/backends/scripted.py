@@ -24,6 +24,7 @@ class ScriptedBackend:
     kind = "scripted"
     uses_files = False  # no child process: no events folder to prepare
     instant = True  # awaits nothing: the engine needs no timeout scope for it
+    writes_events_file = False  # outputs are text only: no emit channel to read
 
     def __init__(self, outputs: list[str]) -> None:
         self.outputs = list(outputs)

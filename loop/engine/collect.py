@@ -49,9 +49,14 @@ def read_events_file(path: Path | str) -> tuple[list[dict[str, Any]], list[str]]
 
 
 def collect_events(
-    hat: str, output: str, events_file: Path | str
+    hat: str, output: str, events_file: Path | str | None
 ) -> tuple[list[Event], list[Event], list[str]]:
-    """``(emitted, events, problems)``: the emit-file events, all events, what was wrong."""
+    """``(emitted, events, problems)``: the emit-file events, all events, what was wrong.
+
+    ``events_file`` is ``None`` for a backend that has no emit channel.
+    """
+    if events_file is None:
+        return [], parse_event_tags(output, source=hat), []
     records, problems = read_events_file(events_file)
     emitted = [
         Event(

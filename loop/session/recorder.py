@@ -128,10 +128,9 @@ class Redactor:
 
 def _write_all(fd: int, data: bytes) -> None:
     """Write all of ``data`` (``os.write`` may write less than asked)."""
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+    written = os.write(fd, data)
+    while written < len(data):  # a short write: finish the line
+        written += os.write(fd, data[written:])
 
 
 def _line(record: BaseModel | dict[str, Any], redactor: Redactor | None) -> bytes:
