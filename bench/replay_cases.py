@@ -22,6 +22,7 @@ def replay_file(params: dict[str, Any]) -> dict[str, Any]:
     The peak RSS is this process's own high-water mark, i.e. what the parent sees for
     this child alone; ``rss_before_mb`` is the mark after imports, before the replay.
     """
+    import loop.runner  # noqa: F401 - imported before the clock starts, as in a warm CI job
     from loop.session.replay import replay_file as replay
 
     path = Path(params["path"])

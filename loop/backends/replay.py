@@ -14,7 +14,7 @@ from typing import Protocol
 
 from loop.backends.base import BackendRequest, BackendResult
 from loop.emit import append_event
-from loop.session.recording import IterationRecord
+from loop.session.recording import ReplayIteration
 
 __all__ = ["RecordedIterations", "ReplayBackend"]
 
@@ -27,8 +27,8 @@ class RecordedIterations(Protocol):
         """The highest iteration number in the recording (0 for none)."""
         ...
 
-    def iteration(self, number: int) -> IterationRecord | None:
-        """The record of iteration ``number``, or ``None`` when it is not recorded."""
+    def replay_iteration(self, number: int) -> ReplayIteration | None:
+        """What replay needs of iteration ``number``, or ``None`` when it is not recorded."""
         ...
 
 
@@ -46,7 +46,7 @@ class ReplayBackend:
     async def run(self, request: BackendRequest) -> BackendResult:
         """The recorded result of ``request.iteration``, or a failure saying why not."""
         number = request.iteration
-        record = self.source.iteration(number)
+        record = self.source.replay_iteration(number)
         if record is None:
             last = self.source.last_iteration
             if number > last:
@@ -63,7 +63,9 @@ class ReplayBackend:
         if record.emitted:
             request.events_file.parent.mkdir(parents=True, exist_ok=True)
         for event in record.emitted:
-            append_event(request.events_file, event.topic, event.payload, event.target)
+            append_event(
+                request.events_file, event["topic"], event.get("payload", ""), event.get("target")
+            )
         self.served += 1
         return BackendResult(
             output=record.output,

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import structlog
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from loop import _json
 from loop.config import LoadedConfig, config_from_snapshot
@@ -28,6 +28,7 @@ from loop.session.recording import (
     IterationRecord,
     MarkerRecord,
     Record,
+    ReplayIteration,
     config_digest,
     parse_record,
 )
@@ -35,6 +36,8 @@ from loop.session.recording import (
 __all__ = ["RecordingReader", "topology"]
 
 log = structlog.get_logger("loop.replay")
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -59,7 +62,7 @@ class RecordingReader:
         self.torn = False
         self._index: dict[int, tuple[int, int, int]] = {}  # iteration -> offset, size, line
         self._last = 0
-        self._cache: tuple[int, IterationRecord] | None = None
+        self._cache: tuple[int, ReplayIteration] | None = None
         self._fh: BinaryIO = self._open()
         try:
             self.header = self._scan()
@@ -187,20 +190,32 @@ class RecordingReader:
         return self._last
 
     def iteration(self, number: int) -> IterationRecord | None:
-        """Read iteration ``number`` from disk (the last one read is cached)."""
+        """Read iteration ``number`` from disk, the whole record, validated."""
+        return self._read(number, IterationRecord)
+
+    def replay_iteration(self, number: int) -> ReplayIteration | None:
+        """What replay needs of iteration ``number``, validated (the last one is cached).
+
+        Replay asks for each iteration twice (to serve it, then to compare): the second
+        time is the cache.
+        """
         if self._cache is not None and self._cache[0] == number:
             return self._cache[1]
+        record = self._read(number, ReplayIteration)
+        if record is not None:
+            self._cache = (number, record)
+        return record
+
+    def _read(self, number: int, model: type[_M]) -> _M | None:
         entry = self._index.get(number)
         if entry is None:
             return None
         offset, size, line = entry
         self._fh.seek(offset)
         try:
-            record = IterationRecord.model_validate_json(self._fh.read(size))
+            return model.model_validate_json(self._fh.read(size))
         except ValidationError as exc:
             raise self._error(f"invalid record: {_first_error(exc)}", line) from exc
-        self._cache = (number, record)
-        return record
 
     def records(self) -> Iterator[tuple[int, Record]]:
         """Every record with its line number, streamed from disk (the torn line skipped)."""

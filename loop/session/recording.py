@@ -18,9 +18,10 @@ import hashlib
 import json
 import math
 import time
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from typing_extensions import TypedDict
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -31,6 +32,8 @@ __all__ = [
     "MarkerRecord",
     "Record",
     "RecordedEvent",
+    "ReplayEvent",
+    "ReplayIteration",
     "backend_succeeded",
     "config_digest",
     "iso_time",
@@ -137,6 +140,45 @@ def iteration_data(rec: dict[str, Any], ts: float) -> dict[str, Any]:
     data["meta"] = rec.get("meta") or {}
     data["ts"] = ts
     return data
+
+
+class ReplayEvent(TypedDict):
+    """An event as replay reads it: plain data, validated (what replay compares and serves)."""
+
+    topic: str
+    payload: NotRequired[Any]
+    source: NotRequired[str]
+    target: NotRequired[str | None]
+    ts: NotRequired[float | None]
+
+
+class ReplayIteration(BaseModel):
+    """The part of an iteration line that replay serves and compares, validated.
+
+    Half the cost of a full :class:`IterationRecord` per replayed iteration: events stay
+    plain dicts and the fields replay never reads (prompt, timings) are not parsed into
+    the model. ``python -m loop show`` and :meth:`RecordingReader.iteration` give the
+    whole record.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    iteration: int = Field(ge=1)
+    hat: str
+    output: str
+    status: Literal["ok", "failed"]
+    reason: str | None = None
+    backend_ok: bool
+    exit_code: int | None = None
+    events: list[ReplayEvent]
+    emitted: list[ReplayEvent] = Field(default_factory=list)
+    published: list[ReplayEvent] = Field(default_factory=list)
+    triggers: list[ReplayEvent] = Field(default_factory=list)
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    turns: int | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
 
 
 class MarkerRecord(_Model):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from loop.errors import ReplayDivergence
 from loop.events import Event
 from loop.extensions import Extension
 from loop.session.reader import RecordingReader
-from loop.session.recording import IterationRecord, RecordedEvent
+from loop.session.recording import RecordedEvent, ReplayIteration
 
 __all__ = [
     "Divergence",
@@ -84,16 +85,16 @@ def _key(topic: str, payload: Any, target: str | None) -> tuple[str, bool, Any, 
     return (topic, False, json.dumps(payload, sort_keys=True, ensure_ascii=False), target)
 
 
-def _recorded_key(event: RecordedEvent) -> tuple[str, bool, Any, str | None]:
-    return _key(event.topic, event.payload, event.target)
-
-
-def _actual_key(event: dict[str, Any]) -> tuple[str, bool, Any, str | None]:
+def _event_key(event: Mapping[str, Any]) -> tuple[str, bool, Any, str | None]:
     return _key(event["topic"], event.get("payload", ""), event.get("target"))
 
 
+def _text(event: Mapping[str, Any]) -> str:
+    return _event_text(RecordedEvent.model_validate(event))
+
+
 def compare_iteration(
-    number: int, expected: IterationRecord | None, actual: dict[str, Any], last: int
+    number: int, expected: ReplayIteration | None, actual: dict[str, Any], last: int
 ) -> Divergence | None:
     """Compare one replayed iteration (the engine's record) with its recording."""
     hat = str(actual.get("hat"))
@@ -115,26 +116,23 @@ def compare_iteration(
             [_status(expected.model_dump())],
             [_status(actual)],
         )
-    checks: list[tuple[str, list[RecordedEvent], list[dict[str, Any]]]] = [
+    checks: list[tuple[str, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]] = [
         ("trigger topics differ", expected.triggers, actual.get("triggers") or []),
         ("events differ", expected.events, actual.get("events") or []),
         (
             "published events differ",
-            [e for e in expected.published if e.source == hat],
-            [e for e in actual.get("published") or [] if e.get("source") == hat],
+            [e for e in expected.published if e.get("source", "loop") == hat],
+            [e for e in actual.get("published") or [] if e.get("source", "loop") == hat],
         ),
     ]
     for what, want, got in checks:
         if what.startswith("trigger"):
-            same = [e.topic for e in want] == [e["topic"] for e in got]
+            same = [e["topic"] for e in want] == [e["topic"] for e in got]
         else:
-            same = [_recorded_key(e) for e in want] == [_actual_key(e) for e in got]
+            same = [_event_key(e) for e in want] == [_event_key(e) for e in got]
         if not same:
             return Divergence(
-                number,
-                f"hat {hat}: {what}",
-                [_event_text(e) for e in want],
-                [_event_text(RecordedEvent.model_validate(e)) for e in got],
+                number, f"hat {hat}: {what}", [_text(e) for e in want], [_text(e) for e in got]
             )
     return None
 
@@ -215,7 +213,7 @@ class _Comparer(Extension):
             return
         number = int(event.payload.get("iteration", 0))
         self.result.actual_iterations = number
-        expected = self.reader.iteration(number)
+        expected = self.reader.replay_iteration(number)
         diff = compare_iteration(number, expected, event.payload, self.reader.last_iteration)
         if diff is not None:
             self.result.divergence = diff
@@ -251,7 +249,7 @@ def _final_check(reader: RecordingReader, result: ReplayResult) -> None:
         return
     want = reader.last_iteration if result.partial else reader.iterations
     if result.actual_iterations < want:
-        nxt = reader.iteration(result.actual_iterations + 1)
+        nxt = reader.replay_iteration(result.actual_iterations + 1)
         result.divergence = Divergence(
             result.actual_iterations + 1,
             "the replayed loop ended early",
