@@ -154,6 +154,13 @@ def build_plan(sizes: Sizes, *, peers: bool) -> list[Case]:
         ),
         Case(
             "floor",
+            "journaled",
+            "floor_journaled",
+            {"n": s.queue_n},
+            label="floor: hand-written journaled loop (await, tag, 1 journal line)",
+        ),
+        Case(
+            "floor",
             "jsonl",
             "floor_jsonl",
             {"n": s.jsonl_n, "output_bytes": 1000},

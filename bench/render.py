@@ -71,7 +71,7 @@ def _side_by_side(results: dict[str, Any]) -> list[str]:
         (
             "bare (no recording)",
             "off",
-            [floor.get("queue")]
+            [floor.get("queue"), floor.get("journaled")]
             + [engine.get("off")]
             + [v for k, v in peers.items() if k.endswith(":bare")],
         ),

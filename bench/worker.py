@@ -19,6 +19,7 @@ CASES: dict[str, str] = {
     "tasks": "bench.tasks_cases:task_ops",
     "replay": "bench.replay_cases:replay_file",
     "floor_queue": "bench.floor_cases:queue_pingpong",
+    "floor_journaled": "bench.floor_cases:journaled_loop",
     "floor_jsonl": "bench.floor_cases:jsonl_append_parse",
     "floor_fsync": "bench.floor_cases:fsync_per_line",
     "peer": "bench.peers:run_peer",
