@@ -9,7 +9,7 @@ it raises :class:`~loop.errors.BackendUnavailable` only when it cannot run at al
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -27,16 +27,16 @@ class BackendRequest:
     resumed session carries on where it stopped. ``triggers`` are the events that
     activated the hat; ``env`` carries the ``LOOP_*`` variables for child processes.
 
-    ``events_file`` and ``iteration_dir`` may be given as text: they become
-    :class:`~pathlib.Path` objects only when a backend reads them (most instant
-    backends never do, and building paths is a measurable part of an iteration).
+    ``events_file`` and ``iteration_dir`` may be given as text, and ``env`` as a function
+    that makes it: they are built only when a backend reads them (in-process backends
+    never do, and building them is a measurable part of an instant iteration).
     """
 
     __slots__ = (
+        "_env",
         "_events_file",
         "_iteration_dir",
         "activation",
-        "env",
         "hat",
         "iteration",
         "prompt",
@@ -56,7 +56,7 @@ class BackendRequest:
         activation: int,
         events_file: Path | str,
         workdir: Path,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
         timeout_seconds: float | None = None,
         iteration_dir: Path | str | None = None,
         triggers: tuple[Event, ...] = (),
@@ -68,7 +68,7 @@ class BackendRequest:
         self.activation = activation
         self._events_file = events_file
         self.workdir = workdir
-        self.env: Mapping[str, str] = env if env is not None else {}
+        self._env = env
         self.timeout_seconds = timeout_seconds
         self._iteration_dir = iteration_dir
         self.triggers = triggers
@@ -79,6 +79,16 @@ class BackendRequest:
         if not isinstance(self._events_file, Path):
             self._events_file = Path(self._events_file)
         return self._events_file
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The ``LOOP_*`` variables (and the backend's own) for a child process."""
+        env = self._env
+        if env is None:
+            env = self._env = {}
+        elif callable(env):
+            env = self._env = env()
+        return env
 
     @property
     def iteration_dir(self) -> Path | None:

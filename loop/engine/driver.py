@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -413,7 +414,7 @@ class Engine:
             activation=activation,
             events_file=events_file,
             workdir=self.workdir,
-            env=self._child_env(hat, iteration, events_file),
+            env=partial(self._child_env, hat, iteration, events_file),
             timeout_seconds=timeout,
             iteration_dir=it_dir,
             triggers=tuple(p.event for p in triggers),
