@@ -160,6 +160,35 @@ class Engine:
         self.journal.append(record)
         apply(self.state, record, self.route_ctx, published)
 
+    def _commit(self, record: dict[str, Any], published: list[Event]) -> None:
+        """Journal an ``iteration.end`` and, in the same write, the next iteration's start.
+
+        The next step is a pure function of the state this record leaves (limits, then
+        the next hat), so its in-flight marker rides on this commit's write (and fsync)
+        instead of costing a write of its own. When the loop is about to stop, or the
+        next hat is exhausted, the record goes alone. State and journal agree whenever
+        the write returns; a crash before it loses both, as with any append.
+        """
+        record.setdefault("ts", time.time())
+        apply(self.state, record, self.route_ctx, published)
+        records = [record]
+        if check_limits(self.state, self.limits, self._elapsed()) is None:
+            selection = select_next(self.state, self.specs)
+            if selection is not None and not selection.exhausted:
+                start = self._start_record(selection.hat, selection.triggers)
+                start["ts"] = record["ts"]
+                apply(self.state, start, self.route_ctx)
+                records.append(start)
+        self.journal.append_many(records)
+
+    def _start_record(self, hat: str, triggers: tuple[PendingEvent, ...]) -> dict[str, Any]:
+        return {
+            "kind": "iteration.start",
+            "iteration": self.state.iteration + 1,
+            "hat": hat,
+            "triggers": [p.seq for p in triggers],
+        }
+
     def _elapsed(self) -> float:
         return self._base_elapsed + (self.clock() - self._t0)
 
@@ -382,14 +411,8 @@ class Engine:
         spec = self.specs[hat]
         hat_cfg = self.config.hats[hat]
         backend = self.backends[hat]
-        self._record(
-            {
-                "kind": "iteration.start",
-                "iteration": iteration,
-                "hat": hat,
-                "triggers": [p.seq for p in triggers],
-            }
-        )
+        if self.state.in_flight != iteration or self.state.in_flight_hat != hat:
+            self._record(self._start_record(hat, triggers))  # not journaled with the last commit
         crash_point("iteration.start")
         started = self.clock()
         published: list[Event] = []
@@ -459,7 +482,7 @@ class Engine:
             elapsed=self._elapsed(),
         )
         crash_point("iteration.end")
-        self._record(record, published)
+        self._commit(record, published)
         crash_point("iteration.committed")
         await self.bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))
         crash_point("iteration.recorded")

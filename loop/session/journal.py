@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,15 +93,23 @@ class Journal:
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record as one line."""
-        if self._fd is None:
+        self.append_many((record,))
+
+    def append_many(self, records: Sequence[dict[str, Any]]) -> None:
+        """Write records as lines, with one ``write``; fsync once if any is a commit point."""
+        fd = self._fd
+        if fd is None:
             raise SessionError(f"{self.path}: journal is not open")
-        line = _json.dumps_line(record, large=_json.is_large(record))
-        if record.get("kind") == "iteration.end" and crash_armed("journal.write"):
-            os.write(self._fd, line[: len(line) // 2])  # a torn line, as a crash mid-write
+        lines = [_json.dumps_line(r, large=_json.is_large(r)) for r in records]
+        if records[0].get("kind") == "iteration.end" and crash_armed("journal.write"):
+            os.write(fd, lines[0][: len(lines[0]) // 2])  # a torn line, as a crash mid-write
             os.kill(os.getpid(), signal.SIGKILL)
-        os.write(self._fd, line)
-        if self.durable and record.get("kind") in _DURABLE_KINDS:
-            os.fsync(self._fd)
+        data = lines[0] if len(lines) == 1 else b"".join(lines)
+        written = os.write(fd, data)
+        while written < len(data):  # a short write (a signal, a full pipe): finish it
+            written += os.write(fd, data[written:])
+        if self.durable and any(r.get("kind") in _DURABLE_KINDS for r in records):
+            os.fsync(fd)
 
     def close(self) -> None:
         """Close the file (idempotent)."""

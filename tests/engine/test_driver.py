@@ -264,3 +264,64 @@ async def test_a_missing_program_ends_the_run_as_backend_unavailable(tmp_path: P
     assert summary.reason == "backend_unavailable" and summary.exit_code == 1
     assert summary.iterations == 0
     assert any("program not found" in note for note in summary.notes)
+
+
+class CountWrites:
+    """Counts ``os.write`` calls on one file descriptor (the journal's)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
+        self.path = path
+        self.writes = 0
+        real = os.write
+
+        def write(fd: int, data: Any) -> int:
+            if os.path.realpath(f"/proc/self/fd/{fd}") == str(self.path.resolve()):
+                self.writes += 1
+            return real(fd, data)
+
+        monkeypatch.setattr(os, "write", write)
+
+
+async def test_next_marker_rides_on_the_commit_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each commit carries the next iteration's start in the same write, never the last."""
+    cfg = pingpong(tmp_path)
+    backends = {
+        "ping": scripted(tag("ping.done", "1"), tag("ping.done", "2")),
+        "pong": scripted(tag("pong.done", "1"), tag("LOOP_COMPLETE", "done")),
+    }
+    journal = tmp_path / ".loop/sessions/m/journal.jsonl"
+    counter = CountWrites(monkeypatch, journal)
+    summary, _ = await run_hats(cfg, backends, workdir=tmp_path, session_id="m")
+    assert summary.iterations == 4
+    kinds = [(r["kind"], r.get("iteration")) for r in read_journal(journal).records]
+    assert kinds == [
+        ("session.start", None),
+        ("iteration.start", 1),
+        ("iteration.end", 1),
+        ("iteration.start", 2),
+        ("iteration.end", 2),
+        ("iteration.start", 3),
+        ("iteration.end", 3),
+        ("iteration.start", 4),
+        ("iteration.end", 4),  # completed: no marker for an iteration that will not run
+        ("session.end", None),
+    ]
+    # session.start, the first marker, four commits (three with the next marker), the end
+    assert counter.writes == 7
+
+
+async def test_the_last_commit_before_a_limit_carries_no_marker(tmp_path: Path) -> None:
+    """Stopped at max_iterations: the last commit carries no marker; nothing is in flight."""
+    cfg = pingpong(tmp_path, max_iterations=3)
+    backends = {
+        "ping": scripted(*(tag("ping.done", str(k)) for k in range(5))),
+        "pong": scripted(*(tag("pong.done", str(k)) for k in range(5))),
+    }
+    summary, _ = await run_hats(cfg, backends, workdir=tmp_path, session_id="x3")
+    assert (summary.reason, summary.iterations) == ("max_iterations", 3)
+    records = read_journal(tmp_path / ".loop/sessions/x3/journal.jsonl").records
+    assert [r["kind"] for r in records[-2:]] == ["iteration.end", "session.end"]
+    starts = [r["iteration"] for r in records if r["kind"] == "iteration.start"]
+    assert starts == [1, 2, 3]
