@@ -33,6 +33,7 @@ from loop.config import LoadedConfig
 from loop.engine.collect import collect_events
 from loop.engine.decide import (
     Limits,
+    Selection,
     check_limits,
     decide_outcome,
     exit_code_for,
@@ -149,6 +150,7 @@ class Engine:
         self._prompters = [e for e in self.extensions if _overrides(e, "prompt_section")]
         self._blockers = [e for e in self.extensions if _overrides(e, "completion_blocker")]
         self._next_yield = 0.0
+        self._planned: tuple[int, Selection] | None = None
         self._turns = 0
         self._base_elapsed = 0.0
         self._t0 = 0.0
@@ -175,6 +177,7 @@ class Engine:
         if check_limits(self.state, self.limits, self._elapsed()) is None:
             selection = select_next(self.state, self.specs)
             if selection is not None and not selection.exhausted:
+                self._planned = (self.state.iteration, selection)
                 start = self._start_record(selection.hat, selection.triggers)
                 start["ts"] = record["ts"]
                 apply(self.state, start, self.route_ctx)
@@ -345,7 +348,12 @@ class Engine:
             reason = check_limits(self.state, self.limits, self._elapsed())
             if reason is not None:
                 return reason
-            selection = select_next(self.state, self.specs)
+            planned, self._planned = self._planned, None
+            selection: Selection | None
+            if planned is not None and planned[0] == self.state.iteration:
+                selection = planned[1]  # decided at the last commit, on this same state
+            else:
+                selection = select_next(self.state, self.specs)
             assert selection is not None
             if selection.exhausted:
                 await self._exhaust(selection.hat, [p.seq for p in selection.triggers])
@@ -424,7 +432,8 @@ class Engine:
         finally:
             self._collecting = None
         context = [s for ext in self._prompters if (s := ext.prompt_section(hat))]
-        prompt = self._templates[hat].render(iteration, [p.event for p in triggers], context)
+        trigger_events = tuple([p.event for p in triggers])
+        prompt = self._templates[hat].render(iteration, trigger_events, context)
         it_dir = f"{self._iterations_root}/{iteration:06d}"  # text: no Path built (hot path)
         events_file = f"{it_dir}/events.jsonl"
         self._prepare_events_file(backend, it_dir, events_file)
@@ -440,9 +449,12 @@ class Engine:
             env=partial(self._child_env, hat, iteration, events_file),
             timeout_seconds=timeout,
             iteration_dir=it_dir,
-            triggers=tuple(p.event for p in triggers),
+            triggers=trigger_events,
         )
-        result = await self._run_backend(backend, request, timeout, hat)
+        if self._instant[hat]:  # it never suspends: no timeout could ever fire
+            result = await self._call_backend(backend, request, hat)
+        else:
+            result = await self._run_backend(backend, request, timeout, hat)
         emitted, events, problems = collect_events(
             hat, result.output, events_file if self._emit_file[hat] else None
         )
@@ -490,8 +502,6 @@ class Engine:
     async def _run_backend(
         self, backend: Backend, request: BackendRequest, timeout: float, hat: str
     ) -> BackendResult:
-        if self._instant[hat]:  # it never suspends: no timeout could ever fire
-            return await self._call_backend(backend, request, hat)
         with anyio.move_on_after(timeout) as scope:
             return await self._call_backend(backend, request, hat)
         assert scope.cancelled_caught
