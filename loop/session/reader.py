@@ -8,6 +8,7 @@ contents, so memory stays flat however large the recording is. Bad input is a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +39,20 @@ __all__ = ["RecordingReader", "topology"]
 log = structlog.get_logger("loop.replay")
 
 _M = TypeVar("_M", bound=BaseModel)
+
+
+# The first bytes of an iteration line as the recorder writes it (kind, iteration, hat).
+_PREFIX = re.compile(rb'\{"kind":"iteration","iteration":([1-9][0-9]{0,17}),"hat":"([^"\\]*)",')
+
+
+def _iteration_prefix(raw: bytes) -> tuple[int, str] | None:
+    """``(iteration, hat)`` of a complete line that starts like the recorder's, else None."""
+    if not raw.endswith(b"\n") or (match := _PREFIX.match(raw)) is None:
+        return None
+    try:
+        return int(match.group(1)), match.group(2).decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -93,7 +108,15 @@ class RecordingReader:
             if bad is not None:
                 raise self._error(f"corrupt record ({bad[1]})", bad[0])
             size = len(raw)
-            if not raw.strip():
+            if header is not None and (found := _iteration_prefix(raw)) is not None:
+                # a whole line as the recorder writes it: indexed from its first bytes, its
+                # JSON read once, when replayed (a torn line has no newline: it never gets here)
+                self._index_iteration(
+                    found[0], found[1], number=number, offset=offset, size=size, header=header
+                )
+                offset += size
+                continue
+            if raw[:1].isspace() and not raw.strip():
                 offset += size
                 continue
             try:
@@ -153,15 +176,9 @@ class RecordingReader:
             ):  # not indexable: the model says exactly what is wrong
                 self._parse(data, number)
                 raise self._error("invalid record: iteration or hat", number)
-            if iteration in self._index:
-                raise self._error(f"iteration {iteration} is recorded twice", number)
-            if hat not in header.hats:
-                raise self._error(
-                    f"iteration {iteration} names hat {hat!r}, which the header does not define",
-                    number,
-                )
-            self._index[iteration] = (offset, size, number)
-            self._last = max(self._last, iteration)
+            self._index_iteration(
+                iteration, hat, number=number, offset=offset, size=size, header=header
+            )
             return
         record = self._parse(data, number)
         if isinstance(record, MarkerRecord):
@@ -170,6 +187,19 @@ class RecordingReader:
             self.footer = record
         else:
             raise self._error("a second header record", number)
+
+    def _index_iteration(
+        self, iteration: int, hat: str, *, number: int, offset: int, size: int, header: HeaderRecord
+    ) -> None:
+        if iteration in self._index:
+            raise self._error(f"iteration {iteration} is recorded twice", number)
+        if hat not in header.hats:
+            raise self._error(
+                f"iteration {iteration} names hat {hat!r}, which the header does not define",
+                number,
+            )
+        self._index[iteration] = (offset, size, number)
+        self._last = max(self._last, iteration)
 
     def _parse(self, data: dict[str, Any], number: int) -> Record:
         try:

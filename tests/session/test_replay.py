@@ -233,6 +233,31 @@ async def test_a_torn_last_line_warns_and_the_rest_replays(recording: Path) -> N
     assert result.actual_iterations == 5
 
 
+async def test_a_torn_iteration_line_at_the_end_is_not_indexed(recording: Path) -> None:
+    """Cut mid-iteration (the recorder's own line, no newline): a warning, the rest replays."""
+    lines = (await anyio.Path(recording).read_bytes()).splitlines(keepends=True)
+    assert lines[5].startswith(b'{"kind":"iteration","iteration":5,')  # the recorder's form
+    torn = anyio.Path(recording.with_name("torn5.jsonl"))
+    await torn.write_bytes(b"".join(lines[:5]) + lines[5][:60])
+    result = await replay_recording(Path(torn))
+    assert result.ok, result.divergence
+    assert (result.expected_iterations, result.actual_iterations) == (4, 4)
+    assert result.partial == "the recording has no footer"
+    assert any("torn last line" in w and "torn5.jsonl:6" in w for w in result.warnings)
+
+
+async def test_a_damaged_line_that_starts_well_is_caught_when_replayed(recording: Path) -> None:
+    """A middle line with the recorder's first bytes but broken JSON: bad input, its line."""
+    lines = (await anyio.Path(recording).read_bytes()).splitlines(keepends=True)
+    lines[3] = lines[3][:80] + b"\n"  # iteration 3: its prefix intact, the rest gone
+    damaged = anyio.Path(recording.with_name("d.jsonl"))
+    await damaged.write_bytes(b"".join(lines))
+    with pytest.raises(RecordingError, match=r"d\.jsonl:4: invalid record: .*JSON") as info:
+        await replay_recording(Path(damaged))
+    assert info.value.exit_code == 2
+    assert "\n" not in str(info.value)
+
+
 def _write(path: Path, data: bytes) -> Path:
     path.write_bytes(data)
     return path
