@@ -114,6 +114,9 @@ class BackendResult:
     output_tokens: int | None = None
     turns: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # False when the backend knows nothing wrote the iteration's events file (an in-process
+    # backend that did not emit): the engine then does not look for it. None: unknown.
+    wrote_events_file: bool | None = None
 
     @classmethod
     def failed(
@@ -131,8 +134,6 @@ class Backend(Protocol):
     # Optional flags (read with getattr, default False/True as noted):
     # ``uses_files = False`` tells the engine not to create the iteration's folder and
     #   events file up front (backends without a child process; default True).
-    # ``writes_events_file = False`` says nothing ever writes this backend's events file
-    #   (scripted outputs are text only): the engine does not look for one (default True).
     # ``instant = True`` says ``run`` never suspends (it awaits nothing that waits), so
     #   a timeout could never interrupt it: the engine runs it without a cancel scope
     #   (default False: every other backend runs under the per-iteration timeout).

@@ -77,4 +77,5 @@ class ReplayBackend:
             output_tokens=record.output_tokens,
             turns=record.turns,
             meta=dict(record.meta),
+            wrote_events_file=bool(record.emitted),
         )

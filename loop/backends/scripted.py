@@ -24,7 +24,6 @@ class ScriptedBackend:
     kind = "scripted"
     uses_files = False  # no child process: no events folder to prepare
     instant = True  # awaits nothing: the engine needs no timeout scope for it
-    writes_events_file = False  # outputs are text only: no emit channel to read
 
     def __init__(self, outputs: list[str]) -> None:
         self.outputs = list(outputs)
@@ -54,4 +53,4 @@ class ScriptedBackend:
                 f"scripted outputs exhausted: hat {request.hat!r} has {len(self.outputs)} "
                 f"output(s), activation {index + 1} asked for one more"
             )
-        return BackendResult(output=self.outputs[index])
+        return BackendResult(output=self.outputs[index], wrote_events_file=False)

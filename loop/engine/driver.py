@@ -141,10 +141,6 @@ class Engine:
         self._instant = {
             name: bool(getattr(backend, "instant", False)) for name, backend in backends.items()
         }
-        self._emit_file = {
-            name: bool(getattr(backend, "writes_events_file", True))
-            for name, backend in backends.items()
-        }
         # only the extensions that override a per-iteration hook are called (hot path)
         self._starters = [e for e in self.extensions if _overrides(e, "on_iteration_start")]
         self._prompters = [e for e in self.extensions if _overrides(e, "prompt_section")]
@@ -456,7 +452,7 @@ class Engine:
         else:
             result = await self._run_backend(backend, request, timeout, hat)
         emitted, events, problems = collect_events(
-            hat, result.output, events_file if self._emit_file[hat] else None
+            hat, result.output, None if result.wrote_events_file is False else events_file
         )
         blocker = None
         if events and events[-1].topic == self.config.loop.completion_event:
