@@ -8,7 +8,9 @@ extension, at fixed points of an iteration, for:
 * :meth:`on_iteration_start`: act at the start of an iteration (the theme heartbeat)
   and return events to publish before the hat runs (an ``interrupt`` event);
 * :meth:`prompt_section`: a short block of context for the hat's prompt;
-* :meth:`completion_blocker`: a reason to refuse the completion event, or ``None``.
+* :meth:`completion_blocker`: a reason to refuse the completion event, or ``None``;
+* :meth:`flush`: write out anything buffered; the loop is about to wait (a hat that is
+  not instant, a turn of the event loop) or to end.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ class Extension:
     def completion_blocker(self) -> str | None:
         """Why the loop may not complete now, or ``None`` when it may."""
         return None
+
+    def flush(self) -> None:
+        """Write out what is buffered (called before the loop waits, and at the end)."""
 
     async def aclose(self) -> None:
         """Release what the extension holds when the run ends."""

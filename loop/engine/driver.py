@@ -145,6 +145,7 @@ class Engine:
         self._starters = [e for e in self.extensions if _overrides(e, "on_iteration_start")]
         self._prompters = [e for e in self.extensions if _overrides(e, "prompt_section")]
         self._blockers = [e for e in self.extensions if _overrides(e, "completion_blocker")]
+        self._flushers = [e for e in self.extensions if _overrides(e, "flush")]
         self._next_yield = 0.0
         self._planned: tuple[int, Selection] | None = None
         self._turns = 0
@@ -187,6 +188,13 @@ class Engine:
             "hat": hat,
             "triggers": [p.seq for p in triggers],
         }
+
+    def _flush(self) -> None:
+        for ext in self._flushers:
+            try:
+                ext.flush()
+            except Exception:  # an extension's buffer is its own problem, never the loop's
+                log.exception("extension flush failed", extension=ext.name)
 
     def _elapsed(self) -> float:
         return self._base_elapsed + (self.clock() - self._t0)
@@ -337,6 +345,7 @@ class Engine:
             self._turns += 1
             if self._turns % CANCEL_CHECK_EVERY == 0:
                 if time.monotonic() >= self._next_yield:
+                    self._flush()
                     await anyio.lowlevel.checkpoint()
                     self._next_yield = time.monotonic() + YIELD_INTERVAL
                 else:
@@ -450,6 +459,7 @@ class Engine:
         if self._instant[hat]:  # it never suspends: no timeout could ever fire
             result = await self._call_backend(backend, request, hat)
         else:
+            self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
             result = await self._run_backend(backend, request, timeout, hat)
         emitted, events, problems = collect_events(
             hat, result.output, None if result.wrote_events_file is False else events_file

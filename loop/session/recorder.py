@@ -1,8 +1,11 @@
 """The session recorder: a bus subscriber that writes the session as JSONL.
 
 It listens to the engine's lifecycle events (``loop.started`` / ``loop.resumed``,
-``loop.iteration.done``, ``loop.terminated``) and writes one record per line, each with
-a single ``write`` straight to the file, so a crash leaves at most a torn last line.
+``loop.iteration.done``, ``loop.terminated``) and writes one record per line. Lines go
+out in batches, one ``write`` per batch: before every hat that waits (the engine calls
+:meth:`Recorder.flush`), at least every few milliseconds while hats are instant, and at
+the end. A crash leaves at most a torn last line, and the lines a crash kept from the
+file are backfilled from the journal when the session resumes.
 
 Guarantees:
 
@@ -56,6 +59,7 @@ DEFAULT_MAX_BYTES = 100 * 1024 * 1024
 MARKER_RESERVE = 256
 FOOTER_RESERVE = 320
 MIN_MAX_BYTES = 1024
+BATCH_BYTES = 64 * 1024  # a batch of lines is written once it reaches this size
 _ITERATION_LINE = re.compile(rb'^\{"kind":"iteration","iteration":(\d+)')
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET_LENGTH = 4
@@ -194,6 +198,10 @@ class Recorder(Extension):
         self._attached = False
         self._closed = False
         self._footer_written = False
+        self._batch: list[bytes] = []  # lines not yet written (see flush)
+        self._batched = 0
+        self._batch_records = 0
+        self._batch_lost = 0
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -223,7 +231,8 @@ class Recorder(Extension):
         bus.subscribe("loop.terminated", self._on_terminated, name="recorder")
 
     async def aclose(self) -> None:
-        """Close the file (idempotent)."""
+        """Write what is buffered and close the file (idempotent)."""
+        self.flush()
         self._closed = True
         if self._fd is not None:
             fd, self._fd = self._fd, None
@@ -277,8 +286,34 @@ class Recorder(Extension):
         log.warning("recording: dropped a torn last line before appending", file=str(self.path))
         return good
 
-    def _write(self, data: bytes) -> bool:
-        """Write one line; on failure cut any partial line and return ``False``."""
+    def flush(self) -> None:
+        """Write the buffered lines with one ``write`` (the loop is about to wait or end).
+
+        While hats are instant the engine calls this at least every few milliseconds, and
+        always before a hat that waits, so the file lags the journal by at most that. A
+        batch that fails to write counts each of its records as lost, as single writes did.
+        """
+        if not self._batch:
+            return
+        data = self._batch[0] if len(self._batch) == 1 else b"".join(self._batch)
+        records, lost_before = self._batch_records, self._batch_lost
+        lines = len(self._batch)
+        self._batch, self._batched, self._batch_records, self._batch_lost = [], 0, 0, 0
+        if self._write(data, lines=lines):
+            return
+        self.write_failures += records
+        self._lost += records + lost_before  # a lost write_failed marker is owed again
+
+    def _queue(self, line: bytes, *, record: bool = True, owed: int = 0) -> None:
+        self._batch.append(line)
+        self._batched += len(line)
+        self._batch_records += record
+        self._batch_lost += owed
+        if self._batched >= BATCH_BYTES:
+            self.flush()
+
+    def _write(self, data: bytes, *, lines: int = 1) -> bool:
+        """Write whole lines; on failure cut any partial line and return ``False``."""
         if self._fd is None:
             return False
         try:
@@ -296,7 +331,7 @@ class Recorder(Extension):
                 log.warning("recording: could not cut a partial line", file=str(self.path))
             return False
         self.bytes += len(data)
-        self.records += 1
+        self.records += lines
         return True
 
     def _put(self, record: BaseModel | dict[str, Any]) -> None:
@@ -315,20 +350,19 @@ class Recorder(Extension):
             )
             if not self._fits(_line(lost, None), MARKER_RESERVE + FOOTER_RESERVE):
                 return self._cap()
-            if self._write(_line(lost, None)):
-                self._lost = 0
+            self._queue(_line(lost, None), record=False, owed=self._lost)
+            self._lost = 0
         line = _line(record, self.redactor)
         if not self._fits(line, MARKER_RESERVE + FOOTER_RESERVE):
             return self._cap(len(line))
-        if not self._write(line):
-            self.write_failures += 1
-            self._lost += 1
+        self._queue(line)
         return None
 
     def _fits(self, line: bytes, reserve: int) -> bool:
-        return self.bytes + len(line) + reserve <= self.max_bytes
+        return self.bytes + self._batched + len(line) + reserve <= self.max_bytes
 
     def _cap(self, needed: int | None = None) -> None:
+        self.flush()  # what is buffered fits: it was checked line by line
         self.cap_reached = True
         what = f"the next record ({needed} bytes)" if needed else "the next record"
         marker = MarkerRecord(
@@ -452,6 +486,7 @@ class Recorder(Extension):
         data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
         if self._footer_written:
             return
+        self.flush()
         self._footer_written = True
         if self._disabled:
             self.write_failures += 1

@@ -13,6 +13,7 @@ import pytest
 import structlog
 
 from loop.backends.base import Backend, BackendRequest, BackendResult
+from loop.backends.scripted import ScriptedBackend
 from loop.bus import EventBus
 from loop.config import load_config
 from loop.emit import append_event
@@ -597,3 +598,124 @@ publishes = ["side.note", "LOOP_COMPLETE"]
     assert done.timestamp.endswith("Z") and done.ts > 0
     result = await replay_recording(path)
     assert result.ok, result.divergence
+
+
+PING_PONG = """
+[loop]
+prompt = "p"
+max_iterations = {n}
+stale_threshold = 100000
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.ping]
+triggers = ["task.start", "pong.x"]
+publishes = ["ping.x"]
+[hats.pong]
+triggers = ["ping.x"]
+publishes = ["pong.x"]
+"""
+
+
+def _ping_pong_backends(n: int) -> dict[str, Backend]:
+    return {
+        "ping": ScriptedBackend([f'<event topic="ping.x">{k}</event>' for k in range(n)]),
+        "pong": ScriptedBackend([f'<event topic="pong.x">{k}</event>' for k in range(n)]),
+    }
+
+
+async def _record_ping_pong(
+    tmp_path: Path, n: int, backends: dict[str, Backend], rec: Recorder
+) -> RunSummary:
+    (tmp_path / "loop.toml").write_text(PING_PONG.format(n=n), encoding="utf-8")
+    config = load_config(tmp_path / "loop.toml", root=tmp_path)
+    options = RunOptions(workdir=tmp_path, progress=False, handle_signals=False, backends=backends)
+    return await run_loop(config, options, [rec])
+
+
+async def test_instant_hats_are_recorded_in_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lines of instant iterations share writes; every line is on disk at the end."""
+    real = recorder_mod._write_all
+    writes: list[int] = []
+
+    def counting(fd: int, data: bytes) -> None:
+        writes.append(data.count(b"\n"))
+        real(fd, data)
+
+    monkeypatch.setattr(recorder_mod, "_write_all", counting)
+    path = tmp_path / "batch.jsonl"
+    rec = Recorder(path)
+    summary = await _record_ping_pong(tmp_path, 400, _ping_pong_backends(400), rec)
+    assert summary.iterations == 400
+    data = lines(path)
+    assert [d["kind"] for d in data] == ["header"] + ["iteration"] * 400 + ["footer"]
+    assert sum(writes) == len(data) == rec.records
+    assert len(writes) < 100, writes  # far fewer writes than lines
+    assert rec.bytes == path.stat().st_size
+    result = await replay_recording(path)
+    assert result.ok, result.divergence
+
+
+class Peeking:
+    """A backend that waits (not instant) and reads the recording before it answers."""
+
+    kind = "peeking"
+
+    def __init__(self, inner: Backend, path: Path, seen: list[int]) -> None:
+        self.inner = inner
+        self.path = path
+        self.seen = seen
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """Note how many iteration lines are on disk, then answer like the inner backend."""
+        await anyio.lowlevel.checkpoint()
+        text = await anyio.Path(self.path).read_text(encoding="utf-8")
+        self.seen.append(text.count('"kind":"iteration"'))
+        return await self.inner.run(request)
+
+
+async def test_a_hat_that_waits_finds_every_earlier_line_on_disk(tmp_path: Path) -> None:
+    """Before a hat that is not instant runs, the lines so far are written out."""
+    path = tmp_path / "peek.jsonl"
+    seen: list[int] = []
+    backends: dict[str, Backend] = {
+        name: Peeking(b, path, seen) for name, b in _ping_pong_backends(6).items()
+    }
+    await _record_ping_pong(tmp_path, 6, backends, Recorder(path))
+    assert seen == [0, 1, 2, 3, 4, 5]
+
+
+async def test_a_failed_batch_counts_each_record_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that cannot be written loses its records, counted; the file stays JSONL."""
+    real = recorder_mod._write_all
+    calls = {"n": 0}
+
+    def flaky(fd: int, data: bytes) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:  # the first batch (header and the first iterations): disk full
+            real(fd, data[: len(data) // 3])
+            raise OSError(28, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(recorder_mod, "_write_all", flaky)
+    monkeypatch.setattr(recorder_mod, "BATCH_BYTES", 4000)  # a few lines per batch
+    path = tmp_path / "fail.jsonl"
+    rec = Recorder(path)
+    summary = await _record_ping_pong(tmp_path, 60, _ping_pong_backends(60), rec)
+    assert summary.iterations == 60
+    data = lines(path)  # every line parses: the partial batch was cut off
+    lost = [d for d in data if d.get("marker") == "write_failed"]
+    assert len(lost) == 1
+    first = data[0]
+    assert first["kind"] == "marker"  # the header went with the failed batch
+    recorded = [d["iteration"] for d in data if d["kind"] == "iteration"]
+    assert recorded == list(range(60 - len(recorded) + 1, 61))
+    assert lost[0]["lost_records"] == 61 - len(recorded)  # the header and the missing ones
+    assert data[-1]["write_failures"] == rec.write_failures == lost[0]["lost_records"]
