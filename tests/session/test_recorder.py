@@ -388,21 +388,26 @@ async def test_a_capped_recording_replays_its_prefix(tmp_path: Path) -> None:
     assert result.actual_iterations == 2
 
 
-async def test_write_failure_mid_run_is_counted_and_the_loop_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """An OSError on one write is counted, a marker tells what was lost, the file stays JSONL."""
+def fail_one_write(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
+    """Make the recorder's ``nth`` write put half its bytes on disk, then fail (disk full)."""
     real = recorder_mod._write_all
     calls = {"n": 0}
 
     def flaky(fd: int, data: bytes) -> None:
         calls["n"] += 1
-        if calls["n"] == 3:  # the second iteration: half a line, then the disk is full
+        if calls["n"] == nth:
             real(fd, data[: len(data) // 2])
             raise OSError(28, "No space left on device")
         real(fd, data)
 
     monkeypatch.setattr(recorder_mod, "_write_all", flaky)
+
+
+async def test_write_failure_mid_run_is_counted_and_the_loop_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An OSError on one write is counted, a marker tells what was lost, the file stays JSONL."""
+    fail_one_write(monkeypatch, 3)  # the second iteration: half a line, then a full disk
     path, summary, rec = await record_session(tmp_path)
     assert summary.reason == "completed"
     assert rec.write_failures == 1
@@ -694,17 +699,7 @@ async def test_a_failed_batch_counts_each_record_lost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A batch that cannot be written loses its records, counted; the file stays JSONL."""
-    real = recorder_mod._write_all
-    calls = {"n": 0}
-
-    def flaky(fd: int, data: bytes) -> None:
-        calls["n"] += 1
-        if calls["n"] == 1:  # the first batch (header and the first iterations): disk full
-            real(fd, data[: len(data) // 3])
-            raise OSError(28, "No space left on device")
-        real(fd, data)
-
-    monkeypatch.setattr(recorder_mod, "_write_all", flaky)
+    fail_one_write(monkeypatch, 1)  # the first batch (the header, the first iterations)
     monkeypatch.setattr(recorder_mod, "BATCH_BYTES", 4000)  # a few lines per batch
     path = tmp_path / "fail.jsonl"
     rec = Recorder(path)
