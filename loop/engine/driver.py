@@ -179,7 +179,11 @@ class Engine:
                 start["ts"] = record["ts"]
                 apply(self.state, start, self.route_ctx)
                 records.append(start)
-        self.journal.append_many(records)
+        try:
+            self.journal.append_many(records)
+        except SessionError:  # not written, so it did not happen: the journal is the truth
+            self.state = fold(read_journal(self.paths.journal).records, self.route_ctx)
+            raise
 
     def _start_record(self, hat: str, triggers: tuple[PendingEvent, ...]) -> dict[str, Any]:
         return {

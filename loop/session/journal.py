@@ -9,6 +9,7 @@ naming the file and the line, never a silent reset.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from collections.abc import Sequence
@@ -84,12 +85,15 @@ class Journal:
         self.path = path
         self.durable = durable
         self._fd: int | None = None
+        self._size = 0  # bytes of whole lines: where a failed write is cut back to
 
     def open(self, *, truncate_to: int | None = None) -> None:
         """Open for appending, first cutting a torn tail at ``truncate_to`` if given."""
         self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        if truncate_to is not None and os.fstat(self._fd).st_size > truncate_to:
+        self._size = os.fstat(self._fd).st_size
+        if truncate_to is not None and self._size > truncate_to:
             os.ftruncate(self._fd, truncate_to)
+            self._size = truncate_to
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record as one line."""
@@ -105,9 +109,17 @@ class Journal:
             os.write(fd, lines[0][: len(lines[0]) // 2])  # a torn line, as a crash mid-write
             os.kill(os.getpid(), signal.SIGKILL)
         data = lines[0] if len(lines) == 1 else b"".join(lines)
-        written = os.write(fd, data)
-        while written < len(data):  # a short write (a signal, a full pipe): finish it
-            written += os.write(fd, data[written:])
+        try:
+            written = os.write(fd, data)
+            while written < len(data):  # a short write (a signal, a full pipe): finish it
+                written += os.write(fd, data[written:])
+        except OSError as exc:  # disk full, I/O error: leave no half line behind
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self._size)
+            raise SessionError(
+                f"{self.path}: cannot append to the journal: {exc.strerror or exc}"
+            ) from exc
+        self._size += len(data)
         if self.durable and any(r.get("kind") in _DURABLE_KINDS for r in records):
             os.fsync(fd)
 

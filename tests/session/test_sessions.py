@@ -139,3 +139,36 @@ async def test_resuming_an_unknown_session_creates_nothing(tmp_path: Path) -> No
             resume=True,
         )
     assert not (tmp_path / ".loop/sessions/ghost").exists()
+
+
+async def test_a_full_disk_stops_the_run_and_leaves_only_whole_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal write that fails half-way is cut back; the run stops with one line; resume."""
+    cfg = _cfg(tmp_path, max_iterations=10)
+    journal = tmp_path / ".loop/sessions/full/journal.jsonl"
+    real = os.write
+    state = {"writes": 0, "full": True}
+
+    def write(fd: int, data: bytes) -> int:
+        if state["full"] and os.path.realpath(f"/proc/self/fd/{fd}") == str(journal.resolve()):
+            state["writes"] += 1
+            if state["writes"] >= 4:  # the second commit: half of it lands, then ENOSPC
+                real(fd, data[: len(data) // 2])
+                raise OSError(28, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    outputs = [tag("a.more", str(k)) for k in range(10)]
+    with pytest.raises(SessionError, match="cannot append to the journal: No space left") as info:
+        await run_hats(cfg, {"a": scripted(*outputs)}, workdir=tmp_path, session_id="full")
+    assert "\n" not in str(info.value)
+    contents = read_journal(journal)
+    assert not contents.torn  # the half line was cut off
+    ends = [r["iteration"] for r in contents.records if r["kind"] == "iteration.end"]
+    assert ends == [1]
+    state["full"] = False  # space again: the session resumes where the disk filled up
+    done, _ = await run_hats(
+        cfg, {"a": scripted(*outputs)}, workdir=tmp_path, session_id="full", resume=True
+    )
+    assert (done.reason, done.iterations) == ("max_iterations", 10)
