@@ -11,9 +11,7 @@ never run twice; an iteration without its ``iteration.end`` is run again.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,7 +25,7 @@ import structlog
 
 from loop import __version__
 from loop._faults import crash_point
-from loop.backends.base import Backend, BackendRequest, BackendResult
+from loop.backends.base import Backend, BackendRequest
 from loop.bus import EventBus
 from loop.config import LoadedConfig
 from loop.engine.collect import collect_events
@@ -39,11 +37,18 @@ from loop.engine.decide import (
     exit_code_for,
     select_next,
 )
+from loop.engine.invoke import (
+    base_env,
+    call_backend,
+    call_with_timeout,
+    child_env,
+    prepare_events_file,
+)
 from loop.engine.prompt import PromptTemplate
 from loop.engine.records import hats_record, iteration_record
 from loop.engine.routing import hat_specs
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
-from loop.errors import BackendUnavailable, InputError, SessionError
+from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
 from loop.extensions import Extension
 from loop.session.journal import Journal, read_journal
@@ -259,7 +264,9 @@ class Engine:
                 }
             )
         mark_latest(self.paths.sessions_dir, self.paths.session_id)
-        self._env = self._base_env()
+        self._env = base_env(
+            self.child_env, session_id=self.paths.session_id, session_dir=self.paths.dir
+        )
 
     def _collector(self, event: Event) -> None:
         if self._collecting is not None:
@@ -387,41 +394,6 @@ class Engine:
         log.warning("hat exhausted", hat=hat, dropped=len(dropped))
         await self.bus.publish(event)
 
-    def _base_env(self) -> dict[str, str]:
-        """The part of a child's environment that is the same for every iteration."""
-        env = dict(self.child_env)
-        path = os.environ.get("PATH", "")
-        env.update(
-            {
-                "LOOP_SESSION_ID": self.paths.session_id,
-                "LOOP_SESSION_DIR": str(self.paths.dir.resolve()),
-                "LOOP_PYTHON": sys.executable,
-                "PATH": str(Path(sys.executable).parent) + (os.pathsep + path if path else ""),
-            }
-        )
-        return env
-
-    def _child_env(self, hat: str, iteration: int, events_file: str) -> dict[str, str]:
-        env = dict(self._env)
-        env["LOOP_EVENTS_FILE"] = events_file
-        env["LOOP_ITERATION"] = str(iteration)
-        env["LOOP_HAT"] = hat
-        return env
-
-    def _prepare_events_file(self, backend: Backend, it_dir: str, events_file: str) -> None:
-        """Give the iteration a clean events file; only backends with a child need one made.
-
-        A re-run of an in-flight iteration must not see the lines its killed run wrote, so
-        an old file is always removed; the folder and an empty file are created only for
-        backends whose child process writes there (``uses_files``, default true).
-        """
-        if getattr(backend, "uses_files", True):
-            Path(it_dir).mkdir(parents=True, exist_ok=True)
-            Path(events_file).write_bytes(b"")
-        elif self.state.iteration + 1 == self._rerun:  # only a re-run can find old lines
-            with contextlib.suppress(FileNotFoundError):
-                Path(events_file).unlink()
-
     async def _iteration(self, hat: str, triggers: tuple[PendingEvent, ...]) -> None:
         iteration = self.state.iteration + 1
         activation = self.state.activations.get(hat, 0)
@@ -445,7 +417,7 @@ class Engine:
         prompt = self._templates[hat].render(iteration, trigger_events, context)
         it_dir = f"{self._iterations_root}/{iteration:06d}"  # text: no Path built (hot path)
         events_file = f"{it_dir}/events.jsonl"
-        self._prepare_events_file(backend, it_dir, events_file)
+        prepare_events_file(backend, it_dir, events_file, rerun=iteration == self._rerun)
         timeout = hat_cfg.timeout_seconds or self.config.loop.iteration_timeout_seconds
         request = BackendRequest(
             hat=hat,
@@ -455,16 +427,16 @@ class Engine:
             activation=activation,
             events_file=events_file,
             workdir=self.workdir,
-            env=partial(self._child_env, hat, iteration, events_file),
+            env=partial(child_env, self._env, hat, iteration, events_file),
             timeout_seconds=timeout,
             iteration_dir=it_dir,
             triggers=trigger_events,
         )
         if self._instant[hat]:  # it never suspends: no timeout could ever fire
-            result = await self._call_backend(backend, request, hat)
+            result = await call_backend(backend, request)
         else:
             self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
-            result = await self._run_backend(backend, request, timeout, hat)
+            result = await call_with_timeout(backend, request, timeout)
         emitted, events, problems = collect_events(
             hat, result.output, None if result.wrote_events_file is False else events_file
         )
@@ -508,24 +480,6 @@ class Engine:
         crash_point("iteration.committed")
         await self.bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))
         crash_point("iteration.recorded")
-
-    async def _run_backend(
-        self, backend: Backend, request: BackendRequest, timeout: float, hat: str
-    ) -> BackendResult:
-        with anyio.move_on_after(timeout) as scope:
-            return await self._call_backend(backend, request, hat)
-        assert scope.cancelled_caught
-        return BackendResult.failed(f"timeout after {timeout:g}s", exit_code=None)
-
-    @staticmethod
-    async def _call_backend(backend: Backend, request: BackendRequest, hat: str) -> BackendResult:
-        try:
-            return await backend.run(request)
-        except (BackendUnavailable, InputError):  # cannot run at all / bad input: stop
-            raise
-        except Exception as exc:
-            log.exception("backend raised", hat=hat)
-            return BackendResult.failed(f"backend error: {type(exc).__name__}: {exc}")
 
     def summary(self, reason: str, notes: list[str]) -> RunSummary:
         """The run summary for ``reason``."""

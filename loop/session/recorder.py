@@ -22,7 +22,6 @@ Guarantees:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -49,6 +48,7 @@ from loop.session.recording import (
     iso_time,
     iteration_data,
 )
+from loop.session.redact import Redactor
 
 __all__ = ["DEFAULT_MAX_BYTES", "MIN_MAX_BYTES", "Recorder", "RecorderClosed", "Redactor"]
 
@@ -61,73 +61,10 @@ FOOTER_RESERVE = 320
 MIN_MAX_BYTES = 1024
 BATCH_BYTES = 64 * 1024  # a batch of lines is written once it reaches this size
 _ITERATION_LINE = re.compile(rb'^\{"kind":"iteration","iteration":(\d+)')
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
-MIN_SECRET_LENGTH = 4
 
 
 class RecorderClosed(LoopError):
     """The recorder was used after it was closed, or attached twice (it is one-shot)."""
-
-
-class Redactor:
-    """Replaces the values of secret-looking environment variables in strings."""
-
-    def __init__(self, environ: Mapping[str, str]) -> None:
-        self.secrets: list[tuple[str, str]] = []
-        self.learn(environ)
-
-    def learn(self, environ: Mapping[str, Any]) -> None:
-        """Add the secret-looking entries of ``environ`` to what is redacted."""
-        found = set(self.secrets) | {
-            (v, k)
-            for k, v in environ.items()
-            if isinstance(v, str) and _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LENGTH
-        }
-        # Longest first, so a secret containing another is replaced whole.
-        self.secrets = sorted(found, key=lambda p: (-len(p[0]), p[1]))
-        self._encoded = [
-            (v.encode("utf-8", "surrogatepass"), f"[redacted:{k}]".encode())
-            for v, k in self.secrets
-        ]
-        # Redacting serialised JSON is the same as redacting each string when no secret
-        # contains a character JSON escapes (quotes, backslashes, control characters).
-        self.json_safe = all(json.dumps(v, ensure_ascii=False)[1:-1] == v for v, _ in self.secrets)
-
-    def learn_from_config(self, data: Any) -> None:
-        """Add secrets set in the config itself: every ``env`` table of a backend."""
-        if isinstance(data, dict):
-            for key, value in data.items():
-                if key == "env" and isinstance(value, dict):
-                    self.learn(value)
-                else:
-                    self.learn_from_config(value)
-        elif isinstance(data, list):
-            for item in data:
-                self.learn_from_config(item)
-
-    def text(self, value: str) -> str:
-        """``value`` with every secret replaced by ``[redacted:NAME]``."""
-        for secret, name in self.secrets:
-            if secret in value:
-                value = value.replace(secret, f"[redacted:{name}]")
-        return value
-
-    def line(self, line: bytes) -> bytes:
-        """A serialised line with every secret replaced (only when ``json_safe``)."""
-        for secret, replacement in self._encoded:
-            if secret in line:
-                line = line.replace(secret, replacement)
-        return line
-
-    def value(self, data: Any) -> Any:
-        """A copy of JSON data with every string (not keys or numbers) redacted."""
-        if isinstance(data, str):
-            return self.text(data)
-        if isinstance(data, dict):
-            return {k: self.value(v) for k, v in data.items()}
-        if isinstance(data, list):
-            return [self.value(v) for v in data]
-        return data
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -1,0 +1,79 @@
+"""Redaction: the values of secret-looking environment variables, out of recorded text.
+
+A variable whose name contains ``KEY``, ``TOKEN``, ``SECRET`` or ``PASSWORD`` (any case)
+and whose value has at least :data:`MIN_SECRET_LENGTH` characters is a secret; every
+occurrence of its value in a recorded string becomes ``[redacted:NAME]``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["MIN_SECRET_LENGTH", "Redactor"]
+
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
+MIN_SECRET_LENGTH = 4
+
+
+class Redactor:
+    """Replaces the values of secret-looking environment variables in strings."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self.secrets: list[tuple[str, str]] = []
+        self.learn(environ)
+
+    def learn(self, environ: Mapping[str, Any]) -> None:
+        """Add the secret-looking entries of ``environ`` to what is redacted."""
+        found = set(self.secrets) | {
+            (v, k)
+            for k, v in environ.items()
+            if isinstance(v, str) and _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LENGTH
+        }
+        # Longest first, so a secret containing another is replaced whole.
+        self.secrets = sorted(found, key=lambda p: (-len(p[0]), p[1]))
+        self._encoded = [
+            (v.encode("utf-8", "surrogatepass"), f"[redacted:{k}]".encode())
+            for v, k in self.secrets
+        ]
+        # Redacting serialised JSON is the same as redacting each string when no secret
+        # contains a character JSON escapes (quotes, backslashes, control characters).
+        self.json_safe = all(json.dumps(v, ensure_ascii=False)[1:-1] == v for v, _ in self.secrets)
+
+    def learn_from_config(self, data: Any) -> None:
+        """Add secrets set in the config itself: every ``env`` table of a backend."""
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if key == "env" and isinstance(value, dict):
+                    self.learn(value)
+                else:
+                    self.learn_from_config(value)
+        elif isinstance(data, list):
+            for item in data:
+                self.learn_from_config(item)
+
+    def text(self, value: str) -> str:
+        """``value`` with every secret replaced by ``[redacted:NAME]``."""
+        for secret, name in self.secrets:
+            if secret in value:
+                value = value.replace(secret, f"[redacted:{name}]")
+        return value
+
+    def line(self, line: bytes) -> bytes:
+        """A serialised line with every secret replaced (only when ``json_safe``)."""
+        for secret, replacement in self._encoded:
+            if secret in line:
+                line = line.replace(secret, replacement)
+        return line
+
+    def value(self, data: Any) -> Any:
+        """A copy of JSON data with every string (not keys or numbers) redacted."""
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, dict):
+            return {k: self.value(v) for k, v in data.items()}
+        if isinstance(data, list):
+            return [self.value(v) for v in data]
+        return data
