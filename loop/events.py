@@ -149,15 +149,37 @@ def _attributes(raw: str) -> tuple[str | None, str | None]:
     return (topic if is_valid_topic(topic) else None), (attrs.get("target") or None)
 
 
+# ``<event topic="a.b">payload</event>`` with nothing else in it: what most agents write
+_SIMPLE_TAG = re.compile(r'<event topic="([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)">([^<]*)</event>')
+
+
+def _payload(body: str) -> EventPayload:
+    body = body.strip()
+    if body[:1] in ("{", "["):
+        try:
+            return _json.loads(body)
+        except ValueError:
+            pass
+    return body
+
+
 def parse_event_tags(text: str, *, source: str) -> list[Event]:
     """Find ``<event topic="t" [target="hat"]>payload</event>`` tags in agent output.
 
     A tag without a valid topic is skipped. A payload that parses as a JSON object or
     array is kept as JSON; anything else stays text (stripped).
     """
-    events: list[Event] = []
     if "<" not in text:
-        return events
+        return []
+    simple = _SIMPLE_TAG.findall(text)
+    if simple and text.count("<") == 2 * len(simple):  # every "<" is in a simple tag
+        return [Event(topic=t, payload=_payload(body), source=source) for t, body in simple]
+    return _parse_tags(text, source)
+
+
+def _parse_tags(text: str, source: str) -> list[Event]:
+    """The general parser: any attribute order, quotes, entities, case, self-closing."""
+    events: list[Event] = []
     for match in _TAG.finditer(text):
         raw, body = match.group("attrs", "body")
         target: str | None = None
@@ -168,12 +190,7 @@ def parse_event_tags(text: str, *, source: str) -> list[Event]:
             topic, target = _attributes(raw)
         if topic is None:
             continue
-        body = body.strip() if body else ""
-        payload: EventPayload = body
-        if body[:1] in ("{", "["):
-            try:
-                payload = _json.loads(body)
-            except ValueError:
-                payload = body
-        events.append(Event(topic=topic, payload=payload, source=source, target=target))
+        events.append(
+            Event(topic=topic, payload=_payload(body or ""), source=source, target=target)
+        )
     return events

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loop.errors import InputError
 from loop.events import (
     Event,
+    _parse_tags,
     is_valid_pattern,
     parse_event_tags,
     pattern_specificity,
@@ -66,3 +69,34 @@ def test_event_round_trips_through_its_dict_form() -> None:
     ev = Event(topic="x.y", payload={"a": [1, 2]}, source="h", target="t", ts=12.5)
     assert Event.from_dict(ev.to_dict()) == ev
     assert ev.payload_text() == '{"a": [1, 2]}'
+
+
+FRAGMENTS = st.sampled_from(
+    [
+        '<event topic="plan.ready">step 1</event>',
+        '<event topic="a">{"k": [1, 2]}</event>',
+        '<event topic="a"> [1, </event>',
+        '<event topic="b.c" target="builder">x</event>',
+        '<EVENT topic="up">loud</EVENT>',
+        '<event topic="bad topic">no</event>',
+        "<event topic='single'>quoted</event>",
+        '<event topic="self"/>',
+        '<event topic="amp">a &amp; b</event>',
+        "a < b",
+        "<",
+        "plain text ",
+        "\n",
+        "é",
+    ]
+)
+
+
+@given(st.lists(FRAGMENTS, max_size=6))
+def test_the_fast_path_finds_what_the_general_parser_finds(parts: list[str]) -> None:
+    """Outputs of simple tags take a shortcut; it must agree with the general parser."""
+    text = "".join(parts)
+
+    def seen(events: list[Event]) -> list[tuple[object, ...]]:
+        return [(e.topic, e.payload, e.target, e.source) for e in events]
+
+    assert seen(parse_event_tags(text, source="h")) == seen(_parse_tags(text, "h"))
