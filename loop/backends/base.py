@@ -2,7 +2,8 @@
 
 Every way of running a hat (scripted, command, python, claude, replay) implements
 :class:`Backend`. The engine builds a :class:`BackendRequest`, awaits ``run`` inside a
-cancel scope (the per-iteration timeout), and reads a :class:`BackendResult`. A
+cancel scope (the per-iteration timeout; none for a backend that declares itself
+``instant``), and reads a :class:`BackendResult`. A
 backend reports an ordinary failure (non-zero exit, an error result) in the result;
 it raises :class:`~loop.errors.BackendUnavailable` only when it cannot run at all.
 """
