@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from loop.bus import EventBus
@@ -81,3 +82,42 @@ async def test_other_tasks_run_while_instant_hats_loop(tmp_path: Path) -> None:
     assert summary.iterations == N
     assert seen_at, "the ticker never ran"
     assert seen_at[0] < N, "the ticker only ran after the whole run"
+
+
+class BrokenFlush(Extension):
+    """An extension whose buffer cannot be written."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def flush(self) -> None:
+        """Fail, every time."""
+        self.calls += 1
+        raise OSError(5, "Input/output error")
+
+
+class Waiting:
+    """A scripted backend that waits (so the engine flushes before it runs)."""
+
+    kind = "waiting"
+
+    def __init__(self, outputs: list[str]) -> None:
+        self.inner = scripted(*outputs)
+
+    async def run(self, request: object) -> object:
+        """Yield once, then answer like the scripted backend."""
+        await anyio.lowlevel.checkpoint()
+        return await self.inner.run(request)  # type: ignore[arg-type]
+
+
+async def test_a_failing_flush_is_logged_and_the_loop_goes_on(tmp_path: Path) -> None:
+    """Flushing is the extension's business: an error there never stops the loop."""
+    config, _ = ping_pong(tmp_path, n=6)
+    backends = {
+        "ping": Waiting([tag("ping.x", str(k)) for k in range(6)]),
+        "pong": Waiting([tag("pong.x", str(k)) for k in range(6)]),
+    }
+    broken = BrokenFlush()
+    summary, _ = await run_hats(config, backends, workdir=tmp_path, extra=[broken])  # type: ignore[arg-type]
+    assert (summary.reason, summary.iterations) == ("max_iterations", 6)
+    assert broken.calls >= 6  # before each hat that waits

@@ -714,3 +714,24 @@ async def test_a_failed_batch_counts_each_record_lost(
     assert recorded == list(range(60 - len(recorded) + 1, 61))
     assert lost[0]["lost_records"] == 61 - len(recorded)  # the header and the missing ones
     assert data[-1]["write_failures"] == rec.write_failures == lost[0]["lost_records"]
+
+
+async def test_batched_lines_respect_the_cap_exactly(tmp_path: Path) -> None:
+    """Instant hats (batched lines): for any cap the file stays within it, whole lines, a
+    cap marker and a footer, and the iterations it holds are the first ones, in order."""
+    for cap in (MIN_MAX_BYTES, 5_000, 20_000, 70_000, 150_000):
+        folder = tmp_path / f"cap{cap}"
+        folder.mkdir()
+        path = folder / "capped.jsonl"
+        rec = Recorder(path, max_bytes=cap)
+        summary = await _record_ping_pong(folder, 300, _ping_pong_backends(300), rec)
+        assert summary.iterations == 300
+        size = path.stat().st_size
+        assert size <= cap, (cap, size)
+        assert rec.bytes == size
+        data = lines(path)  # every line parses
+        assert (data[0]["kind"] == "header") == (cap > MIN_MAX_BYTES)  # 1 KB: no room
+        assert data[-1]["kind"] == "footer" and data[-1]["cap_reached"]
+        assert data[-2].get("marker") == "cap_reached"
+        recorded = [d["iteration"] for d in data if d["kind"] == "iteration"]
+        assert recorded == list(range(1, len(recorded) + 1))
