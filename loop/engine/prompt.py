@@ -3,26 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from loop.events import Event
 
-__all__ = ["PromptParts", "PromptTemplate", "build_prompt"]
-
-
-@dataclass(frozen=True)
-class PromptParts:
-    """Everything that goes into one hat's prompt."""
-
-    hat: str
-    description: str
-    instructions: str
-    objective: str
-    iteration: int
-    triggers: Sequence[Event]
-    publishes: Sequence[str]
-    completion_event: str
-    context: Sequence[str] = ()
+__all__ = ["PromptTemplate"]
 
 
 def _payload(event: Event) -> str:
@@ -34,7 +18,7 @@ class PromptTemplate:
     """The parts of one hat's prompt that stay the same from iteration to iteration.
 
     Built once per hat and run; :meth:`render` adds the iteration number, the triggers
-    and the extensions' context. ``render`` gives exactly :func:`build_prompt`'s text.
+    and the extensions' context.
     """
 
     __slots__ = ("_hat", "_head", "_tail")
@@ -88,15 +72,3 @@ class PromptTemplate:
                 lines.append(f"{stripped}\n\n")
         lines.append(self._tail)
         return lines[0] + "\n" + "".join(lines[1:])
-
-
-def build_prompt(parts: PromptParts) -> str:
-    """The prompt: who the hat is, the objective, what triggered it, how to publish."""
-    return PromptTemplate(
-        hat=parts.hat,
-        description=parts.description,
-        instructions=parts.instructions,
-        objective=parts.objective,
-        publishes=parts.publishes,
-        completion_event=parts.completion_event,
-    ).render(parts.iteration, parts.triggers, parts.context)

@@ -3,12 +3,40 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loop.engine.prompt import PromptParts, PromptTemplate, build_prompt
+from loop.engine.prompt import PromptTemplate
 from loop.events import Event
+
+
+@dataclass(frozen=True)
+class PromptParts:
+    """Everything that goes into one hat's prompt."""
+
+    hat: str
+    description: str
+    instructions: str
+    objective: str
+    iteration: int
+    triggers: Sequence[Event]
+    publishes: Sequence[str]
+    completion_event: str
+    context: Sequence[str] = ()
+
+
+def build_prompt(parts: PromptParts) -> str:
+    """The engine's way: a template for the hat, rendered for the iteration."""
+    return PromptTemplate(
+        hat=parts.hat,
+        description=parts.description,
+        instructions=parts.instructions,
+        objective=parts.objective,
+        publishes=parts.publishes,
+        completion_event=parts.completion_event,
+    ).render(parts.iteration, parts.triggers, parts.context)
 
 
 def reference_prompt(parts: PromptParts) -> str:
