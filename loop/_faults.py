@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["crash_armed", "crash_point"]
+__all__ = ["ARMED", "crash_armed", "crash_point"]
 
 ENV = "HATLOOP_CRASH_AT"
 
@@ -25,6 +25,9 @@ def _parse(raw: str | None) -> tuple[str, int] | None:
 
 _TARGET = _parse(os.environ.get(ENV))
 _hits: dict[str, int] = {}
+# Whether any crash point is armed in this process: hot paths test this constant before
+# calling :func:`crash_point`, so an unarmed run pays no call per point.
+ARMED = _TARGET is not None
 
 
 def crash_armed(name: str) -> bool:

@@ -26,7 +26,15 @@ from typing import Any
 
 import orjson
 
-__all__ = ["LARGE", "JSONDecodeError", "dumps", "dumps_line", "is_large", "loads"]
+__all__ = [
+    "LARGE",
+    "JSONDecodeError",
+    "dumps",
+    "dumps_line",
+    "dumps_record_line",
+    "is_large",
+    "loads",
+]
 
 JSONDecodeError = json.JSONDecodeError  # orjson's error is a subclass; both are ValueErrors
 
@@ -60,6 +68,16 @@ def is_large(record: dict[str, Any]) -> bool:
         len(prompt) if isinstance(prompt, str) else 0
     )
     return size > LARGE
+
+
+def dumps_record_line(record: dict[str, Any]) -> bytes:
+    """A journal or recording record as one JSONL line (:func:`is_large` decides the codec)."""
+    if is_large(record):
+        return _large(record) + b"\n"
+    try:
+        return orjson.dumps(record, option=_LINE)
+    except TypeError:
+        return _fallback(record) + b"\n"
 
 
 def dumps(value: Any, *, large: bool = False) -> bytes:

@@ -47,6 +47,9 @@ class Event:
     source: str = "loop"
     target: str | None = None
     ts: float = field(default_factory=time.time)
+    # to_dict's result, built once: the engine writes an event into up to four lists of
+    # an iteration record, and a published event again as the next iteration's trigger
+    _dict: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def with_target(self, target: str | None) -> Event:
         """A copy addressed to ``target``."""
@@ -63,11 +66,14 @@ class Event:
         return (self.topic, self.source, self.payload_text())
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the journal and recording form)."""
-        out: dict[str, Any] = {"topic": self.topic, "payload": self.payload, "source": self.source}
-        if self.target is not None:
-            out["target"] = self.target
-        out["ts"] = self.ts
+        """A JSON-ready dict (the journal and recording form); shared, so do not mutate it."""
+        out = self._dict
+        if out is None:
+            out = {"topic": self.topic, "payload": self.payload, "source": self.source}
+            if self.target is not None:
+                out["target"] = self.target
+            out["ts"] = self.ts
+            self._dict = out
         return out
 
     @classmethod

@@ -9,11 +9,17 @@ extension, at fixed points of an iteration, for:
   and return events to publish before the hat runs (an ``interrupt`` event);
 * :meth:`prompt_section`: a short block of context for the hat's prompt;
 * :meth:`completion_blocker`: a reason to refuse the completion event, or ``None``;
+* :meth:`committed`: an iteration just reached the journal (its record, and the exact
+  line written), before ``loop.iteration.done`` is published;
 * :meth:`flush`: write out anything buffered; the loop is about to wait (a hat that is
   not instant, a turn of the event loop) or to end.
+
+The engine calls a per-iteration hook only on the extensions that override it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from loop.bus import EventBus
 from loop.events import Event
@@ -40,6 +46,9 @@ class Extension:
     def completion_blocker(self) -> str | None:
         """Why the loop may not complete now, or ``None`` when it may."""
         return None
+
+    def committed(self, record: dict[str, Any], line: bytes) -> None:
+        """Iteration ``record`` is in the journal as ``line`` (do not mutate either)."""
 
     def flush(self) -> None:
         """Write out what is buffered (called before the loop waits, and at the end)."""

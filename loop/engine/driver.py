@@ -25,7 +25,7 @@ import anyio.lowlevel
 import structlog
 
 from loop import __version__
-from loop._faults import crash_point
+from loop._faults import ARMED, crash_point
 from loop.backends.base import Backend, BackendRequest
 from loop.bus import EventBus
 from loop.config import LoadedConfig
@@ -152,6 +152,7 @@ class Engine:
         self._prompters = [e for e in self.extensions if _overrides(e, "prompt_section")]
         self._blockers = [e for e in self.extensions if _overrides(e, "completion_blocker")]
         self._flushers = [e for e in self.extensions if _overrides(e, "flush")]
+        self._committers = [e for e in self.extensions if _overrides(e, "committed")]
         self._next_yield = 0.0
         self._planned: tuple[int, Selection] | None = None
         self._turns = 0
@@ -165,7 +166,7 @@ class Engine:
         self.journal.append(record)
         apply(self.state, record, self.route_ctx, published)
 
-    def _commit(self, record: dict[str, Any], published: list[Event]) -> None:
+    def _commit(self, record: dict[str, Any], published: list[Event], elapsed: float) -> bytes:
         """Journal an ``iteration.end`` and, in the same write, the next iteration's start.
 
         The next step is a pure function of the state this record leaves (limits, then
@@ -173,11 +174,13 @@ class Engine:
         instead of costing a write of its own. When the loop is about to stop, or the
         next hat is exhausted, the record goes alone. State and journal agree whenever
         the write returns; a crash before it loses both, as with any append.
+
+        Returns the record's journal line (the bytes written for it).
         """
         record.setdefault("ts", time.time())
         apply(self.state, record, self.route_ctx, published)
         records = [record]
-        if check_limits(self.state, self.limits, self._elapsed()) is None:
+        if check_limits(self.state, self.limits, elapsed) is None:
             selection = select_next(self.state, self.specs)
             if selection is not None and not selection.exhausted:
                 self._planned = (self.state.iteration, selection)
@@ -186,7 +189,7 @@ class Engine:
                 apply(self.state, start, self.route_ctx)
                 records.append(start)
         try:
-            self.journal.append_many(records)
+            return self.journal.append_many(records)[0]
         except SessionError:  # not written, so it did not happen: the journal is the truth
             self.state = fold(read_journal(self.paths.journal).records, self.route_ctx)
             raise
@@ -198,6 +201,13 @@ class Engine:
             "hat": hat,
             "triggers": [p.seq for p in triggers],
         }
+
+    def _notify_committed(self, record: dict[str, Any], line: bytes) -> None:
+        for ext in self._committers:
+            try:
+                ext.committed(record, line)
+            except Exception:  # like a bus subscriber: an extension's failure is its own
+                log.exception("extension failed on a committed iteration", extension=ext.name)
 
     def _flush(self) -> None:
         for ext in self._flushers:
@@ -362,14 +372,15 @@ class Engine:
                     self._next_yield = time.monotonic() + YIELD_INTERVAL
                 else:
                     await anyio.lowlevel.checkpoint_if_cancelled()
-            reason = check_limits(self.state, self.limits, self._elapsed())
-            if reason is not None:
-                return reason
             planned, self._planned = self._planned, None
             selection: Selection | None
             if planned is not None and planned[0] == self.state.iteration:
-                selection = planned[1]  # decided at the last commit, on this same state
+                # limits checked and hat chosen at the last commit, on this same state
+                selection = planned[1]
             else:
+                reason = check_limits(self.state, self.limits, self._elapsed())
+                if reason is not None:
+                    return reason
                 selection = select_next(self.state, self.specs)
             assert selection is not None
             if selection.exhausted:
@@ -395,15 +406,40 @@ class Engine:
         log.warning("hat exhausted", hat=hat, dropped=len(dropped))
         await self.bus.publish(event)
 
+    def _request(
+        self, hat: str, iteration: int, activation: int, triggers: tuple[PendingEvent, ...]
+    ) -> BackendRequest:
+        """The backend call of an iteration: its prompt, events file, environment, timeout."""
+        context = [s for ext in self._prompters if (s := ext.prompt_section(hat))]
+        trigger_events = tuple([p.event for p in triggers])
+        prompt = self._templates[hat].render(iteration, trigger_events, context)
+        it_dir = f"{self._iterations_root}/{iteration:06d}"  # text: no Path built (hot path)
+        events_file = f"{it_dir}/events.jsonl"
+        prepare_events_file(self.backends[hat], it_dir, events_file, rerun=iteration == self._rerun)
+        return BackendRequest(
+            hat=hat,
+            prompt=prompt,
+            iteration=iteration,
+            session_id=self.paths.session_id,
+            activation=activation,
+            events_file=events_file,
+            workdir=self.workdir,
+            env=partial(child_env, self._env, hat, iteration, events_file),
+            timeout_seconds=self.config.hats[hat].timeout_seconds
+            or self.config.loop.iteration_timeout_seconds,
+            iteration_dir=it_dir,
+            triggers=trigger_events,
+        )
+
     async def _iteration(self, hat: str, triggers: tuple[PendingEvent, ...]) -> None:
         iteration = self.state.iteration + 1
         activation = self.state.activations.get(hat, 0)
         spec = self.specs[hat]
-        hat_cfg = self.config.hats[hat]
         backend = self.backends[hat]
         if self.state.in_flight != iteration or self.state.in_flight_hat != hat:
             self._record(self._start_record(hat, triggers))  # not journaled with the last commit
-        crash_point("iteration.start")
+        if ARMED:
+            crash_point("iteration.start")
         started = self.clock()
         published: list[Event] = []
         self._collecting = published
@@ -413,33 +449,15 @@ class Engine:
                     await self.bus.publish(event)
         finally:
             self._collecting = None
-        context = [s for ext in self._prompters if (s := ext.prompt_section(hat))]
-        trigger_events = tuple([p.event for p in triggers])
-        prompt = self._templates[hat].render(iteration, trigger_events, context)
-        it_dir = f"{self._iterations_root}/{iteration:06d}"  # text: no Path built (hot path)
-        events_file = f"{it_dir}/events.jsonl"
-        prepare_events_file(backend, it_dir, events_file, rerun=iteration == self._rerun)
-        timeout = hat_cfg.timeout_seconds or self.config.loop.iteration_timeout_seconds
-        request = BackendRequest(
-            hat=hat,
-            prompt=prompt,
-            iteration=iteration,
-            session_id=self.paths.session_id,
-            activation=activation,
-            events_file=events_file,
-            workdir=self.workdir,
-            env=partial(child_env, self._env, hat, iteration, events_file),
-            timeout_seconds=timeout,
-            iteration_dir=it_dir,
-            triggers=trigger_events,
-        )
+        request = self._request(hat, iteration, activation, triggers)
         if self._instant[hat]:  # it never suspends: no timeout could ever fire
             result = await call_backend(backend, request)
         else:
             self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
+            timeout = request.timeout_seconds or self.config.loop.iteration_timeout_seconds
             result = await call_with_timeout(backend, request, timeout)
         emitted, events, problems = collect_events(
-            hat, result.output, None if result.wrote_events_file is False else events_file
+            hat, result.output, None if result.wrote_events_file is False else request.events_file
         )
         blocker = None
         if events and events[-1].topic == self.config.loop.completion_event:
@@ -457,30 +475,37 @@ class Engine:
         try:
             for event in outcome.publish:
                 await self.bus.publish(event)
-                crash_point("publish")
+                if ARMED:
+                    crash_point("publish")
         finally:
             self._collecting = None
-        duration = self.clock() - started
+        now = self.clock()
+        elapsed = self._base_elapsed + (now - self._t0)
         record = iteration_record(
             iteration=iteration,
             hat=hat,
             activation=activation,
             backend=backend.kind,
-            prompt=prompt,
+            prompt=request.prompt,
             result=result,
             outcome=outcome,
             triggers=triggers,
             events=events,
             emitted=emitted,
             published=published,
-            duration=duration,
-            elapsed=self._elapsed(),
+            duration=now - started,
+            elapsed=elapsed,
         )
-        crash_point("iteration.end")
-        self._commit(record, published)
-        crash_point("iteration.committed")
+        if ARMED:
+            crash_point("iteration.end")
+        line = self._commit(record, published, elapsed)
+        if ARMED:
+            crash_point("iteration.committed")
+        if self._committers:
+            self._notify_committed(record, line)
         await self.bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))
-        crash_point("iteration.recorded")
+        if ARMED:
+            crash_point("iteration.recorded")
 
     def summary(self, reason: str, notes: list[str]) -> RunSummary:
         """The run summary for ``reason``."""

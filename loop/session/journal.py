@@ -99,12 +99,15 @@ class Journal:
         """Write one record as one line."""
         self.append_many((record,))
 
-    def append_many(self, records: Sequence[dict[str, Any]]) -> None:
-        """Write records as lines, with one ``write``; fsync once if any is a commit point."""
+    def append_many(self, records: Sequence[dict[str, Any]]) -> list[bytes]:
+        """Write records as lines, with one ``write``; fsync once if any is a commit point.
+
+        Returns the lines written, one per record.
+        """
         fd = self._fd
         if fd is None:
             raise SessionError(f"{self.path}: journal is not open")
-        lines = [_json.dumps_line(r, large=_json.is_large(r)) for r in records]
+        lines = [_json.dumps_record_line(r) for r in records]
         if records[0].get("kind") == "iteration.end" and crash_armed("journal.write"):
             os.write(fd, lines[0][: len(lines[0]) // 2])  # a torn line, as a crash mid-write
             os.kill(os.getpid(), signal.SIGKILL)
@@ -122,6 +125,7 @@ class Journal:
         self._size += len(data)
         if self.durable and any(r.get("kind") in _DURABLE_KINDS for r in records):
             os.fsync(fd)
+        return lines
 
     def close(self) -> None:
         """Close the file (idempotent)."""

@@ -47,6 +47,7 @@ from loop.session.recording import (
     config_digest,
     iso_time,
     iteration_data,
+    iteration_line,
 )
 from loop.session.redact import Redactor
 
@@ -80,12 +81,21 @@ def _line(record: BaseModel | dict[str, Any], redactor: Redactor | None) -> byte
         if isinstance(record, BaseModel)
         else record
     )
-    large = _json.is_large(data)
     if redactor is None or not redactor.secrets:
-        return _json.dumps_line(data, large=large)
+        return _json.dumps_record_line(data)
     if redactor.json_safe:  # no secret changes when JSON-escaped: redact the line directly
-        return redactor.line(_json.dumps_line(data, large=large))
-    return _json.dumps_line(redactor.value(data), large=large)
+        return redactor.line(_json.dumps_record_line(data))
+    return _json.dumps_record_line(redactor.value(data))
+
+
+def _iteration_line(
+    rec: dict[str, Any], journal_line: bytes | None, ts: float, redactor: Redactor | None
+) -> bytes:
+    if redactor is None or not redactor.secrets:
+        return iteration_line(rec, journal_line, ts)
+    if redactor.json_safe:
+        return redactor.line(iteration_line(rec, journal_line, ts))
+    return _line(iteration_data(rec, ts), redactor)
 
 
 class Recorder(Extension):
@@ -164,7 +174,6 @@ class Recorder(Extension):
         self._attached = True
         bus.subscribe("loop.started", self._on_start, name="recorder")
         bus.subscribe("loop.resumed", self._on_start, name="recorder")
-        bus.subscribe("loop.iteration.done", self._on_iteration, name="recorder")
         bus.subscribe("loop.terminated", self._on_terminated, name="recorder")
 
     async def aclose(self) -> None:
@@ -271,13 +280,22 @@ class Recorder(Extension):
         self.records += lines
         return True
 
-    def _put(self, record: BaseModel | dict[str, Any]) -> None:
-        """Write one record, keeping room for the cap marker and the footer."""
+    def _refused(self) -> bool:
+        """Whether records are refused now: cap reached, or no usable file (counted)."""
         if self.cap_reached:
-            return None
+            return True
         if self._disabled:
             self.write_failures += 1
-            return None
+            return True
+        return False
+
+    def _put(self, record: BaseModel | dict[str, Any]) -> None:
+        """Write one record, keeping room for the cap marker and the footer."""
+        if not self._refused():
+            self._put_line(_line(record, self.redactor))
+
+    def _put_line(self, line: bytes) -> None:
+        """Write one accepted record's line, keeping room for the cap marker and the footer."""
         if self._lost:
             lost = MarkerRecord(
                 marker="write_failed",
@@ -289,7 +307,6 @@ class Recorder(Extension):
                 return self._cap()
             self._queue(_line(lost, None), record=False, owed=self._lost)
             self._lost = 0
-        line = _line(record, self.redactor)
         if not self._fits(line, MARKER_RESERVE + FOOTER_RESERVE):
             return self._cap(len(line))
         self._queue(line)
@@ -410,14 +427,17 @@ class Recorder(Extension):
             return
         for rec in records:
             if rec.get("kind") == "iteration.end" and int(rec.get("iteration", 0)) > last:
-                self._record_iteration(rec, float(rec.get("ts") or _now()))
+                self._record_iteration(rec, None)
 
-    def _on_iteration(self, event: Event) -> None:
-        rec: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
-        self._record_iteration(rec, event.ts)
+    def committed(self, record: dict[str, Any], line: bytes) -> None:
+        """Record an iteration the engine just committed (``line``: its journal line)."""
+        self._record_iteration(record, line)
 
-    def _record_iteration(self, rec: dict[str, Any], default_ts: float) -> None:
-        self._put(iteration_data(rec, float(rec.get("ts") or default_ts)))
+    def _record_iteration(self, rec: dict[str, Any], journal_line: bytes | None) -> None:
+        if self._refused():
+            return
+        ts = float(rec.get("ts") or _now())
+        self._put_line(_iteration_line(rec, journal_line, ts, self.redactor))
 
     def _on_terminated(self, event: Event) -> None:
         data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}

@@ -23,6 +23,8 @@ from typing import Annotated, Any, Literal, NotRequired
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from typing_extensions import TypedDict
 
+from loop import _json
+
 __all__ = [
     "SCHEMA_VERSION",
     "FooterRecord",
@@ -38,6 +40,7 @@ __all__ = [
     "config_digest",
     "iso_time",
     "iteration_data",
+    "iteration_line",
     "parse_record",
     "recording_json_schema",
 ]
@@ -140,6 +143,41 @@ def iteration_data(rec: dict[str, Any], ts: float) -> dict[str, Any]:
     data["meta"] = rec.get("meta") or {}
     data["ts"] = ts
     return data
+
+
+_END_PREFIX = b'{"kind":"iteration.end",'
+
+
+def iteration_line(rec: dict[str, Any], journal_line: bytes | None, ts: float) -> bytes:
+    """The recording line (JSONL, not redacted) of an engine ``iteration.end`` record.
+
+    Exactly ``dumps_record_line(iteration_data(rec, ts))``; when the journal's own line
+    for ``rec`` is given, built from it instead of encoding the record a second time:
+    the recording line is the journal line with ``kind`` renamed and ``timestamp`` and
+    ``backend_ok`` added after ``ts``, the record's last key. A record of any other
+    shape (no ``meta`` dict, ``ts`` not last or not ``ts``) is encoded afresh.
+    """
+    if (
+        journal_line is not None
+        and journal_line.startswith(_END_PREFIX)
+        and journal_line.endswith(b"}\n")
+        and rec.get("ts") == ts
+        and next(reversed(rec)) == "ts"
+        and isinstance(rec.get("meta"), dict)
+    ):
+        ok = b"true" if backend_succeeded(rec["status"], rec.get("reason")) else b"false"
+        return b"".join(
+            (
+                b'{"kind":"iteration",',
+                journal_line[len(_END_PREFIX) : -2],
+                b',"timestamp":"',
+                iso_time(ts).encode(),
+                b'","backend_ok":',
+                ok,
+                b"}\n",
+            )
+        )
+    return _json.dumps_record_line(iteration_data(rec, ts))
 
 
 class ReplayEvent(TypedDict):

@@ -11,13 +11,19 @@ import anyio
 import jsonschema
 import pytest
 import structlog
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from loop import _json
 from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.backends.scripted import ScriptedBackend
 from loop.bus import EventBus
 from loop.config import load_config
 from loop.emit import append_event
+from loop.engine.decide import Outcome
 from loop.engine.driver import RunSummary
+from loop.engine.records import iteration_record
+from loop.engine.state import PendingEvent
 from loop.errors import InputError
 from loop.events import Event
 from loop.extensions import Extension
@@ -30,6 +36,8 @@ from loop.session.recording import (
     HeaderRecord,
     IterationRecord,
     MarkerRecord,
+    iteration_data,
+    iteration_line,
     parse_record,
     recording_json_schema,
 )
@@ -633,12 +641,16 @@ def _ping_pong_backends(n: int) -> dict[str, Backend]:
 
 
 async def _record_ping_pong(
-    tmp_path: Path, n: int, backends: dict[str, Backend], rec: Recorder
+    tmp_path: Path,
+    n: int,
+    backends: dict[str, Backend],
+    rec: Recorder,
+    extra: list[Extension] | None = None,
 ) -> RunSummary:
     (tmp_path / "loop.toml").write_text(PING_PONG.format(n=n), encoding="utf-8")
     config = load_config(tmp_path / "loop.toml", root=tmp_path)
     options = RunOptions(workdir=tmp_path, progress=False, handle_signals=False, backends=backends)
-    return await run_loop(config, options, [rec])
+    return await run_loop(config, options, [rec, *(extra or [])])
 
 
 async def test_instant_hats_are_recorded_in_batches(
@@ -735,3 +747,84 @@ async def test_batched_lines_respect_the_cap_exactly(tmp_path: Path) -> None:
         assert data[-2].get("marker") == "cap_reached"
         recorded = [d["iteration"] for d in data if d["kind"] == "iteration"]
         assert recorded == list(range(1, len(recorded) + 1))
+
+
+_TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
+_PAYLOAD = _TEXT | st.dictionaries(_TEXT, st.integers() | _TEXT, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    output=_TEXT,
+    payloads=st.lists(_PAYLOAD, max_size=3),
+    ok=st.booleans(),
+    reason=st.none() | _TEXT | st.just("no events emitted"),
+    meta=st.dictionaries(_TEXT, _TEXT, max_size=2),
+    ts=st.floats(1e9, 4e9),
+)
+def test_iteration_line_from_the_journal_line_is_the_encoded_record(
+    *,
+    output: str,
+    payloads: list[Any],
+    ok: bool,
+    reason: str | None,
+    meta: dict[str, str],
+    ts: float,
+) -> None:
+    """The recording line built from the journal's bytes equals encoding the record afresh
+    (the engine's record, with any texts, payloads, status and meta)."""
+    events = [Event(topic="a.b", payload=p, source="hat") for p in payloads]
+    outcome = Outcome(status="ok" if ok else "failed", publish=events, consume=ok, reason=reason)
+    rec = iteration_record(
+        iteration=3,
+        hat="hat",
+        activation=1,
+        backend="scripted",
+        prompt=f"# prompt\n{output}",
+        result=BackendResult(output=output, ok=ok, reason=reason, meta=meta),
+        outcome=outcome,
+        triggers=(PendingEvent(seq=1, event=Event(topic="t.x", payload=output), hat="hat"),),
+        events=events,
+        emitted=events[:1],
+        published=events,
+        duration=0.001,
+        elapsed=1.5,
+    )
+    rec["ts"] = ts  # as the engine's commit adds it: the last key
+    journal_line = _json.dumps_record_line(rec)
+    fresh = _json.dumps_record_line(iteration_data(rec, ts))
+    assert iteration_line(rec, journal_line, ts) == fresh
+    assert iteration_line(rec, None, ts) == fresh  # the backfill path: no journal line
+    assert json.loads(fresh)["kind"] == "iteration"
+    # a record of another shape is encoded afresh, never spliced wrongly
+    odd = {**rec, "extra": 1}
+    assert iteration_line(odd, journal_line, ts) == _json.dumps_record_line(iteration_data(odd, ts))
+
+
+async def test_an_extension_sees_each_committed_journal_line_and_may_fail(
+    tmp_path: Path,
+) -> None:
+    """``committed`` gets each iteration's record with its exact journal line; an extension
+    that raises there is logged and the loop goes on."""
+    seen: list[tuple[int, bytes]] = []
+
+    class Watcher(Extension):
+        name = "watcher"
+
+        def committed(self, record: dict[str, Any], line: bytes) -> None:
+            seen.append((record["iteration"], line))
+
+    class Broken(Extension):
+        name = "broken"
+
+        def committed(self, record: dict[str, Any], line: bytes) -> None:
+            raise RuntimeError("boom")
+
+    summary = await _record_ping_pong(
+        tmp_path, 6, _ping_pong_backends(6), Recorder(tmp_path / "r.jsonl"), [Broken(), Watcher()]
+    )
+    assert summary.iterations == 6
+    assert [i for i, _ in seen] == [1, 2, 3, 4, 5, 6]
+    journal = (Path(summary.session_dir) / "journal.jsonl").read_bytes().splitlines(keepends=True)
+    for _, line in seen:
+        assert line in journal
