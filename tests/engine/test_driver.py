@@ -12,6 +12,7 @@ import pytest
 from loop.backends.command import CommandBackend
 from loop.backends.python_hat import HatContext, PythonBackend
 from loop.extensions import Extension
+from loop.session import journal as journal_mod
 from loop.session.journal import read_journal
 from loop.testing import make_config, run_hats, scripted, tag
 
@@ -310,6 +311,38 @@ async def test_next_marker_rides_on_the_commit_write(
     ]
     # session.start, the first marker, four commits (three with the next marker), the end
     assert counter.writes == 7
+
+
+@pytest.mark.parametrize("durable", [True, False])
+async def test_durable_journal_syncs_once_per_commit_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, durable: bool
+) -> None:
+    """Durable: one data sync per commit point (never for a marker alone) and the
+    journal's folder synced once; not durable: no sync at all."""
+    syncs: list[int] = []
+    folder_syncs: list[int] = []
+    real_sync, real_fsync = journal_mod._sync, os.fsync
+
+    def sync(fd: int) -> None:
+        syncs.append(fd)
+        real_sync(fd)
+
+    def fsync(fd: int) -> None:
+        folder_syncs.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(journal_mod, "_sync", sync)
+    monkeypatch.setattr(journal_mod.os, "fsync", fsync)
+    cfg = pingpong(tmp_path, durable=durable)
+    backends = {
+        "ping": scripted(tag("ping.done", "1"), tag("ping.done", "2")),
+        "pong": scripted(tag("pong.done", "1"), tag("LOOP_COMPLETE", "done")),
+    }
+    summary, _ = await run_hats(cfg, backends, workdir=tmp_path, session_id="d")
+    assert summary.iterations == 4
+    # session.start, four commits (three carry the next marker), session.end
+    assert len(syncs) == (6 if durable else 0)
+    assert len(folder_syncs) == (1 if durable else 0)
 
 
 async def test_the_last_commit_before_a_limit_carries_no_marker(tmp_path: Path) -> None:
