@@ -39,6 +39,7 @@ __all__ = ["RecordingReader", "topology"]
 log = structlog.get_logger("loop.replay")
 
 _M = TypeVar("_M", bound=BaseModel)
+READ_BUFFER = 256 * 1024  # bytes read per system call while scanning or replaying
 
 
 # The first bytes of an iteration line as the recorder writes it (kind, iteration, hat).
@@ -87,7 +88,9 @@ class RecordingReader:
 
     def _open(self) -> BinaryIO:
         try:
-            return self.path.open("rb")
+            # a large buffer: the scan and a replay read the file front to back, and each
+            # read is a system call (a replayed iteration is only tens of microseconds)
+            return self.path.open("rb", buffering=READ_BUFFER)
         except FileNotFoundError as exc:
             raise RecordingError("recording not found", file=self.path) from exc
         except IsADirectoryError as exc:

@@ -89,6 +89,16 @@ def _event_key(event: Mapping[str, Any]) -> tuple[str, bool, Any, str | None]:
     return _key(event["topic"], event.get("payload", ""), event.get("target"))
 
 
+def _event_keys(events: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """:func:`_event_key` of each event; text payloads (the common case) inline."""
+    return [
+        (e["topic"], True, p, e.get("target"))
+        if isinstance(p := e.get("payload", ""), str)
+        else _event_key(e)
+        for e in events
+    ]
+
+
 def _text(event: Mapping[str, Any]) -> str:
     return _event_text(RecordedEvent.model_validate(event))
 
@@ -129,7 +139,7 @@ def compare_iteration(
         if what.startswith("trigger"):
             same = [e["topic"] for e in want] == [e["topic"] for e in got]
         else:
-            same = [_event_key(e) for e in want] == [_event_key(e) for e in got]
+            same = _event_keys(want) == _event_keys(got)
         if not same:
             return Divergence(
                 number, f"hat {hat}: {what}", [_text(e) for e in want], [_text(e) for e in got]
