@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "encoder",
+    "fdatasync_per_line",
     "fsync_per_line",
     "journaled_loop",
     "jsonl_append_parse",
@@ -151,6 +152,23 @@ def jsonl_append_parse(params: dict[str, Any]) -> dict[str, Any]:
         "line_bytes": size / n,
         "per_iter_us": append / n * 1e6,
     }
+
+
+def fdatasync_per_line(params: dict[str, Any]) -> dict[str, Any]:
+    """Append ``n`` encoded lines, each followed by ``fdatasync`` (the journal's own sync)."""
+    n = int(params["n"])
+    _, dumps, _ = encoder()
+    pad = "x" * int(params.get("output_bytes", 200))
+    sync = getattr(os, "fdatasync", os.fsync)
+    with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
+        fd = os.open(Path(tmp) / "fdatasync.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        t0 = time.perf_counter()
+        for i in range(n):
+            os.write(fd, dumps(_record(i, pad)) + b"\n")
+            sync(fd)
+        wall = time.perf_counter() - t0
+        os.close(fd)
+    return {"per_iter_us": wall / n * 1e6}
 
 
 def fsync_per_line(params: dict[str, Any]) -> dict[str, Any]:

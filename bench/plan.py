@@ -120,14 +120,14 @@ def build_plan(sizes: Sizes, *, peers: bool) -> list[Case]:
             "durable",
             "engine",
             {"n": s.durable_n, "recording": False, "durable": True},
-            label="hatloop, journal fsynced per iteration",
+            label="hatloop, journal synced per iteration (fdatasync)",
         ),
         Case(
             "engine",
             "durable_recording",
             "engine",
             {"n": s.durable_n, "recording": True, "durable": True},
-            label="hatloop, recording on + journal fsynced",
+            label="hatloop, recording on + journal synced",
         ),
         Case(
             "bus",
@@ -177,6 +177,13 @@ def build_plan(sizes: Sizes, *, peers: bool) -> list[Case]:
         ),
         Case(
             "floor", "fsync", "floor_fsync", {"n": s.fsync_n}, label="floor: write+fsync per line"
+        ),
+        Case(
+            "floor",
+            "fdatasync",
+            "floor_fdatasync",
+            {"n": s.fsync_n},
+            label="floor: write+fdatasync per line (the journal's sync)",
         ),
     ]
     if peers:

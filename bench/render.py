@@ -86,9 +86,9 @@ def _side_by_side(results: dict[str, Any]) -> list[str]:
             ],
         ),
         (
-            "durable (fsync per step)",
+            "durable (synced to disk per step)",
             "durable",
-            [floor.get("fsync")]
+            [floor.get("fsync"), floor.get("fdatasync")]
             + [engine.get("durable"), engine.get("durable_recording")]
             + [v for k, v in peers.items() if k.endswith(":sqlite")],
         ),

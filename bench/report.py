@@ -181,12 +181,19 @@ def evaluate_targets(results: dict[str, Any], *, peers: bool) -> list[dict[str, 
     if dur is not None and fsync is not None:
         extra = results["floor"]["fsync"]["results"]
         dirs = [x["with_dir_and_file_us"] for x in extra if "with_dir_and_file_us" in x]
-        note = (
-            f"fsync after creating a folder and a file per line: "
-            f"{sorted(dirs)[len(dirs) // 2]:.0f} us"
-            if dirs
-            else ""
-        )
+        notes = []
+        datasync = _median(results, "floor", "fdatasync")
+        if datasync is not None:
+            notes.append(
+                f"the journal syncs with fdatasync: vs the write+fdatasync floor "
+                f"({datasync:.0f} us) {dur / datasync:.2f}x"
+            )
+        if dirs:
+            notes.append(
+                f"fsync after creating a folder and a file per line: "
+                f"{sorted(dirs)[len(dirs) // 2]:.0f} us"
+            )
+        note = "; ".join(notes)
         targets.append(
             _target(
                 "durable iteration vs raw fsync floor",

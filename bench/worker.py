@@ -22,6 +22,7 @@ CASES: dict[str, str] = {
     "floor_journaled": "bench.floor_cases:journaled_loop",
     "floor_jsonl": "bench.floor_cases:jsonl_append_parse",
     "floor_fsync": "bench.floor_cases:fsync_per_line",
+    "floor_fdatasync": "bench.floor_cases:fdatasync_per_line",
     "peer": "bench.peers:run_peer",
 }
 

@@ -67,7 +67,14 @@ def test_results_json_has_every_area(quick_run: tuple[Path, dict[str, Any]]) -> 
     results = data["results"]
     assert set(results["engine"]) == {"off", "recording", "durable", "durable_recording"}
     assert set(results["bus"]) == {"pingpong", "fanout"}
-    assert set(results["floor"]) == {"queue", "journaled", "jsonl", "jsonl_small", "fsync"}
+    assert set(results["floor"]) == {
+        "queue",
+        "journaled",
+        "jsonl",
+        "jsonl_small",
+        "fsync",
+        "fdatasync",
+    }
     assert "peers" not in results
     assert {"python -m loop --help", "python -m loop emit t.x p"} <= set(results["startup"]["ms"])
     assert results["startup"]["emitted_lines"] > 0
