@@ -60,8 +60,9 @@ def select_next(state: LoopState, hats: dict[str, HatSpec]) -> Selection | None:
     """The hat of the oldest pending event, with every pending event routed to it."""
     if not state.pending:
         return None
-    hat = state.pending[0].hat
-    triggers = tuple(p for p in state.pending if p.hat == hat)
+    pending = state.pending
+    hat = pending[0].hat
+    triggers = (pending[0],) if len(pending) == 1 else tuple([p for p in pending if p.hat == hat])
     spec = hats[hat]
     if spec.max_activations is not None and state.activations.get(hat, 0) >= spec.max_activations:
         return Selection(hat=hat, triggers=triggers, exhausted=True)

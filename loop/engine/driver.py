@@ -147,6 +147,13 @@ class Engine:
         self._instant = {
             name: bool(getattr(backend, "instant", False)) for name, backend in backends.items()
         }
+        self._uses_files = {
+            name: bool(getattr(backend, "uses_files", True)) for name, backend in backends.items()
+        }
+        self._timeouts = {
+            name: hat.timeout_seconds or config.loop.iteration_timeout_seconds
+            for name, hat in config.hats.items()
+        }
         # only the extensions that override a per-iteration hook are called (hot path)
         self._starters = [e for e in self.extensions if _overrides(e, "on_iteration_start")]
         self._prompters = [e for e in self.extensions if _overrides(e, "prompt_section")]
@@ -415,7 +422,9 @@ class Engine:
         prompt = self._templates[hat].render(iteration, trigger_events, context)
         it_dir = f"{self._iterations_root}/{iteration:06d}"  # text: no Path built (hot path)
         events_file = f"{it_dir}/events.jsonl"
-        prepare_events_file(self.backends[hat], it_dir, events_file, rerun=iteration == self._rerun)
+        rerun = iteration == self._rerun
+        if rerun or self._uses_files[hat]:  # in-process hats: nothing to prepare (hot path)
+            prepare_events_file(self.backends[hat], it_dir, events_file, rerun=rerun)
         return BackendRequest(
             hat=hat,
             prompt=prompt,
@@ -425,8 +434,7 @@ class Engine:
             events_file=events_file,
             workdir=self.workdir,
             env=partial(child_env, self._env, hat, iteration, events_file),
-            timeout_seconds=self.config.hats[hat].timeout_seconds
-            or self.config.loop.iteration_timeout_seconds,
+            timeout_seconds=self._timeouts[hat],
             iteration_dir=it_dir,
             triggers=trigger_events,
         )
@@ -454,8 +462,7 @@ class Engine:
             result = await call_backend(backend, request)
         else:
             self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
-            timeout = request.timeout_seconds or self.config.loop.iteration_timeout_seconds
-            result = await call_with_timeout(backend, request, timeout)
+            result = await call_with_timeout(backend, request, self._timeouts[hat])
         emitted, events, problems = collect_events(
             hat, result.output, None if result.wrote_events_file is False else request.events_file
         )

@@ -174,8 +174,10 @@ def _apply_iteration_end(
     state.last_reason = record.get("reason")
     if record.get("status") == "ok":
         state.consecutive_failures = 0
-        consumed = set(record.get("consumed", []))
-        state.pending = [p for p in state.pending if p.seq not in consumed]
+        consumed = record.get("consumed")
+        if consumed:
+            gone = set(consumed)
+            state.pending = [p for p in state.pending if p.seq not in gone]
     else:
         state.consecutive_failures += 1
         state.failed_iterations += 1
