@@ -154,20 +154,27 @@ def jsonl_append_parse(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _synced_lines(path: Path, n: int, pad: str, sync: Callable[[int], None]) -> float:
+    """Seconds to append ``n`` encoded lines to ``path``, each followed by ``sync``."""
+    _, dumps, _ = encoder()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    t0 = time.perf_counter()
+    for i in range(n):
+        os.write(fd, dumps(_record(i, pad)) + b"\n")
+        sync(fd)
+    wall = time.perf_counter() - t0
+    os.close(fd)
+    return wall
+
+
 def fdatasync_per_line(params: dict[str, Any]) -> dict[str, Any]:
     """Append ``n`` encoded lines, each followed by ``fdatasync`` (the journal's own sync)."""
     n = int(params["n"])
-    _, dumps, _ = encoder()
     pad = "x" * int(params.get("output_bytes", 200))
-    sync = getattr(os, "fdatasync", os.fsync)
     with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
-        fd = os.open(Path(tmp) / "fdatasync.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        t0 = time.perf_counter()
-        for i in range(n):
-            os.write(fd, dumps(_record(i, pad)) + b"\n")
-            sync(fd)
-        wall = time.perf_counter() - t0
-        os.close(fd)
+        wall = _synced_lines(
+            Path(tmp) / "fdatasync.jsonl", n, pad, getattr(os, "fdatasync", os.fsync)
+        )
     return {"per_iter_us": wall / n * 1e6}
 
 
@@ -177,14 +184,7 @@ def fsync_per_line(params: dict[str, Any]) -> dict[str, Any]:
     _, dumps, _ = encoder()
     pad = "x" * int(params.get("output_bytes", 200))
     with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
-        path = Path(tmp) / "fsync.jsonl"
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        t0 = time.perf_counter()
-        for i in range(n):
-            os.write(fd, dumps(_record(i, pad)) + b"\n")
-            os.fsync(fd)
-        wall = time.perf_counter() - t0
-        os.close(fd)
+        wall = _synced_lines(Path(tmp) / "fsync.jsonl", n, pad, os.fsync)
         # The same, plus a new folder and an empty file per line: what the engine's
         # per-iteration folder and events file add to every journal fsync.
         fd = os.open(Path(tmp) / "fsync2.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -4,7 +4,8 @@ Per iteration: check limits → select the hat → journal ``iteration.start`` (
 already written with the previous commit) → let the extensions act (heartbeat) → build
 the prompt → run the backend (under the timeout unless it is instant) → collect events
 from both channels → decide the outcome → publish on the bus → journal ``iteration.end``
-(the commit point) with the next ``iteration.start`` → publish ``loop.iteration.done``.
+(the commit point) with the next ``iteration.start`` → hand the committed line to the
+extensions that take it (the recorder) → publish ``loop.iteration.done``.
 
 A session killed at any moment resumes from its journal: a completed iteration is
 never run twice; an iteration without its ``iteration.end`` is run again.

@@ -1,7 +1,9 @@
 """The session recorder: a bus subscriber that writes the session as JSONL.
 
 It listens to the engine's lifecycle events (``loop.started`` / ``loop.resumed``,
-``loop.iteration.done``, ``loop.terminated``) and writes one record per line. Lines go
+``loop.terminated``) and takes each committed iteration with its journal line (the
+``committed`` hook: the recording line is that line with ``kind`` renamed and two fields
+added, so nothing is encoded twice), and writes one record per line. Lines go
 out in batches, one ``write`` per batch: before every hat that waits (the engine calls
 :meth:`Recorder.flush`), at least every few milliseconds while hats are instant, and at
 the end. A crash leaves at most a torn last line, and the lines a crash kept from the
