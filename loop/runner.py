@@ -14,8 +14,8 @@ import structlog
 from loop.backends import Backend, build_backend
 from loop.bus import EventBus
 from loop.config import LoadedConfig
-from loop.engine.driver import Engine, RunSummary
-from loop.engine.progress import ProgressReporter
+from loop.engine.driver import Engine
+from loop.engine.progress import ProgressReporter, RunSummary
 from loop.errors import SessionError
 from loop.extensions import Extension
 from loop.session.store import SessionPaths, latest_session, new_session_id, validate_session_id

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ import anyio
 import anyio.lowlevel
 import structlog
 
-from loop import __version__
 from loop._faults import ARMED, crash_point
 from loop.backends.base import Backend, BackendRequest
 from loop.bus import EventBus
@@ -46,8 +44,15 @@ from loop.engine.invoke import (
     child_env,
     prepare_events_file,
 )
+from loop.engine.progress import RunSummary
 from loop.engine.prompt import PromptTemplate
-from loop.engine.records import hats_record, iteration_record
+from loop.engine.records import (
+    iteration_record,
+    iteration_start_record,
+    loop_header,
+    session_end_record,
+    session_start_record,
+)
 from loop.engine.routing import hat_specs
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.errors import BackendUnavailable, SessionError
@@ -56,7 +61,7 @@ from loop.extensions import Extension
 from loop.session.journal import Journal, read_journal
 from loop.session.store import SessionLock, SessionPaths, mark_latest
 
-__all__ = ["Engine", "RunSummary"]
+__all__ = ["Engine"]
 
 log = structlog.get_logger("loop.engine")
 
@@ -68,24 +73,6 @@ CANCEL_CHECK_EVERY = 8  # iterations (an anyio cancellation check costs over a m
 
 def _overrides(ext: Extension, hook: str) -> bool:
     return getattr(type(ext), hook) is not getattr(Extension, hook)
-
-
-@dataclass
-class RunSummary:
-    """How a run ended, for the closing summary and the exit code."""
-
-    session_id: str
-    reason: str
-    exit_code: int
-    iterations: int
-    elapsed: float
-    failed_iterations: int
-    events_per_hat: dict[str, int]
-    activations: dict[str, int]
-    cost_usd: float
-    resumed: bool
-    session_dir: str
-    notes: list[str] = field(default_factory=list)
 
 
 class Engine:
@@ -192,7 +179,9 @@ class Engine:
             selection = select_next(self.state, self.specs)
             if selection is not None and not selection.exhausted:
                 self._planned = (self.state.iteration, selection)
-                start = self._start_record(selection.hat, selection.triggers)
+                start = iteration_start_record(
+                    self.state.iteration + 1, selection.hat, selection.triggers
+                )
                 start["ts"] = record["ts"]
                 apply(self.state, start, self.route_ctx)
                 records.append(start)
@@ -201,14 +190,6 @@ class Engine:
         except SessionError:  # not written, so it did not happen: the journal is the truth
             self.state = fold(read_journal(self.paths.journal).records, self.route_ctx)
             raise
-
-    def _start_record(self, hat: str, triggers: tuple[PendingEvent, ...]) -> dict[str, Any]:
-        return {
-            "kind": "iteration.start",
-            "iteration": self.state.iteration + 1,
-            "hat": hat,
-            "triggers": [p.seq for p in triggers],
-        }
 
     def _notify_committed(self, record: dict[str, Any], line: bytes) -> None:
         for ext in self._committers:
@@ -263,25 +244,7 @@ class Engine:
                     f"session {self.paths.session_id} already exists; use --resume to continue it"
                 )
             self.journal.open()
-            start = Event(
-                topic=self.config.loop.starting_event, payload=self.config.prompt, source="loop"
-            )
-            self._record(
-                {
-                    "kind": "session.start",
-                    "session_id": self.paths.session_id,
-                    "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                    "version": __version__,
-                    "config_source": self.config.source,
-                    "config_digest": self.config.digest(),
-                    "completion_event": self.config.loop.completion_event,
-                    "fallback_hat": self.config.loop.fallback_hat,
-                    "starting_event": self.config.loop.starting_event,
-                    "hats": hats_record(self.config),
-                    "config": self.config.snapshot(),
-                    "start_event": start.to_dict(),
-                }
-            )
+            self._record(session_start_record(self.config, self.paths.session_id))
         mark_latest(self.paths.sessions_dir, self.paths.session_id)
         self._env = base_env(
             self.child_env, session_id=self.paths.session_id, session_dir=self.paths.dir
@@ -311,7 +274,12 @@ class Engine:
             await self.bus.publish(
                 Event(
                     topic="loop.resumed" if self.resume else "loop.started",
-                    payload=self._header(),
+                    payload=loop_header(
+                        self.config,
+                        self.paths.session_id,
+                        self.paths.dir,
+                        self.state.iteration if self.resume else None,
+                    ),
                     source="loop",
                 )
             )
@@ -327,40 +295,13 @@ class Engine:
                 await self._finish(reason)
         return self.summary(reason, notes)
 
-    def _header(self) -> dict[str, Any]:
-        return {
-            "session_id": self.paths.session_id,
-            "session_dir": str(self.paths.dir.resolve()),
-            "config_digest": self.config.digest(),
-            "hats": hats_record(self.config),
-            "completion_event": self.config.loop.completion_event,
-            "starting_event": self.config.loop.starting_event,
-            "resumed_at_iteration": self.state.iteration if self.resume else None,
-            "config": self.config.snapshot(),
-        }
-
     async def _finish(self, reason: str) -> None:
         try:
-            self._record(
-                {
-                    "kind": "session.end",
-                    "reason": reason,
-                    "iterations": self.state.iteration,
-                    "elapsed": round(self._elapsed(), 6),
-                }
-            )
-            await self.bus.publish(
-                Event(
-                    topic="loop.terminated",
-                    source="loop",
-                    payload={
-                        "reason": reason,
-                        "iterations": self.state.iteration,
-                        "elapsed": round(self._elapsed(), 6),
-                        "exit_code": exit_code_for(reason),
-                    },
-                )
-            )
+            end = session_end_record(reason, self.state.iteration, self._elapsed())
+            self._record(end)
+            payload = {k: end[k] for k in ("reason", "iterations", "elapsed")}
+            payload["exit_code"] = exit_code_for(reason)
+            await self.bus.publish(Event(topic="loop.terminated", source="loop", payload=payload))
             for ext in self.extensions:
                 await ext.aclose()
         finally:
@@ -446,7 +387,8 @@ class Engine:
         spec = self.specs[hat]
         backend = self.backends[hat]
         if self.state.in_flight != iteration or self.state.in_flight_hat != hat:
-            self._record(self._start_record(hat, triggers))  # not journaled with the last commit
+            # not journaled with the last commit (the first iteration, after a resume...)
+            self._record(iteration_start_record(iteration, hat, triggers))
         if ARMED:
             crash_point("iteration.start")
         started = self.clock()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -10,9 +11,27 @@ from loop.bus import EventBus
 from loop.events import Event
 from loop.extensions import Extension
 
-__all__ = ["ProgressReporter", "render_summary"]
+__all__ = ["ProgressReporter", "RunSummary", "render_summary"]
 
 log = structlog.get_logger("loop.progress")
+
+
+@dataclass
+class RunSummary:
+    """How a run ended, for the closing summary and the exit code."""
+
+    session_id: str
+    reason: str
+    exit_code: int
+    iterations: int
+    elapsed: float
+    failed_iterations: int
+    events_per_hat: dict[str, int]
+    activations: dict[str, int]
+    cost_usd: float
+    resumed: bool
+    session_dir: str
+    notes: list[str] = field(default_factory=list)
 
 
 class ProgressReporter(Extension):
@@ -59,7 +78,7 @@ class ProgressReporter(Extension):
             log.warning("iteration failed", **fields)
 
 
-def render_summary(summary: Any, extra: list[str] | None = None) -> str:
+def render_summary(summary: RunSummary, extra: list[str] | None = None) -> str:
     """The closing summary a person reads at a glance."""
     hats = " · ".join(f"{h} ×{n}" for h, n in summary.activations.items()) or "none"
     lines = [

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
+from loop import __version__
 from loop.backends.base import BackendResult
 from loop.config import LoadedConfig
 from loop.engine.decide import Outcome
 from loop.engine.state import PendingEvent
 from loop.events import Event
 
-__all__ = ["hats_record", "iteration_record"]
+__all__ = [
+    "hats_record",
+    "iteration_record",
+    "iteration_start_record",
+    "loop_header",
+    "session_end_record",
+    "session_start_record",
+]
 
 
 def hats_record(config: LoadedConfig) -> dict[str, dict[str, Any]]:
@@ -25,6 +35,63 @@ def hats_record(config: LoadedConfig) -> dict[str, dict[str, Any]]:
             "backend": str(config.hat_backend(name).type),
         }
         for name, hat in config.hats.items()
+    }
+
+
+def session_start_record(config: LoadedConfig, session_id: str) -> dict[str, Any]:
+    """The journal's first record: the configuration and the loop's starting event."""
+    start = Event(topic=config.loop.starting_event, payload=config.prompt, source="loop")
+    return {
+        "kind": "session.start",
+        "session_id": session_id,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "version": __version__,
+        "config_source": config.source,
+        "config_digest": config.digest(),
+        "completion_event": config.loop.completion_event,
+        "fallback_hat": config.loop.fallback_hat,
+        "starting_event": config.loop.starting_event,
+        "hats": hats_record(config),
+        "config": config.snapshot(),
+        "start_event": start.to_dict(),
+    }
+
+
+def loop_header(
+    config: LoadedConfig, session_id: str, session_dir: Path, resumed_at: int | None
+) -> dict[str, Any]:
+    """The payload of ``loop.started`` / ``loop.resumed`` (what the recording's header holds)."""
+    return {
+        "session_id": session_id,
+        "session_dir": str(session_dir.resolve()),
+        "config_digest": config.digest(),
+        "hats": hats_record(config),
+        "completion_event": config.loop.completion_event,
+        "starting_event": config.loop.starting_event,
+        "resumed_at_iteration": resumed_at,
+        "config": config.snapshot(),
+    }
+
+
+def iteration_start_record(
+    iteration: int, hat: str, triggers: tuple[PendingEvent, ...]
+) -> dict[str, Any]:
+    """The in-flight marker of ``iteration``: the hat and the pending events it runs on."""
+    return {
+        "kind": "iteration.start",
+        "iteration": iteration,
+        "hat": hat,
+        "triggers": [p.seq for p in triggers],
+    }
+
+
+def session_end_record(reason: str, iterations: int, elapsed: float) -> dict[str, Any]:
+    """The journal's last record: why and when the session ended."""
+    return {
+        "kind": "session.end",
+        "reason": reason,
+        "iterations": iterations,
+        "elapsed": round(elapsed, 6),
     }
 
 

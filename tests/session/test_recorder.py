@@ -21,7 +21,7 @@ from loop.bus import EventBus
 from loop.config import load_config
 from loop.emit import append_event
 from loop.engine.decide import Outcome
-from loop.engine.driver import RunSummary
+from loop.engine.progress import RunSummary
 from loop.engine.records import iteration_record
 from loop.engine.state import PendingEvent
 from loop.errors import InputError
