@@ -16,7 +16,7 @@ module, so a value reads back the same wherever it went:
 Large documents go through the standard library too: orjson reserves about eight
 times the size of its output while encoding (and over a megabyte to parse a 100 KB
 line), which would make a long agent output cost several times its size in memory.
-Callers that know a record is large say so (``large=True``); parsing decides by size.
+Records decide by the size of their texts (:func:`dumps_record_line`); parsing by size.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ import orjson
 __all__ = [
     "LARGE",
     "JSONDecodeError",
-    "dumps",
     "dumps_line",
     "dumps_record_line",
     "is_large",
@@ -38,7 +37,6 @@ __all__ = [
 
 JSONDecodeError = json.JSONDecodeError  # orjson's error is a subclass; both are ValueErrors
 
-_OPTS = orjson.OPT_NON_STR_KEYS
 _LINE = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
 
 
@@ -72,30 +70,17 @@ def is_large(record: dict[str, Any]) -> bool:
 
 def dumps_record_line(record: dict[str, Any]) -> bytes:
     """A journal or recording record as one JSONL line (:func:`is_large` decides the codec)."""
-    if is_large(record):
-        return _large(record) + b"\n"
-    try:
-        return orjson.dumps(record, option=_LINE)
-    except TypeError:
-        return _fallback(record) + b"\n"
+    return dumps_line(record, large=is_large(record))
 
 
-def dumps(value: Any, *, large: bool = False) -> bytes:
-    """``value`` as compact UTF-8 JSON (``large``: it holds more than :data:`LARGE` bytes).
+def dumps_line(value: Any, *, large: bool = False) -> bytes:
+    """``value`` as one JSONL line (compact UTF-8 JSON and a newline).
+
+    ``large``: it holds more than :data:`LARGE` bytes of text.
 
     Raises:
         TypeError: ``value`` holds something JSON cannot represent.
     """
-    if large:
-        return _large(value)
-    try:
-        return orjson.dumps(value, option=_OPTS)
-    except TypeError:
-        return _fallback(value)
-
-
-def dumps_line(value: Any, *, large: bool = False) -> bytes:
-    """``value`` as one JSONL line (compact UTF-8 JSON and a newline)."""
     if large:
         return _large(value) + b"\n"
     try:

@@ -43,11 +43,11 @@ def test_fallbacks_never_lose_a_record() -> None:
 
 def test_nan_is_null_and_bad_input_is_a_value_error() -> None:
     """NaN is not JSON: it is written as null. Invalid text is a ValueError."""
-    assert _json.loads(_json.dumps({"x": math.nan})) == {"x": None}
+    assert _json.loads(_json.dumps_line({"x": math.nan})) == {"x": None}
     with pytest.raises(ValueError, match="Expecting"):
         _json.loads(b'{"a": ')
     with pytest.raises(TypeError):
-        _json.dumps({"x": object()})
+        _json.dumps_line({"x": object()})
 
 
 def test_large_records_use_the_lean_encoder() -> None:
