@@ -104,10 +104,26 @@ class ThemesExtension(Extension):
         return await anyio.to_thread.run_sync(self._heartbeat)
 
     def _heartbeat(self) -> list[Event]:
+        """The heartbeat's events; a workspace that fails here never stops the loop.
+
+        A failure (an unwritable stats folder, a feedback item that cannot be marked
+        processed) ends the heartbeat with a ``theme.error`` event after the interrupts
+        gathered so far; the next iteration tries again.
+        """
+        events: list[Event] = []
+        try:
+            self._beat(events)
+        except LoopError as exc:
+            err = exc if isinstance(exc, ToolError) else ToolError("theme_error", exc.message)
+            log.warning("theme heartbeat failed", code=err.code, error=err.message)
+            payload = {"request": "heartbeat", **err.to_dict()}
+            events.append(Event(topic="theme.error", payload=payload, source=SOURCE))
+        return events
+
+    def _beat(self, events: list[Event]) -> None:
         heartbeat_id = self.service.heartbeat()
         for note in self.service.repair():
             log.warning("theme workspace repaired", note=note)
-        events: list[Event] = []
         while True:
             item = self.service.process_feedback("feedbackbox", interrupts_only=True)
             if not item.found or item.filename is None:
@@ -124,7 +140,6 @@ class ThemesExtension(Extension):
                     source=SOURCE,
                 )
             )
-        return events
 
     def prompt_section(self, hat: str) -> str | None:
         """The active theme and the number of unprocessed feedback items."""

@@ -141,3 +141,21 @@ async def test_heartbeat_repairs_an_interrupted_start(root: Path) -> None:
     after.pop("stats/current_heartbeat_id.txt")
     before.pop("stats/current_heartbeat_id.txt")
     assert after == before
+
+
+async def test_a_feedback_item_that_cannot_be_processed_never_stops_the_loop(root: Path) -> None:
+    """An interrupt item whose processed name is taken: the heartbeat returns the interrupts
+    before it and a theme.error saying why, every time, instead of raising."""
+    ext, _, _ = _setup(root)
+    fb = root / "feedbackbox"
+    (fb / "interrupt.a_first.md").write_text("first\n")
+    (fb / "interrupt.b_stuck.md").write_text("stuck\n")
+    (fb / "processed.interrupt.b_stuck.md").write_text("already here\n")
+    events = await ext.on_iteration_start(1, "worker")
+    assert [e.topic for e in events] == ["theme.interrupt", "theme.error"]
+    assert events[0].payload["name"] == "a_first"
+    assert events[1].payload["request"] == "heartbeat"
+    assert events[1].payload["error"]["code"] == "mark_processed_failed"
+    again = await ext.on_iteration_start(2, "worker")
+    assert [e.topic for e in again] == ["theme.error"]
+    assert (fb / "interrupt.b_stuck.md").read_text() == "stuck\n"  # nothing lost
