@@ -83,20 +83,20 @@ def _line(record: BaseModel | dict[str, Any], redactor: Redactor | None) -> byte
         if isinstance(record, BaseModel)
         else record
     )
-    if redactor is None or not redactor.secrets:
-        return _json.dumps_record_line(data)
-    if redactor.json_safe:  # no secret changes when JSON-escaped: redact the line directly
-        return redactor.line(_json.dumps_record_line(data))
+    line = _json.dumps_record_line(data)
+    if redactor is None or not redactor.found_in(line):  # the common case: one scan
+        return line
+    # redact the values, never the encoded text: a secret may also match inside a
+    # number, a key or a literal, and replacing it there would break the line
     return _json.dumps_record_line(redactor.value(data))
 
 
 def _iteration_line(
     rec: dict[str, Any], journal_line: bytes | None, ts: float, redactor: Redactor | None
 ) -> bytes:
-    if redactor is None or not redactor.secrets:
-        return iteration_line(rec, journal_line, ts)
-    if redactor.json_safe:
-        return redactor.line(iteration_line(rec, journal_line, ts))
+    line = iteration_line(rec, journal_line, ts)
+    if redactor is None or not redactor.found_in(line):
+        return line
     return _line(iteration_data(rec, ts), redactor)
 
 

@@ -34,13 +34,24 @@ class Redactor:
         }
         # Longest first, so a secret containing another is replaced whole.
         self.secrets = sorted(found, key=lambda p: (-len(p[0]), p[1]))
-        self._encoded = [
-            (v.encode("utf-8", "surrogatepass"), f"[redacted:{k}]".encode())
-            for v, k in self.secrets
-        ]
-        # Redacting serialised JSON is the same as redacting each string when no secret
-        # contains a character JSON escapes (quotes, backslashes, control characters).
-        self.json_safe = all(json.dumps(v, ensure_ascii=False)[1:-1] == v for v, _ in self.secrets)
+        # Each secret as it appears inside a JSON string, in both of the codec's forms
+        # (UTF-8, and ASCII escapes for text with a lone surrogate): a string holding the
+        # secret holds this in the encoded line, since JSON escapes character by character.
+        self._needles = sorted(
+            {
+                json.dumps(v, ensure_ascii=ascii)[1:-1].encode("utf-8", "surrogatepass")
+                for v, _ in self.secrets
+                for ascii in (False, True)
+            }
+        )
+
+    def found_in(self, line: bytes) -> bool:
+        """Whether an encoded JSON ``line`` may hold a secret in one of its strings.
+
+        Never false when a string holds one; true also when only a number, a key or a
+        literal matches (redacting the parsed values then changes nothing there).
+        """
+        return any(needle in line for needle in self._needles)
 
     def learn_from_config(self, data: Any) -> None:
         """Add secrets set in the config itself: every ``env`` table of a backend."""
@@ -60,13 +71,6 @@ class Redactor:
             if secret in value:
                 value = value.replace(secret, f"[redacted:{name}]")
         return value
-
-    def line(self, line: bytes) -> bytes:
-        """A serialised line with every secret replaced (only when ``json_safe``)."""
-        for secret, replacement in self._encoded:
-            if secret in line:
-                line = line.replace(secret, replacement)
-        return line
 
     def value(self, data: Any) -> Any:
         """A copy of JSON data with every string (not keys or numbers) redacted."""

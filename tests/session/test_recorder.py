@@ -29,7 +29,7 @@ from loop.events import Event
 from loop.extensions import Extension
 from loop.runner import RunOptions, build_backends, run_loop
 from loop.session import recorder as recorder_mod
-from loop.session.recorder import MIN_MAX_BYTES, Recorder, RecorderClosed
+from loop.session.recorder import MIN_MAX_BYTES, Recorder, RecorderClosed, Redactor
 from loop.session.recording import (
     SCHEMA_VERSION,
     FooterRecord,
@@ -828,3 +828,30 @@ async def test_an_extension_sees_each_committed_journal_line_and_may_fail(
     journal = (Path(summary.session_dir) / "journal.jsonl").read_bytes().splitlines(keepends=True)
     for _, line in seen:
         assert line in journal
+
+
+async def test_secrets_that_match_numbers_keys_or_literals_never_break_a_line(
+    tmp_path: Path,
+) -> None:
+    """A secret equal to a number, a key or a literal in the line (a real case:
+    ``CLAUDE_CODE_MAX_OUTPUT_TOKENS=32000``) is redacted in strings only: every line
+    still parses, with its numbers, keys and literals intact, and replay agrees."""
+    env = {"A_TOKEN": "3600", "B_TOKEN": "prompt", "C_TOKEN": "true"}
+    path, summary, _ = await record_session(tmp_path, environ=env)
+    data = lines(path)  # every line is JSON
+    assert data[0]["config"]["loop"]["max_runtime_seconds"] == 3600
+    iterations = [d for d in data if d["kind"] == "iteration"]
+    assert len(iterations) == summary.iterations
+    assert all("prompt" in d and d["backend_ok"] is True for d in iterations)
+    result = await replay_recording(path)
+    assert result.ok, result.divergence
+
+
+def test_a_secret_with_characters_json_escapes_is_redacted_in_strings() -> None:
+    """A quote or backslash in a secret: it is still found in the encoded line and the
+    string holding it is redacted; other values keep their bytes."""
+    redactor = Redactor({"K_TOKEN": 'sk-"q\\1'})
+    line = recorder_mod._line({"kind": "x", "text": 'use sk-"q\\1 now', "n": 1234}, redactor)
+    assert json.loads(line) == {"kind": "x", "text": "use [redacted:K_TOKEN] now", "n": 1234}
+    plain = recorder_mod._line({"kind": "x", "text": "nothing here"}, redactor)
+    assert plain == b'{"kind":"x","text":"nothing here"}\n'
