@@ -270,6 +270,7 @@ class Engine:
             ext.attach(self.bus)
         reason = "error"
         notes: list[str] = []
+        end_failure: SessionError | None = None
         try:
             await self.bus.publish(
                 Event(
@@ -292,21 +293,37 @@ class Engine:
             raise
         finally:
             with anyio.CancelScope(shield=True):
-                await self._finish(reason)
+                end_failure = await self._finish(reason)
+        if end_failure is not None:  # the run itself went well: the journal's end did not
+            raise end_failure
         return self.summary(reason, notes)
 
-    async def _finish(self, reason: str) -> None:
+    async def _finish(self, reason: str) -> SessionError | None:
+        """Journal the end, tell the subscribers, close every extension, release the session.
+
+        A journal that cannot take the end record (the disk filled up) does not stop the
+        rest: the recording still gets its footer and is closed. The error is returned,
+        for :meth:`run` to raise when no earlier error is already on its way out.
+        """
+        failure: SessionError | None = None
         try:
             end = session_end_record(reason, self.state.iteration, self._elapsed())
-            self._record(end)
+            try:
+                self._record(end)
+            except SessionError as exc:
+                failure = exc
             payload = {k: end[k] for k in ("reason", "iterations", "elapsed")}
             payload["exit_code"] = exit_code_for(reason)
             await self.bus.publish(Event(topic="loop.terminated", source="loop", payload=payload))
-            for ext in self.extensions:
-                await ext.aclose()
         finally:
+            for ext in self.extensions:
+                try:
+                    await ext.aclose()
+                except Exception:  # one extension's close never keeps the others open
+                    log.exception("extension failed to close", extension=ext.name)
             self.journal.close()
             self._lock.release()
+        return failure
 
     async def _loop(self, notes: list[str]) -> str:
         while True:

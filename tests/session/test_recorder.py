@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from loop.engine.decide import Outcome
 from loop.engine.progress import RunSummary
 from loop.engine.records import iteration_record
 from loop.engine.state import PendingEvent
-from loop.errors import InputError
+from loop.errors import InputError, SessionError
 from loop.events import Event
 from loop.extensions import Extension
 from loop.runner import RunOptions, build_backends, run_loop
@@ -855,3 +856,29 @@ def test_a_secret_with_characters_json_escapes_is_redacted_in_strings() -> None:
     assert json.loads(line) == {"kind": "x", "text": "use [redacted:K_TOKEN] now", "n": 1234}
     plain = recorder_mod._line({"kind": "x", "text": "nothing here"}, redactor)
     assert plain == b'{"kind":"x","text":"nothing here"}\n'
+
+
+async def test_a_journal_that_fills_up_still_leaves_a_closed_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The journal's disk fills at the second commit: the run stops with that error (not
+    a second one from the end record), and the recording still gets every line it had
+    and its footer."""
+    journal = tmp_path / ".loop/sessions/full/journal.jsonl"
+    real = os.write
+    count = {"journal": 0}
+
+    def write(fd: int, data: bytes) -> int:
+        if os.path.realpath(f"/proc/self/fd/{fd}") == str(journal.resolve()):
+            count["journal"] += 1
+            if count["journal"] >= 4:  # session.start, first marker, first commit, then full
+                raise OSError(28, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    with pytest.raises(SessionError, match="cannot append to the journal") as info:
+        await record_session(tmp_path, session_id="full")
+    assert not isinstance(info.value.__context__, SessionError)  # the first error, not a second
+    data = lines(tmp_path / "rec.jsonl")
+    assert [d["kind"] for d in data] == ["header", "iteration", "footer"]
+    assert data[-1]["reason"] == "error"
