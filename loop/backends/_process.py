@@ -20,9 +20,12 @@ from anyio.abc import ByteReceiveStream, Process
 
 from loop.errors import BackendUnavailable
 
-__all__ = ["ProcessResult", "run_process"]
+__all__ = ["STOP_SECONDS", "ProcessResult", "run_process"]
 
-KILL_GRACE_SECONDS = 2.0
+KILL_GRACE_SECONDS = 2.0  # SIGTERM, then this long before SIGKILL
+KILL_WAIT_SECONDS = 5.0  # SIGKILL, then this long for the leader to be reaped
+# The longest run_process takes past its timeout to stop a child's group.
+STOP_SECONDS = KILL_GRACE_SECONDS + KILL_WAIT_SECONDS
 
 
 @dataclass(slots=True)
@@ -62,7 +65,10 @@ def _reap_stragglers(proc: Process) -> None:
 
 async def _kill_group(proc: Process) -> None:
     with anyio.CancelScope(shield=True):
-        for sig, wait in ((signal.SIGTERM, KILL_GRACE_SECONDS), (signal.SIGKILL, 5.0)):
+        for sig, wait in (
+            (signal.SIGTERM, KILL_GRACE_SECONDS),
+            (signal.SIGKILL, KILL_WAIT_SECONDS),
+        ):
             if proc.returncode is not None:
                 _reap_stragglers(proc)
                 return

@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from loop.events import Event
 
-__all__ = ["Backend", "BackendRequest", "BackendResult"]
+__all__ = ["Backend", "BackendRequest", "BackendResult", "effective_timeout"]
 
 
 class BackendRequest:
@@ -138,7 +138,18 @@ class Backend(Protocol):
     # ``instant = True`` says ``run`` never suspends (it awaits nothing that waits), so
     #   a timeout could never interrupt it: the engine runs it without a cancel scope
     #   (default False: every other backend runs under the per-iteration timeout).
+    # ``timeout_seconds``: the backend's own limit; the engine runs the hat for the
+    #   tighter of it and the hat's timeout (``request.timeout_seconds``).
+    # ``own_timeout = True`` says ``run`` stops itself at ``request.timeout_seconds``
+    #   and returns what it got (partial output, stderr): the engine's scope is then
+    #   only a backstop, a little later (default False: the engine's scope is the limit).
 
     async def run(self, request: BackendRequest) -> BackendResult:
         """Run the hat once with ``request.prompt``; never raise for ordinary failures."""
         ...
+
+
+def effective_timeout(*limits: float | None) -> float | None:
+    """The tightest of the given limits, or None when none is set."""
+    set_limits = [t for t in limits if t is not None]
+    return min(set_limits) if set_limits else None

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loop._fs import write_json
 from loop.backends._process import ProcessResult, run_process
-from loop.backends.base import BackendRequest, BackendResult
+from loop.backends.base import BackendRequest, BackendResult, effective_timeout
 
 __all__ = [
     "MCP_ENV_KEYS",
@@ -253,12 +253,6 @@ def _failure(
     return None
 
 
-def effective_timeout(*limits: float | None) -> float | None:
-    """The tightest of the given limits, or None when none is set."""
-    set_limits = [t for t in limits if t is not None]
-    return min(set_limits) if set_limits else None
-
-
 # -- the backend --------------------------------------------------------------------------
 
 
@@ -266,9 +260,15 @@ class ClaudeBackend:
     """Runs one iteration of a hat with the Claude Code CLI."""
 
     kind = "claude"
+    own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
 
     def __init__(self, config: ClaudeConfig | None = None) -> None:
         self.config = config or ClaudeConfig()
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """The backend's own limit (``timeout_seconds`` in its config)."""
+        return self.config.timeout_seconds
 
     @classmethod
     def from_config(cls, config: ClaudeConfig) -> ClaudeBackend:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from loop.backends._process import run_process
-from loop.backends.base import BackendRequest, BackendResult
+from loop.backends.base import BackendRequest, BackendResult, effective_timeout
 from loop.backends.configs import DEFAULT_MAX_OUTPUT, CodexConfig, CommandConfig, GeminiConfig
 
 __all__ = ["CommandBackend", "build_argv"]
@@ -51,6 +51,7 @@ class CommandBackend:
     """Runs a CLI once per iteration."""
 
     kind = "command"
+    own_timeout = True  # run_process stops the child at the timeout and keeps its output
 
     def __init__(
         self,
@@ -108,7 +109,7 @@ class CommandBackend:
             prompt_file.write_text(request.prompt, encoding="utf-8")
         argv, stdin = build_argv(self.command, self.prompt_via, request.prompt, prompt_file)
         env = {**os.environ, **self.env, **request.env}
-        timeout = self.timeout_seconds or request.timeout_seconds
+        timeout = effective_timeout(self.timeout_seconds, request.timeout_seconds)
         proc = await run_process(
             argv,
             stdin=stdin,

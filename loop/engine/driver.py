@@ -42,6 +42,8 @@ from loop.engine.invoke import (
     call_backend,
     call_with_timeout,
     child_env,
+    engine_deadline,
+    hat_timeout,
     prepare_events_file,
 )
 from loop.engine.progress import RunSummary
@@ -138,9 +140,17 @@ class Engine:
         self._uses_files = {
             name: bool(getattr(backend, "uses_files", True)) for name, backend in backends.items()
         }
+        # each hat's limit: the tighter of its timeout and its backend's own; the engine's
+        # scope waits a little longer for a backend that stops itself (own_timeout)
         self._timeouts = {
-            name: hat.timeout_seconds or config.loop.iteration_timeout_seconds
-            for name, hat in config.hats.items()
+            name: hat_timeout(hat.timeout_seconds or config.loop.iteration_timeout_seconds, b)
+            for name, b in backends.items()
+            if (hat := config.hats.get(name)) is not None
+        }
+        self._deadlines = {
+            name: engine_deadline(b, self._timeouts[name])
+            for name, b in backends.items()
+            if name in self._timeouts
         }
         # only the extensions that override a per-iteration hook are called (hot path)
         self._starters = [e for e in self.extensions if _overrides(e, "on_iteration_start")]
@@ -422,7 +432,7 @@ class Engine:
             result = await call_backend(backend, request)
         else:
             self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
-            result = await call_with_timeout(backend, request, self._timeouts[hat])
+            result = await call_with_timeout(backend, request, self._deadlines[hat])
         emitted, events, problems = collect_events(
             hat, result.output, None if result.wrote_events_file is False else request.events_file
         )

@@ -14,10 +14,20 @@ from pathlib import Path
 import anyio
 import structlog
 
-from loop.backends.base import Backend, BackendRequest, BackendResult
+from loop.backends._process import STOP_SECONDS
+from loop.backends.base import Backend, BackendRequest, BackendResult, effective_timeout
 from loop.errors import BackendUnavailable, InputError
 
-__all__ = ["base_env", "call_backend", "call_with_timeout", "child_env", "prepare_events_file"]
+__all__ = [
+    "BACKSTOP_SECONDS",
+    "base_env",
+    "call_backend",
+    "call_with_timeout",
+    "child_env",
+    "engine_deadline",
+    "hat_timeout",
+    "prepare_events_file",
+]
 
 log = structlog.get_logger("loop.engine")
 
@@ -61,6 +71,22 @@ def prepare_events_file(backend: Backend, it_dir: str, events_file: str, *, reru
     elif rerun:  # only a re-run can find old lines
         with contextlib.suppress(FileNotFoundError):
             Path(events_file).unlink()
+
+
+# How much later than a self-stopping backend's timeout the engine's scope fires: the
+# backend's own stop (SIGTERM, grace, SIGKILL, reap) plus a margin.
+BACKSTOP_SECONDS = STOP_SECONDS + 3.0
+
+
+def hat_timeout(hat_limit: float, backend: Backend) -> float:
+    """A hat's iteration limit: its own (or the loop's), or its backend's if tighter."""
+    return effective_timeout(hat_limit, getattr(backend, "timeout_seconds", None)) or hat_limit
+
+
+def engine_deadline(backend: Backend, timeout: float) -> float:
+    """When the engine's scope cancels the call: at the timeout, or after the backend's
+    own stop for a backend that times itself out and returns its partial output."""
+    return timeout + BACKSTOP_SECONDS if getattr(backend, "own_timeout", False) else timeout
 
 
 async def call_backend(backend: Backend, request: BackendRequest) -> BackendResult:

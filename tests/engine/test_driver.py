@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from loop.backends.command import CommandBackend
 from loop.backends.python_hat import HatContext, PythonBackend
+from loop.engine.invoke import BACKSTOP_SECONDS
 from loop.extensions import Extension
 from loop.session import journal as journal_mod
 from loop.session.journal import read_journal
@@ -124,6 +126,53 @@ async def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert ends[0]["reason"] == "timeout after 1s"
     parent, child = (int(x) for x in pids.read_text().split())
     assert not _alive(parent) and not _alive(child)
+
+
+async def test_a_timed_out_command_keeps_what_it_printed(tmp_path: Path) -> None:
+    """The backend's own timeout acts first (the engine's scope is only a backstop), so
+    the iteration records the partial output and the stderr tail, not an empty result."""
+    cfg = make_config(
+        {"a": {"triggers": ["task.start"], "timeout_seconds": 1.0}},
+        folder=tmp_path,
+        max_consecutive_failures=1,
+    )
+    agent = CommandBackend([sys.executable, str(AGENTS / "misbehave.py"), "partial-hang"])
+    summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="p")
+    assert summary.reason == "max_consecutive_failures"
+    (end,) = [
+        r
+        for r in read_journal(tmp_path / ".loop/sessions/p/journal.jsonl").records
+        if r["kind"] == "iteration.end"
+    ]
+    assert end["reason"] == "timeout after 1s"
+    assert end["output"] == "partial output\n"
+    assert end["meta"]["stderr_tail"] == "still thinking"
+    assert end["duration"] < 1 + BACKSTOP_SECONDS
+
+
+def slow_check(ctx: HatContext) -> str:
+    """A python hat that takes far longer than its backend's timeout."""
+    time.sleep(5)
+    return "never"
+
+
+async def test_a_python_backend_timeout_limits_the_hat(tmp_path: Path) -> None:
+    """``timeout_seconds`` of a python backend is the hat's limit when tighter than the
+    hat's own (600 s here): the iteration fails at 0.3 s."""
+    cfg = make_config(
+        {"a": {"triggers": ["task.start"], "timeout_seconds": 600.0}},
+        folder=tmp_path,
+        max_consecutive_failures=1,
+    )
+    backend = PythonBackend(f"{__name__}:slow_check", timeout_seconds=0.3)
+    summary, _ = await run_hats(cfg, {"a": backend}, workdir=tmp_path, session_id="py")
+    assert summary.reason == "max_consecutive_failures"
+    (end,) = [
+        r
+        for r in read_journal(tmp_path / ".loop/sessions/py/journal.jsonl").records
+        if r["kind"] == "iteration.end"
+    ]
+    assert end["reason"] == "timeout after 0.3s"
 
 
 async def test_max_activations_publishes_exhausted_once_then_stops(tmp_path: Path) -> None:

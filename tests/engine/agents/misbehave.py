@@ -10,6 +10,10 @@ if mode == "exit3":
     print("partial output")
     print("something broke", file=sys.stderr)
     sys.exit(3)
+if mode == "partial-hang":  # says something, then never finishes
+    print("partial output", flush=True)
+    print("still thinking", file=sys.stderr, flush=True)
+    time.sleep(600)
 if mode == "hang":
     # a grandchild in the same process group, recorded so the test can check it died
     pid = os.fork()
