@@ -223,13 +223,20 @@ class Recorder(Extension):
 
     def _cut_torn_tail(self, fd: int, size: int) -> int:
         """Drop a torn last line left by a crash, so appended records start on a new line."""
+        good = 0
         with self.path.open("rb") as fh:
-            fh.seek(max(0, size - 65536))
-            tail = fh.read()
-        if tail.endswith(b"\n"):
-            return size
-        cut = tail.rfind(b"\n")
-        good = size - len(tail) + cut + 1 if cut >= 0 else 0
+            end = size
+            while end > 0:  # back from the end, a block at a time, to the last newline
+                start = max(0, end - 65536)
+                fh.seek(start)
+                block = fh.read(end - start)
+                if end == size and block.endswith(b"\n"):
+                    return size
+                cut = block.rfind(b"\n")
+                if cut >= 0:
+                    good = start + cut + 1
+                    break
+                end = start
         os.ftruncate(fd, good)
         log.warning("recording: dropped a torn last line before appending", file=str(self.path))
         return good

@@ -882,3 +882,20 @@ async def test_a_journal_that_fills_up_still_leaves_a_closed_recording(
     data = lines(tmp_path / "rec.jsonl")
     assert [d["kind"] for d in data] == ["header", "iteration", "footer"]
     assert data[-1]["reason"] == "error"
+
+
+async def test_a_torn_line_longer_than_a_block_is_cut_alone(tmp_path: Path) -> None:
+    """A crash in the middle of a 200 KB line: resuming cuts that line only; the header
+    and the lines before it stay."""
+    with anyio.CancelScope() as scope:
+        await record_session(tmp_path, session_id="s1", extra=[StopAfter(2, scope)])
+    path = tmp_path / "rec.jsonl"
+    before = path.read_bytes()
+    with path.open("ab") as fh:
+        fh.write(b'{"kind":"iteration","output":"' + b"x" * 200_000)  # torn, no newline
+    _, summary, _ = await record_session(tmp_path, session_id="s1", resume=True, append=True)
+    assert summary.reason == "completed"
+    assert path.read_bytes().startswith(before)
+    data = lines(path)
+    assert data[0]["kind"] == "header"
+    assert [d["iteration"] for d in data if d["kind"] == "iteration"] == [1, 2, 3, 4, 5]
