@@ -8,18 +8,29 @@ from typing import Any
 
 from loop.session.store import latest_session, list_sessions, session_status
 
-__all__ = ["register"]
+__all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
+
+SESSIONS_DIR_HELP = "default: [loop] sessions_dir of ./loop.toml, else .loop/sessions"
+
+
+def sessions_root(flag: str | None) -> Path:
+    """The sessions folder: the flag, else ``[loop] sessions_dir`` of ``./loop.toml``."""
+    if flag:
+        return Path(flag)
+    from loop.config import tool_settings_from_project  # noqa: PLC0415 - on use
+
+    return Path(tool_settings_from_project(Path.cwd()).get("sessions_dir", ".loop/sessions"))
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``status`` and ``sessions``."""
     p = sub.add_parser("status", help="a session's state, derived from its files")
     p.add_argument("session_id", nargs="?", metavar="ID", help="default: the most recent")
-    p.add_argument("--sessions-dir", default=".loop/sessions", metavar="DIR")
+    p.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_status)
     s = sub.add_parser("sessions", help="every session with its state")
-    s.add_argument("--sessions-dir", default=".loop/sessions", metavar="DIR")
+    s.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=_sessions)
 
@@ -44,7 +55,7 @@ def _render(st: dict[str, Any]) -> str:
 def _status(args: argparse.Namespace) -> int:
     from loop.cli import print_json  # noqa: PLC0415 - avoid an import cycle
 
-    root = Path(args.sessions_dir)
+    root = sessions_root(args.sessions_dir)
     sid = args.session_id or latest_session(root)
     if sid is None:
         st: dict[str, Any] = {"session_id": None, "status": "not_found"}
@@ -64,7 +75,7 @@ def _status(args: argparse.Namespace) -> int:
 def _sessions(args: argparse.Namespace) -> int:
     from loop.cli import print_json  # noqa: PLC0415 - avoid an import cycle
 
-    root = Path(args.sessions_dir)
+    root = sessions_root(args.sessions_dir)
     rows = [session_status(root, sid).to_dict() for sid in list_sessions(root)]
     if args.json:
         print_json(rows)

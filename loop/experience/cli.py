@@ -132,9 +132,9 @@ def register_export(subparsers: Any) -> None:
     p.add_argument("session", metavar="SESSION", help="session folder or session id")
     p.add_argument(
         "--sessions-dir",
-        default=".loop/sessions",
         metavar="DIR",
-        help="where session ids are looked up (default: .loop/sessions)",
+        help="where session ids are looked up (default: [loop] sessions_dir of the "
+        "config, else .loop/sessions)",
     )
     p.add_argument("--session-id", metavar="ID", help="the experience id (default: the session's)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -147,7 +147,8 @@ def _export(args: argparse.Namespace) -> int:
         ctx = context_from_args(args)
         candidate = Path(args.session)
         if not candidate.is_dir():
-            candidate = Path(args.sessions_dir) / check_name(args.session, "session id")
+            root = Path(args.sessions_dir) if args.sessions_dir else ctx.sessions_dir
+            candidate = root / check_name(args.session, "session id")
         result = export_session(ctx, candidate, session_id=args.session_id)
     except LoopError as exc:
         if args.json and isinstance(exc, ToolError):
