@@ -8,6 +8,7 @@ from typing import Any
 
 from loop.config import load_config
 from loop.engine.progress import render_summary
+from loop.errors import LoopError, ToolError
 from loop.extensions import Extension
 
 __all__ = ["add_config_options", "register"]
@@ -158,5 +159,9 @@ def _export(config: Any, summary: Any) -> str:
     from loop.runner import tool_context  # noqa: PLC0415 - on use
 
     ctx = tool_context(config, Path.cwd())
-    result = export_session(ctx, Path(summary.session_dir))
+    try:
+        result = export_session(ctx, Path(summary.session_dir))
+    except LoopError as exc:  # the run's own result and exit code stand; say why, once
+        code = f"{exc.code}: " if isinstance(exc, ToolError) else ""
+        return f"experience export failed: {code}{exc.message}"
     return f"experience {result.session_id} exported"

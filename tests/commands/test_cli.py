@@ -59,6 +59,42 @@ def test_status_and_sessions_read_the_state_from_disk(tmp_path: Path) -> None:
     )
 
 
+def test_status_sessions_and_export_follow_the_configured_sessions_dir(tmp_path: Path) -> None:
+    """With ``[loop] sessions_dir`` set in loop.toml, status, sessions and export look
+    there, not in .loop/sessions; a flag still wins."""
+    assert loop("init", cwd=tmp_path).returncode == 0
+    toml = tmp_path / "loop.toml"
+    toml.write_text(
+        toml.read_text(encoding="utf-8").replace("[loop]\n", '[loop]\nsessions_dir = "runs"\n', 1),
+        encoding="utf-8",
+    )
+    assert loop("run", "-q", "--session-id", "demo", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "runs/demo/journal.jsonl").is_file()
+    assert not (tmp_path / ".loop/sessions").exists()
+    st = json.loads(loop("status", "--json", cwd=tmp_path).stdout)
+    assert (st["session_id"], st["status"]) == ("demo", "completed")
+    assert "demo" in loop("sessions", cwd=tmp_path).stdout
+    elsewhere = loop("status", "--json", "--sessions-dir", "other", cwd=tmp_path)
+    assert json.loads(elsewhere.stdout)["status"] == "not_found"
+    exported = loop("export", "demo", "--json", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["conversations"] == 5
+
+
+def test_a_failed_export_keeps_the_run_summary_and_exit_code(tmp_path: Path) -> None:
+    """--export-experience on a run with no finished iteration: the summary still
+    prints, with the export's failure as one line, and the run's own exit code stands."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "p"\n[hats.a]\ndescription = "a"\ntriggers = ["task.start"]\n'
+        'backend = { type = "command", command = ["no-such-agent-xyz"] }\n',
+        encoding="utf-8",
+    )
+    res = loop("run", "-q", "--export-experience", cwd=tmp_path)
+    assert res.returncode == 1, res.stderr  # backend_unavailable, not a usage error
+    assert res.stdout.startswith("hatloop: backend_unavailable after 0 iteration(s)")
+    assert "experience export failed: no_conversations: " in res.stdout
+
+
 def test_bad_usage_is_one_line_on_stderr_with_exit_2(tmp_path: Path) -> None:
     """Unknown options, bad values and bad config never print a traceback."""
     for args in (
