@@ -66,7 +66,10 @@ async def test_a_publishing_loop_overflows_instead_of_growing_forever() -> None:
         await bus.publish(Event(topic="start.x"))
     # the bus is usable again afterwards
     bus.unsubscribe(bus.subscriptions[0])
+    got: list[str] = []
+    bus.subscribe("*", lambda ev: got.append(ev.topic))
     await bus.publish(Event(topic="fine.x"))
+    assert got == ["fine.x"]
 
 
 async def test_subscribing_after_a_topic_was_seen_still_receives_it() -> None:

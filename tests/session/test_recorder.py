@@ -187,9 +187,9 @@ async def test_records_header_iterations_and_footer(tmp_path: Path) -> None:
     assert second_build.timestamp.endswith("Z")
     assert second_build.backend == "scripted"
     assert second_build.status == "ok"
-    assert second_build.duration >= 0
     footer = records[-1]
     assert isinstance(footer, FooterRecord)
+    assert 0 <= second_build.duration <= footer.elapsed
     assert (footer.reason, footer.iterations, footer.exit_code) == ("completed", 5, 0)
     assert footer.records == 6
     assert footer.write_failures == 0
@@ -795,7 +795,6 @@ def test_iteration_line_from_the_journal_line_is_the_encoded_record(
     journal_line = _json.dumps_record_line(rec)
     fresh = _json.dumps_record_line(iteration_data(rec, ts))
     assert iteration_line(rec, journal_line, ts) == fresh
-    assert iteration_line(rec, None, ts) == fresh  # the backfill path: no journal line
     assert json.loads(fresh)["kind"] == "iteration"
     # a record of another shape is encoded afresh, never spliced wrongly
     odd = {**rec, "extra": 1}

@@ -104,7 +104,9 @@ def test_schema_recording_prints_the_json_schema(capsys: pytest.CaptureFixture[s
     }
     assert "schema_version" in schema["$defs"]["HeaderRecord"]["properties"]
     jsonschema.Draft202012Validator.check_schema(schema)
-    for path in (REPO / "recordings").glob("*.jsonl"):
+    recordings = sorted((REPO / "recordings").glob("*.jsonl"))
+    assert recordings
+    for path in recordings:
         for line in path.read_text(encoding="utf-8").splitlines():
             jsonschema.validate(json.loads(line), schema)
     with pytest.raises(jsonschema.ValidationError):

@@ -68,7 +68,7 @@ def apply(b: Book, op: tuple[str, int, int, int]) -> None:
     """Apply one random operation; refusals (ToolError) are allowed and change nothing."""
     kind, i, j, k = op
     a, other = pick(b.tasks, i), pick(b.tasks, j)
-    before = list(b.tasks)
+    before = [t.model_dump() for t in b.tasks]
     try:
         if kind in ("create", "create_sub"):  # a subtask of nothing is a root task
             b.add(f"t{b.n + 1}", a if kind == "create_sub" else None, order=k or None)
@@ -85,7 +85,7 @@ def apply(b: Book, op: tuple[str, int, int, int]) -> None:
         elif kind in ("delete", "delete_cascade") and a:
             b.delete(a, cascade=kind == "delete_cascade")
     except ToolError:
-        assert b.tasks == before
+        assert [t.model_dump() for t in b.tasks] == before
 
 
 @settings(max_examples=300, deadline=None)
@@ -104,6 +104,7 @@ def _run_tool(
     kind, i, j, k = op
     a = ids[i % len(ids)] if ids else None
     other = ids[j % len(ids)] if ids else None
+    stored = ctx.tasks_file.read_bytes() if ctx.tasks_file.exists() else None
     try:
         if kind in ("create", "create_sub"):
             args: dict[str, Any] = {"name": f"n{len(ids)}", "order": k}
@@ -124,8 +125,8 @@ def _run_tool(
             out = tools["deleteTask"].run(ctx, {"id": a, "cascade": kind == "delete_cascade"})
             for gone in out.deleted_ids:
                 ids.remove(gone)
-    except ToolError:
-        pass
+    except ToolError:  # a refused call leaves the file as it was, byte for byte
+        assert (ctx.tasks_file.read_bytes() if ctx.tasks_file.exists() else None) == stored
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
