@@ -29,8 +29,16 @@ __all__ = [
     "inside_root",
     "read_json",
     "safe_join",
+    "write_all",
     "write_json",
 ]
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (``os.write`` may write less: a signal, a pipe)."""
+    written = os.write(fd, data)
+    while written < len(data):
+        written += os.write(fd, data[written:])
 
 
 def fsync_dir(path: Path) -> None:

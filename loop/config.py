@@ -7,8 +7,6 @@ resolve against that file's folder.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -212,9 +210,10 @@ class LoadedConfig:
         }
 
     def digest(self) -> str:
-        """A stable SHA-256 of :meth:`snapshot`."""
-        raw = json.dumps(self.snapshot(), sort_keys=True, ensure_ascii=False).encode()
-        return "sha256:" + hashlib.sha256(raw).hexdigest()
+        """A stable SHA-256 of :meth:`snapshot` (what a recording's header carries)."""
+        from loop.session.recording import config_digest  # noqa: PLC0415 - models on use
+
+        return config_digest(self.snapshot())
 
 
 def _load_toml(path: Path) -> dict[str, Any]:

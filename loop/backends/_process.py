@@ -20,12 +20,18 @@ from anyio.abc import ByteReceiveStream, Process
 
 from loop.errors import BackendUnavailable
 
-__all__ = ["STOP_SECONDS", "ProcessResult", "run_process"]
+__all__ = ["STOP_SECONDS", "ProcessResult", "last_line", "run_process"]
 
 KILL_GRACE_SECONDS = 2.0  # SIGTERM, then this long before SIGKILL
 KILL_WAIT_SECONDS = 5.0  # SIGKILL, then this long for the leader to be reaped
 # The longest run_process takes past its timeout to stop a child's group.
 STOP_SECONDS = KILL_GRACE_SECONDS + KILL_WAIT_SECONDS
+
+
+def last_line(raw: bytes, limit: int = 300) -> str:
+    """The last line of a child's output (stderr, usually), at most ``limit`` characters."""
+    lines = raw.decode("utf-8", errors="replace").strip().splitlines()
+    return lines[-1][-limit:] if lines else ""
 
 
 @dataclass(slots=True)

@@ -27,8 +27,9 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from loop._fs import write_json
-from loop.backends._process import ProcessResult, run_process
+from loop.backends._process import ProcessResult, last_line, run_process
 from loop.backends.base import BackendRequest, BackendResult, effective_timeout
+from loop.backends.configs import DEFAULT_MAX_OUTPUT
 
 __all__ = [
     "MCP_ENV_KEYS",
@@ -48,7 +49,6 @@ log = structlog.get_logger(__name__)
 
 MCP_SERVER_NAME = "hatloop"
 MCP_CONFIG_NAME = "claude-mcp.json"
-DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
 
 # What hatloop's MCP server needs to find the session's files (passed only when known).
 MCP_ENV_KEYS = (
@@ -185,11 +185,6 @@ def _collect_assistant(item: dict[str, Any], summary: StreamSummary) -> None:
             summary.texts.append(str(block.get("text", "")))
 
 
-def _last_line(raw: bytes, limit: int = 300) -> str:
-    lines = raw.decode("utf-8", errors="replace").strip().splitlines()
-    return lines[-1][-limit:] if lines else ""
-
-
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -199,7 +194,7 @@ def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
     summary = parse_stream(proc.stdout.decode("utf-8", errors="replace"))
     res = summary.result
     output = str(res.get("result") or "") if res else "\n".join(summary.texts)
-    stderr_tail = _last_line(proc.stderr)
+    stderr_tail = last_line(proc.stderr)
     meta: dict[str, Any] = {"tool_uses": summary.tool_uses}
     if summary.session_id:
         meta["session_id"] = summary.session_id

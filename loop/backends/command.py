@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loop.backends._process import run_process
+from loop.backends._process import last_line, run_process
 from loop.backends.base import BackendRequest, BackendResult, effective_timeout
 from loop.backends.configs import DEFAULT_MAX_OUTPUT, CodexConfig, CommandConfig, GeminiConfig
 
@@ -38,13 +38,6 @@ def build_argv(
     if PROMPT_FILE_PLACEHOLDER in argv:
         return [str(prompt_file) if a == PROMPT_FILE_PLACEHOLDER else a for a in argv], None
     return [*argv, str(prompt_file)], None
-
-
-def _tail(raw: bytes, limit: int = 300) -> str:
-    text = raw.decode("utf-8", errors="replace").strip()
-    lines = text.splitlines()
-    last = lines[-1] if lines else ""
-    return last[-limit:]
 
 
 class CommandBackend:
@@ -119,7 +112,7 @@ class CommandBackend:
             max_output_bytes=self.max_output_bytes,
         )
         output = proc.stdout.decode("utf-8", errors="replace")
-        meta: dict[str, Any] = {"stderr_tail": _tail(proc.stderr)} if proc.stderr else {}
+        meta: dict[str, Any] = {"stderr_tail": last_line(proc.stderr)} if proc.stderr else {}
         if proc.truncated:
             meta["truncated"] = True
         if proc.timed_out:
@@ -129,7 +122,7 @@ class CommandBackend:
         elif proc.returncode != 0:
             why = f"exit status {proc.returncode}"
             if proc.stderr:
-                why += f": {_tail(proc.stderr)}"
+                why += f": {last_line(proc.stderr)}"
             res = BackendResult.failed(why, output=output, exit_code=proc.returncode)
         else:
             res = BackendResult(output=output, exit_code=0)

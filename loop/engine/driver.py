@@ -393,7 +393,7 @@ class Engine:
         events_file = f"{it_dir}/events.jsonl"
         rerun = iteration == self._rerun
         if rerun or self._uses_files[hat]:  # in-process hats: nothing to prepare (hot path)
-            prepare_events_file(self.backends[hat], it_dir, events_file, rerun=rerun)
+            prepare_events_file(it_dir, events_file, uses_files=self._uses_files[hat], rerun=rerun)
         return BackendRequest(
             hat=hat,
             prompt=prompt,

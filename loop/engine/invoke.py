@@ -58,14 +58,14 @@ def child_env(
     return env
 
 
-def prepare_events_file(backend: Backend, it_dir: str, events_file: str, *, rerun: bool) -> None:
+def prepare_events_file(it_dir: str, events_file: str, *, uses_files: bool, rerun: bool) -> None:
     """Give the iteration a clean events file; only backends with a child need one made.
 
     A re-run of an in-flight iteration must not see the lines its killed run wrote, so
     an old file is always removed; the folder and an empty file are created only for
     backends whose child process writes there (``uses_files``, default true).
     """
-    if getattr(backend, "uses_files", True):
+    if uses_files:
         Path(it_dir).mkdir(parents=True, exist_ok=True)
         Path(events_file).write_bytes(b"")
     elif rerun:  # only a re-run can find old lines

@@ -1,7 +1,7 @@
 """The loop's state, derived from journal records by a pure reducer.
 
 Everything the engine needs (iteration count, pending events, per-hat activations,
-failure and stale counters, elapsed runtime, seen topics) is a fold of the session
+failure and stale counters, elapsed runtime, cost) is a fold of the session
 journal through :func:`apply`. The live engine appends a record and applies it; a
 restarted engine applies the records it reads back. One code path, so a resumed
 session is exactly the session that stopped.
@@ -72,7 +72,6 @@ class RouteContext:  # not slotted: cached_property needs the instance __dict__
 class LoopState:
     """Plain data: what the journal says about a session so far."""
 
-    session_id: str = ""
     iteration: int = 0
     in_flight: int | None = None
     in_flight_hat: str | None = None
@@ -84,8 +83,6 @@ class LoopState:
     last_signature: tuple[str, str, str] | None = None
     repeat_count: int = 0
     elapsed: float = 0.0
-    seen_topics: set[str] = field(default_factory=set)
-    exhausted: set[str] = field(default_factory=set)
     unrouted: str | None = None
     completed: bool = False
     termination: str | None = None
@@ -93,12 +90,9 @@ class LoopState:
     events_per_hat: dict[str, int] = field(default_factory=dict)
     cost_usd: float = 0.0
     resumes: int = 0
-    started: bool = False
-    last_reason: str | None = None
 
 
 def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
-    state.seen_topics.add(event.topic)
     hat = ctx.route(event)
     if hat is not None:
         state.pending.append(PendingEvent(seq=state.next_seq, event=event, hat=hat))
@@ -130,8 +124,6 @@ def apply(
     """
     kind = record.get("kind")
     if kind == "session.start":
-        state.session_id = str(record.get("session_id", ""))
-        state.started = True
         _route_into(state, Event.from_dict(record["start_event"]), ctx)
     elif kind == "iteration.start":
         state.in_flight = int(record["iteration"])
@@ -146,7 +138,6 @@ def apply(
     elif kind == "hat.exhausted":
         dropped = set(record.get("dropped", []))
         state.pending = [p for p in state.pending if p.seq not in dropped]
-        state.exhausted.add(str(record["hat"]))
         _route_into(state, Event.from_dict(record["event"]), ctx)
     elif kind == "session.end":
         state.termination = str(record["reason"])
@@ -171,7 +162,6 @@ def _apply_iteration_end(
     state.activations[hat] = state.activations.get(hat, 0) + 1
     state.elapsed = float(record.get("elapsed", state.elapsed))
     state.cost_usd += float(record.get("cost_usd") or 0.0)
-    state.last_reason = record.get("reason")
     if record.get("status") == "ok":
         state.consecutive_failures = 0
         consumed = record.get("consumed")

@@ -18,6 +18,7 @@ from typing import Any
 
 from loop import _json
 from loop._faults import crash_armed
+from loop._fs import fsync_dir, write_all
 from loop.errors import SessionError
 
 __all__ = ["Journal", "JournalContents", "read_journal"]
@@ -100,7 +101,8 @@ class Journal:
             os.ftruncate(self._fd, truncate_to)
             self._size = truncate_to
         if self.durable:  # the file's entry in its folder, once: later syncs cover the data
-            _sync_folder(self.path.parent)
+            with contextlib.suppress(OSError):
+                fsync_dir(self.path.parent)
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one record as one line."""
@@ -120,9 +122,7 @@ class Journal:
             os.kill(os.getpid(), signal.SIGKILL)
         data = lines[0] if len(lines) == 1 else b"".join(lines)
         try:
-            written = os.write(fd, data)
-            while written < len(data):  # a short write (a signal, a full pipe): finish it
-                written += os.write(fd, data[written:])
+            write_all(fd, data)
         except OSError as exc:  # disk full, I/O error: leave no half line behind
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, self._size)
@@ -139,16 +139,3 @@ class Journal:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-def _sync_folder(folder: Path) -> None:
-    """fsync a folder, so the entries created in it survive a power cut (where supported)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # a platform that cannot open folders: nothing to sync there
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -37,6 +37,7 @@ import structlog
 from pydantic import BaseModel
 
 from loop import __version__, _json
+from loop._fs import write_all
 from loop.bus import EventBus
 from loop.errors import InputError, LoopError
 from loop.events import Event
@@ -70,11 +71,7 @@ class RecorderClosed(LoopError):
     """The recorder was used after it was closed, or attached twice (it is one-shot)."""
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    """Write all of ``data`` (``os.write`` may write less than asked)."""
-    written = os.write(fd, data)
-    while written < len(data):  # a short write: finish the line
-        written += os.write(fd, data[written:])
+_write_all = write_all  # one name to patch in tests
 
 
 def _line(record: BaseModel | dict[str, Any], redactor: Redactor | None) -> bytes:
@@ -387,8 +384,7 @@ class Recorder(Extension):
     def _header(self, data: dict[str, Any]) -> HeaderRecord:
         config = data.get("config", {})
         if self.redactor is not None:  # the digest must describe the config as recorded
-            self.redactor.learn_from_config(config)
-            config = self.redactor.value(config)
+            config = self.redactor.value(config)  # its secrets were learnt in _on_start
         return HeaderRecord(
             session_id=str(data.get("session_id", "")),
             started_at=iso_time(),

@@ -271,7 +271,7 @@ def recording_json_schema() -> dict[str, Any]:
 
 
 def config_digest(snapshot: dict[str, Any]) -> str:
-    """The digest of a configuration snapshot (the same as ``LoadedConfig.digest``)."""
+    """The digest of a configuration snapshot (``LoadedConfig.digest`` is this)."""
     raw = json.dumps(snapshot, sort_keys=True, ensure_ascii=False).encode()
     return "sha256:" + hashlib.sha256(raw).hexdigest()
 

@@ -235,7 +235,7 @@ def session_status(sessions_dir: Path, session_id: str) -> SessionStatus:
     contents = read_journal(paths.journal)
     start = next((r for r in contents.records if r.get("kind") == "session.start"), None)
     if start is None:
-        state = LoopState(session_id=session_id)
+        state = LoopState()
     else:
         state = fold(contents.records, route_context_from_start(start))
     if is_locked(paths.lock):

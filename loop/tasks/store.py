@@ -49,7 +49,6 @@ __all__ = [
     "MemoryTaskStore",
     "TaskStore",
     "dump_tasks",
-    "parse_tasks",
     "store_for",
 ]
 
@@ -143,11 +142,6 @@ def _snapshot(raw: bytes, path: Path) -> _Snapshot:
     snapshot = _parse(raw, path, old)
     _remember(key, snapshot)
     return snapshot
-
-
-def parse_tasks(raw: bytes, path: Path) -> list[Task]:
-    """Parse and check a ``Task[]`` file's bytes; any problem is a ``StoreError`` naming it."""
-    return TaskList.of(_snapshot(raw, path).index)
 
 
 def _differs(before: Sequence[Task], after: Sequence[Task]) -> bool:

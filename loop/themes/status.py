@@ -10,10 +10,6 @@ from loop.themes.naming import HistoryEntry
 __all__ = ["active_themes", "is_ended", "render_active"]
 
 
-def _key(entry: HistoryEntry) -> tuple[str | None, str]:
-    return (entry.start_id, entry.part)
-
-
 def is_ended(start: HistoryEntry, ends: Iterable[HistoryEntry]) -> bool:
     """Whether some end history belongs to ``start``.
 
