@@ -46,7 +46,7 @@ def _importable(python: Path, module: str) -> bool:
     return proc.returncode == 0
 
 
-def ensure_venv(root: Path, *, peers: bool, log: object = print) -> Path:
+def ensure_venv(root: Path, *, log: object = print) -> Path:
     """Create or complete ``bench/.venv``; return its interpreter.
 
     Raises:
@@ -60,7 +60,7 @@ def ensure_venv(root: Path, *, peers: bool, log: object = print) -> Path:
     wanted: list[str] = []
     if not _importable(python, "loop"):
         wanted += ["-e", str(root)]
-    names = dict(TOOLS) | (PEER_REQUIREMENTS if peers else {})
+    names = dict(TOOLS) | PEER_REQUIREMENTS
     wanted += [req for dist, req in names.items() if not _importable(python, _IMPORTS[dist])]
     if wanted:
         log(f"installing into {venv_dir}: {' '.join(wanted)}")  # type: ignore[operator]

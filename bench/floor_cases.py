@@ -150,16 +150,24 @@ def jsonl_append_parse(params: dict[str, Any]) -> dict[str, Any]:
         "parse_records_per_s": count / parse,
         "parse_mb_per_s": size / parse / 1e6,
         "line_bytes": size / n,
-        "per_iter_us": append / n * 1e6,
     }
 
 
-def _synced_lines(path: Path, n: int, pad: str, sync: Callable[[int], None]) -> float:
-    """Seconds to append ``n`` encoded lines to ``path``, each followed by ``sync``."""
+def _synced_lines(
+    path: Path,
+    n: int,
+    pad: str,
+    sync: Callable[[int], None],
+    before: Callable[[int], None] | None = None,
+) -> float:
+    """Seconds to append ``n`` encoded lines to ``path``, each followed by ``sync``
+    (and each preceded by ``before(i)``, when given)."""
     _, dumps, _ = encoder()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     t0 = time.perf_counter()
     for i in range(n):
+        if before is not None:
+            before(i)
         os.write(fd, dumps(_record(i, pad)) + b"\n")
         sync(fd)
     wall = time.perf_counter() - t0
@@ -172,29 +180,23 @@ def fdatasync_per_line(params: dict[str, Any]) -> dict[str, Any]:
     n = int(params["n"])
     pad = "x" * int(params.get("output_bytes", 200))
     with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
-        wall = _synced_lines(
-            Path(tmp) / "fdatasync.jsonl", n, pad, getattr(os, "fdatasync", os.fsync)
-        )
+        sync = getattr(os, "fdatasync", os.fsync)
+        wall = _synced_lines(Path(tmp) / "fdatasync.jsonl", n, pad, sync)
     return {"per_iter_us": wall / n * 1e6}
 
 
 def fsync_per_line(params: dict[str, Any]) -> dict[str, Any]:
     """Append ``n`` encoded lines, each followed by ``fsync`` (the durable floor)."""
     n = int(params["n"])
-    _, dumps, _ = encoder()
     pad = "x" * int(params.get("output_bytes", 200))
     with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
         wall = _synced_lines(Path(tmp) / "fsync.jsonl", n, pad, os.fsync)
-        # The same, plus a new folder and an empty file per line: what the engine's
-        # per-iteration folder and events file add to every journal fsync.
-        fd = os.open(Path(tmp) / "fsync2.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        t0 = time.perf_counter()
-        for i in range(n):
+
+        def folder_and_file(i: int) -> None:
+            # what a per-iteration folder and events file add to every journal fsync
             d = Path(tmp) / f"it-{i}"
             d.mkdir()
             (d / "events.jsonl").write_bytes(b"")
-            os.write(fd, dumps(_record(i, pad)) + b"\n")
-            os.fsync(fd)
-        wall_dirs = time.perf_counter() - t0
-        os.close(fd)
+
+        wall_dirs = _synced_lines(Path(tmp) / "fsync2.jsonl", n, pad, os.fsync, folder_and_file)
     return {"per_iter_us": wall / n * 1e6, "with_dir_and_file_us": wall_dirs / n * 1e6}

@@ -7,7 +7,11 @@ from typing import Any
 
 from bench.peers import PEERS
 
-__all__ = ["Case", "Sizes", "build_plan", "sizes_for"]
+__all__ = ["DURABLE_MODES", "RECORDING_MODES", "Case", "Sizes", "build_plan", "sizes_for"]
+
+# The peers' modes with their own recording or persistence, per comparison group.
+RECORDING_MODES = ("snapshot", "publish_hook", "tracker", "file")
+DURABLE_MODES = ("sqlite",)
 
 
 @dataclass(frozen=True)
@@ -187,7 +191,7 @@ def build_plan(sizes: Sizes, *, peers: bool) -> list[Case]:
         ),
     ]
     if peers:
-        for peer, (_, _, modes) in PEERS.items():
+        for peer, (_, modes) in PEERS.items():
             for mode in modes:
                 n = s.peer_n[mode]
                 cases.append(

@@ -229,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.python:
         python = args.python
     elif peers:
-        python = str(ensure_venv(ROOT, peers=True, log=log))
+        python = str(ensure_venv(ROOT, log=log))
     else:
         python = sys.executable
     sizes = sizes_for(args.quick)

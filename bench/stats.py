@@ -16,19 +16,16 @@ class Stamps:
 
     def __init__(self) -> None:
         self.t: list[float] = []
-        self.cpu0 = time.process_time()
 
     def hit(self) -> None:
         """Stamp now."""
         self.t.append(time.perf_counter())
 
     def result(self) -> dict[str, Any]:
-        """Per-iteration wall time (first stamp to last), CPU share and flatness."""
-        cpu = time.process_time() - self.cpu0
+        """Per-iteration wall time (first stamp to last) and flatness."""
         out: dict[str, Any] = {"per_iter_us": per_iteration_us(self.t), "stamps": len(self.t)}
         wall = self.t[-1] - self.t[0] if len(self.t) > 1 else 0.0
         out["wall_s"] = round(wall, 6)
-        out["cpu_s"] = round(cpu, 6)
         out.update(flatness(self.t))
         return out
 

@@ -12,12 +12,12 @@ from typing import Any
 
 __all__ = ["PEERS", "run_peer"]
 
-# peer -> (module, distribution, modes)
-PEERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "llama-index-workflows": ("bench.peers.llama", "llama-index-workflows", ("bare", "snapshot")),
-    "autogen-core": ("bench.peers.autogen", "autogen-core", ("bare", "publish_hook")),
-    "burr": ("bench.peers.burr_peer", "apache-burr", ("bare", "tracker", "sqlite")),
-    "pydantic-graph": ("bench.peers.pgraph", "pydantic-graph", ("bare", "file")),
+# peer -> (module, modes); the distributions to install are env.PEER_REQUIREMENTS
+PEERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "llama-index-workflows": ("bench.peers.llama", ("bare", "snapshot")),
+    "autogen-core": ("bench.peers.autogen", ("bare", "publish_hook")),
+    "burr": ("bench.peers.burr_peer", ("bare", "tracker", "sqlite")),
+    "pydantic-graph": ("bench.peers.pgraph", ("bare", "file")),
 }
 
 

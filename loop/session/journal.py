@@ -25,9 +25,9 @@ __all__ = ["Journal", "JournalContents", "read_journal"]
 
 # Records after which the journal is synced to disk when durability is on. The sync is
 # ``fdatasync`` where the platform has it: it flushes the appended bytes and the file
-# size (what reading them back needs), not the timestamps, and on Linux costs about a
-# tenth less than ``fsync`` per commit. The folder entry is synced once, when the journal
-# is opened, so a new session's journal itself survives a power cut.
+# size (what reading them back needs), not the timestamps, and on Linux costs a little
+# less than ``fsync`` per commit. A durable journal's folder entry is synced once, when
+# the journal is opened, so a new session's journal itself survives a power cut.
 _sync = getattr(os, "fdatasync", os.fsync)
 _DURABLE_KINDS = frozenset(
     {"session.start", "iteration.end", "session.end", "hat.exhausted", "resume"}
