@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
-from loop._log import configure_logging
+# Hermetic: the loop's own variables (a session, an events file, a tasks file, a crash
+# point) set in the shell that runs pytest never reach this process or its subprocesses.
+for _name in [k for k in os.environ if k.startswith(("LOOP_", "HATLOOP_")) or k == "FILE_PATH"]:
+    del os.environ[_name]
+
+from loop._log import configure_logging  # noqa: E402 - after the environment is clean
 
 # Logs go to stderr, as in the CLI (structlog's own default would print to stdout).
 configure_logging("console")

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import jsonschema
 import pytest
-import structlog
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -43,15 +41,6 @@ from loop.session.recording import (
     recording_json_schema,
 )
 from loop.session.replay import replay_recording
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """`main()` configures structlog for the process; put the previous set-up back."""
-    saved = structlog.get_config()
-    yield
-    structlog.configure(**saved)
-
 
 # planner → builder → reviewer (rejects once) → builder → reviewer (completes): 5 iterations.
 LOOP_TOML = """

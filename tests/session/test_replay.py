@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree as ET
 
 import anyio
 import pytest
-import structlog
 
 from loop.backends.base import BackendRequest
 from loop.backends.replay import ReplayBackend
@@ -21,15 +20,6 @@ from loop.errors import RecordingError, ReplayDivergence
 from loop.session.recording import config_digest
 from loop.session.replay import RecordingReader, replay_file, replay_recording
 from tests.session.test_recorder import LOOP_TOML, record_session
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """`main()` configures structlog for the process; put the previous set-up back."""
-    saved = structlog.get_config()
-    yield
-    structlog.configure(**saved)
-
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -3,25 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import jsonschema
 import pytest
-import structlog
 
 from loop.cli import main
 from tests.session.test_recorder import record_session
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """`main()` configures structlog for the process; put the previous set-up back."""
-    saved = structlog.get_config()
-    yield
-    structlog.configure(**saved)
-
 
 REPO = Path(__file__).resolve().parents[2]
 
