@@ -31,7 +31,35 @@ __all__ = [
     "safe_join",
     "write_all",
     "write_json",
+    "write_new_file",
 ]
+
+
+def write_new_file(path: Path, text: str) -> None:
+    """Create ``path`` with ``text`` atomically, never replacing an existing file.
+
+    The bytes go to ``.<name>.tmp`` first (fsynced), then a hard link publishes them
+    under the final name; ``link`` fails with ``FileExistsError`` instead of clobbering.
+    A stale temp file from a killed writer is replaced (callers that can race hold a lock).
+
+    Raises:
+        FileExistsError: ``path`` already exists.
+        OSError: the write failed; no temp file is left behind.
+    """
+    tmp = path.with_name(f".{path.name}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.link(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    fsync_dir(path.parent)
 
 
 def write_all(fd: int, data: bytes) -> None:

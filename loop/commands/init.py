@@ -6,6 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
+from loop._fs import write_new_file
 from loop.config import preset_dir, preset_names
 from loop.errors import UsageError
 
@@ -60,7 +61,10 @@ def _init(args: argparse.Namespace) -> int:
     for rel, text in files.items():
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(text, encoding="utf-8")
+        try:  # whole or not at all, and never over a file that appeared meanwhile
+            write_new_file(dest, text)
+        except FileExistsError:
+            raise UsageError(f"init never overwrites; {dest} exists already") from None
         print(f"wrote {dest}")
     print(f"next: python -m loop hats validate && python -m loop run   (preset {args.preset})")
     return 0

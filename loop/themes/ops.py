@@ -7,41 +7,12 @@ or stops: the seam plays the part httpx's transports play for requests.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
-from loop._fs import fsync_dir, write_json
+from loop._fs import fsync_dir, write_json, write_new_file
 
 __all__ = ["Operations", "write_new_file"]
-
-
-def write_new_file(path: Path, text: str) -> None:
-    """Create ``path`` with ``text`` atomically, never replacing an existing file.
-
-    The bytes go to ``.<name>.tmp`` first (fsynced), then a hard link publishes them
-    under the final name; ``link`` fails with ``FileExistsError`` instead of clobbering.
-    A stale temp file from a killed writer is replaced (callers hold the workspace lock).
-
-    Raises:
-        FileExistsError: ``path`` already exists.
-        OSError: the write failed; no temp file is left behind.
-    """
-    tmp = path.with_name(f".{path.name}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.link(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    fsync_dir(path.parent)
 
 
 class Operations:
