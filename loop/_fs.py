@@ -27,6 +27,7 @@ __all__ = [
     "file_lock",
     "fsync_dir",
     "inside_root",
+    "json_text",
     "read_json",
     "safe_join",
     "write_all",
@@ -123,9 +124,14 @@ def atomic_write(path: Path, data: bytes | str, *, durable: bool = True) -> None
         fsync_dir(path.parent)
 
 
+def json_text(value: Any) -> str:
+    """``value`` as the pretty JSON every state file holds (indent 2, trailing newline)."""
+    return json.dumps(value, ensure_ascii=False, indent=2) + "\n"
+
+
 def write_json(path: Path, value: Any, *, durable: bool = True) -> None:
     """Atomically write ``value`` as pretty JSON (UTF-8, trailing newline)."""
-    atomic_write(path, json.dumps(value, ensure_ascii=False, indent=2) + "\n", durable=durable)
+    atomic_write(path, json_text(value), durable=durable)
 
 
 def read_json(path: Path) -> Any:

@@ -7,7 +7,6 @@ killed export leaves only whole files, and :func:`export_status` says where to g
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,7 +17,7 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from loop._fs import atomic_write, file_lock, fsync_dir, read_json
+from loop._fs import atomic_write, file_lock, fsync_dir, json_text, read_json
 from loop.errors import ToolError
 from loop.experience.layout import (
     CONVERSATION_BATCH_LIMIT,
@@ -70,7 +69,7 @@ EXPECTED_FILES = ["conversations_001.json", THOUGHTS, MANIFEST]
 
 def encode(value: Any) -> bytes:
     """The bytes written for a JSON file (pretty, UTF-8, trailing newline)."""
-    return (json.dumps(value, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    return json_text(value).encode("utf-8")
 
 
 def _now() -> str:
