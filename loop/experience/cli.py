@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from loop._fs import check_name
-from loop.errors import EXIT_OK, EXIT_USAGE, LoopError, ToolError
+from loop.errors import EXIT_OK, LoopError
 from loop.experience.guides import load_guide
 from loop.experience.session_export import export_session
-from loop.tools.cli import add_context_options, add_tool_group, context_from_args
+from loop.tools.cli import (
+    add_context_options,
+    add_tool_group,
+    context_from_args,
+    report_tool_error,
+)
 
 __all__ = ["COMMANDS", "register", "register_export"]
 
@@ -72,17 +76,9 @@ def _render_finalize(out: dict[str, Any]) -> str:
     return "\n".join(lines + [f"warning: {w}" for w in out["warnings"]])
 
 
-def _find_subparsers(parser: argparse.ArgumentParser) -> Any:
-    # argparse has no public accessor for a parser's subcommands; add_tool_group keeps it.
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action
-    raise RuntimeError("the experience group has no subcommands")
-
-
 def register(subparsers: Any) -> None:
     """Add ``experience status|init|conversations|thoughts|finalize|list|validate|guide``."""
-    parent = add_tool_group(
+    group = add_tool_group(
         subparsers,
         "experience",
         help="export, list and validate AI experiences (seeds 000 and 002)",
@@ -95,7 +91,7 @@ def register(subparsers: Any) -> None:
             "finalize": _render_finalize,
         },
     )
-    guide = _find_subparsers(parent).add_parser(
+    guide = group.subcommands.add_parser(
         "guide",
         help="print the export guide (source AI) or the import guide (main AI)",
         description="Print a guide for agents, as Markdown.",
@@ -151,11 +147,7 @@ def _export(args: argparse.Namespace) -> int:
             candidate = root / check_name(args.session, "session id")
         result = export_session(ctx, candidate, session_id=args.session_id)
     except LoopError as exc:
-        if args.json and isinstance(exc, ToolError):
-            print(json.dumps(exc.to_dict(), ensure_ascii=False, indent=2))
-        code = f"{exc.code}: " if isinstance(exc, ToolError) else ""
-        print(f"error: {code}{exc.message}", file=sys.stderr)
-        return exc.exit_code if exc.exit_code != EXIT_OK else EXIT_USAGE
+        return report_tool_error(exc, as_json=args.json)
     if args.json:
         print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False, indent=2))
     else:

@@ -15,7 +15,6 @@ extension's own result topics are ignored, so it never answers itself.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import structlog
@@ -26,7 +25,7 @@ from loop.errors import ToolError
 from loop.events import Event
 from loop.experience.tools import TOOLS
 from loop.extensions import Extension
-from loop.tools.registry import Tool, ToolContext
+from loop.tools.registry import Tool, ToolContext, payload_arguments
 
 __all__ = ["ERROR_TOPIC", "EXPORTED_TOPIC", "REQUESTS", "STATUS_TOPIC", "ExperienceExtension"]
 
@@ -49,28 +48,19 @@ REQUESTS: dict[str, str] = {
     "validate": "validate_experience",
 }
 _IGNORED = {"thought", "exported", "status", "error"}
+_BARE_SESSION_ID = {"finalize", "get_status", "get_export_status"}
 _TOOLS: dict[str, Tool] = {tool.name: tool for tool in TOOLS}
 
 
 def _arguments(action: str, payload: Any) -> dict[str, Any]:
     """The tool input from an event payload: a JSON object, or a bare session id."""
-    if isinstance(payload, dict):
-        return payload
-    if isinstance(payload, str):
-        text = payload.strip()
-        if text.startswith("{"):
-            try:
-                loaded = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ToolError("invalid_input", f"payload is not valid JSON: {exc.msg}") from exc
-            if isinstance(loaded, dict):
-                return loaded
-        if action in ("finalize", "get_status", "get_export_status") and text:
-            return {"session_id": text}
-        if action == "list" and not text:
-            return {}
-    raise ToolError(
-        "invalid_input", f"experience.{action} needs a JSON object payload with the tool's input"
+    return payload_arguments(
+        payload,
+        code="invalid_input",
+        bad_json="payload is not valid JSON",
+        not_object=f"experience.{action} needs a JSON object payload with the tool's input",
+        bare_id="session_id" if action in _BARE_SESSION_ID else None,
+        blank_is_empty=action == "list",
     )
 
 

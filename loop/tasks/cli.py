@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
-from loop.errors import EXIT_OK, EXIT_USAGE, InputError
+from loop.errors import EXIT_OK, ConfigError, InputError, ToolError
 from loop.tasks.store import store_for
 from loop.tasks.summary import active_path, next_task, progress_summary
 from loop.tasks.tree import Forest
-from loop.tools.cli import Renderer, add_context_options, add_tool_group, context_from_args
+from loop.tools.cli import (
+    Renderer,
+    add_context_options,
+    add_tool_group,
+    context_from_args,
+    report_tool_error,
+)
 
 __all__ = ["register"]
 
@@ -123,11 +128,10 @@ def _progress(args: argparse.Namespace) -> int:
     """``task progress``: the summary table, the active path and the next task."""
     try:
         forest = Forest(store_for(context_from_args(args)).read())
+    except ConfigError as exc:  # the settings (loop.toml), not the tasks file
+        return report_tool_error(exc, as_json=args.json)
     except InputError as exc:
-        if args.json:
-            print(json.dumps({"error": {"code": "store_error", "message": exc.message}}, indent=2))
-        print(f"error: store_error: {exc.message}", file=sys.stderr)
-        return EXIT_USAGE
+        return report_tool_error(ToolError("store_error", exc.message), as_json=args.json)
     summary = progress_summary(forest).model_dump(mode="json")
     upcoming = next_task(forest)
     path = active_path(forest)
@@ -148,14 +152,6 @@ def _progress(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _subparsers_of(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[Any]:
-    # add_tool_group returns the group's parser; its subcommands hang off this action.
-    for action in parser._actions:  # argparse has no public accessor
-        if isinstance(action, argparse._SubParsersAction):
-            return action
-    raise RuntimeError("the task group has no subcommands")
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``task`` with ``create|get|list|update|delete|start|complete|progress``."""
     group = add_tool_group(
@@ -166,7 +162,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         positionals=POSITIONALS,
         renderers=RENDERERS,
     )
-    progress = _subparsers_of(group).add_parser(
+    progress = group.subcommands.add_parser(
         "progress",
         help="progress summary: counts, the per-parent table, the active path, the next task",
     )

@@ -14,7 +14,6 @@ starting event may be called ``task.start`` and carries the prompt, not a task.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio.to_thread
@@ -28,7 +27,7 @@ from loop.tasks.store import store_for
 from loop.tasks.summary import active_path, next_task, progress_summary
 from loop.tasks.tools import TOOLS
 from loop.tasks.tree import Forest
-from loop.tools.registry import Tool, ToolContext
+from loop.tools.registry import Tool, ToolContext, payload_arguments
 
 __all__ = ["REQUESTS", "SOURCE", "TasksExtension"]
 
@@ -52,26 +51,15 @@ _MAX_LISTED = 8
 
 def _arguments(action: str, payload: Any) -> dict[str, Any]:
     """The tool input carried by a request's payload (a JSON object, or a bare id)."""
-    if isinstance(payload, str):
-        text = payload.strip()
-        if text.startswith("{"):
-            try:
-                payload = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ToolError(
-                    "invalid_payload", f"task.{action}: payload is not valid JSON: {exc.msg}"
-                ) from exc
-        elif action in _ID_ONLY and text:
-            return {"id": text}
-        elif action == "list" and not text:
-            return {}
-    if not isinstance(payload, dict):
-        raise ToolError(
-            "invalid_payload",
-            f"task.{action} needs a JSON object payload with the {REQUESTS[action][0]} "
-            'arguments, e.g. {"id": "...", "resolution": "..."}',
-        )
-    return payload
+    return payload_arguments(
+        payload,
+        code="invalid_payload",
+        bad_json=f"task.{action}: payload is not valid JSON",
+        not_object=f"task.{action} needs a JSON object payload with the {REQUESTS[action][0]} "
+        'arguments, e.g. {"id": "...", "resolution": "..."}',
+        bare_id="id" if action in _ID_ONLY else None,
+        blank_is_empty=action == "list",
+    )
 
 
 class TasksExtension(Extension):

@@ -46,7 +46,7 @@ def _heartbeat(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``theme`` command group (preview, start, end, feedback, status, heartbeat)."""
-    parent = add_tool_group(
+    group = add_tool_group(
         subparsers,
         "theme",
         help="theme lifecycle: preview, start, end, feedback, status (seed 001)",
@@ -60,9 +60,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "status": _message,
         },
     )
-    # add_tool_group keeps its subparsers action; find it to add the non-tool command.
-    sub = next(a for a in parent._actions if isinstance(a, argparse._SubParsersAction))
-    hb = sub.add_parser(
+    hb = group.subcommands.add_parser(
         "heartbeat",
         help="write the next heartbeat ID (the loop does this at every iteration)",
         description="Write the next heartbeat ID to stats/current_heartbeat_id.txt and print "

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio
@@ -27,7 +26,7 @@ from loop.themes.feedback import interrupt_name
 from loop.themes.service import ThemeService
 from loop.themes.status import render_active
 from loop.themes.tools import TOOLS, service_for
-from loop.tools.registry import ToolContext
+from loop.tools.registry import ToolContext, payload_arguments
 
 __all__ = ["SOURCE", "ThemesExtension"]
 
@@ -45,21 +44,15 @@ _TOOLS = {t.name: t for t in TOOLS}
 
 
 def _payload_args(event: Event) -> dict[str, Any]:
-    payload = event.payload
-    if isinstance(payload, str):
-        if not payload.strip():
-            return {}
-        try:
-            payload = json.loads(payload)
-        except json.JSONDecodeError as exc:
-            raise ToolError(
-                "invalid_input", f"{event.topic} payload is not JSON: {exc.msg}"
-            ) from exc
-    if payload is None:
-        return {}
-    if not isinstance(payload, dict):
-        raise ToolError("invalid_input", f"{event.topic} payload must be a JSON object")
-    return payload
+    """The tool input: a JSON object (or JSON text of one); blank and ``null`` are ``{}``."""
+    return payload_arguments(
+        event.payload,
+        code="invalid_input",
+        bad_json=f"{event.topic} payload is not JSON",
+        not_object=f"{event.topic} payload must be a JSON object",
+        blank_is_empty=True,
+        lenient=True,
+    )
 
 
 class ThemesExtension(Extension):

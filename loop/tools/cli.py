@@ -21,14 +21,21 @@ import types
 import typing
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic.fields import FieldInfo
 
-from loop.errors import EXIT_OK, EXIT_USAGE, ToolError, UsageError
+from loop.errors import EXIT_OK, LoopError, ToolError, UsageError
 from loop.tools.registry import ToolContext, get_tool
 
-__all__ = ["Renderer", "add_context_options", "add_tool_group", "context_from_args"]
+__all__ = [
+    "Renderer",
+    "ToolGroup",
+    "add_context_options",
+    "add_tool_group",
+    "context_from_args",
+    "report_tool_error",
+]
 
 Renderer = Callable[[dict[str, Any]], str]
 
@@ -112,6 +119,35 @@ def context_from_args(args: argparse.Namespace) -> ToolContext:
     )
 
 
+def report_tool_error(exc: LoopError, *, as_json: bool) -> int:
+    """Print a command's error the way every tool command does; return its exit code.
+
+    A :class:`ToolError` prints ``error: <code>: <message>`` on stderr and, when
+    ``as_json``, its structured form on stdout; any other error prints
+    ``error: <message>`` on stderr.
+    """
+    if isinstance(exc, ToolError):
+        if as_json:
+            print(json.dumps(exc.to_dict(), ensure_ascii=False, indent=2))
+        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+    else:
+        print(f"error: {exc.message}", file=sys.stderr)
+    return exc.exit_code
+
+
+class ToolGroup(NamedTuple):
+    """A command group made by :func:`add_tool_group`.
+
+    Attributes:
+        parser: the group's parser (``task``, ``theme``, ``experience``).
+        subcommands: its subcommands action; a domain adds its commands that are not
+            tools here (argparse has no public way to reach it from ``parser``).
+    """
+
+    parser: argparse.ArgumentParser
+    subcommands: argparse._SubParsersAction[argparse.ArgumentParser]
+
+
 def add_tool_group(
     subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
     group: str,
@@ -120,7 +156,7 @@ def add_tool_group(
     commands: dict[str, str],
     positionals: dict[str, list[str]] | None = None,
     renderers: dict[str, Renderer] | None = None,
-) -> argparse.ArgumentParser:
+) -> ToolGroup:
     """Add ``group`` with one subcommand per tool.
 
     Args:
@@ -130,6 +166,9 @@ def add_tool_group(
         commands: subcommand name → tool name.
         positionals: subcommand name → fields that may also be given positionally.
         renderers: subcommand name → function that renders the output for a person.
+
+    Returns:
+        The group's parser and its subcommands action (see :class:`ToolGroup`).
     """
     parent = subparsers.add_parser(group, help=help, description=help)
     sub = parent.add_subparsers(dest="tool_command", metavar="COMMAND", required=True)
@@ -158,7 +197,7 @@ def add_tool_group(
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         add_context_options(p)
         p.set_defaults(handler=_make_handler(tool_name, (renderers or {}).get(command)))
-    return parent
+    return ToolGroup(parent, sub)
 
 
 def _collect_input(args: argparse.Namespace) -> dict[str, Any]:
@@ -195,10 +234,7 @@ def _make_handler(tool_name: str, renderer: Renderer | None) -> Callable[[argpar
         try:
             result = get_tool(tool_name).run(ctx, _collect_input(args))
         except ToolError as exc:
-            if args.json:
-                print(json.dumps(exc.to_dict(), ensure_ascii=False, indent=2))
-            print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
-            return EXIT_USAGE
+            return report_tool_error(exc, as_json=args.json)
         out = result.model_dump(mode="json", by_alias=True)
         if args.json or renderer is None:
             print(json.dumps(out, ensure_ascii=False, indent=2))

@@ -10,6 +10,7 @@ subscribers all call :func:`call_tool`, so no rule exists twice.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,7 +21,15 @@ from pydantic import BaseModel, ValidationError
 
 from loop.errors import InputError, ToolError
 
-__all__ = ["DOMAIN_MODULES", "Tool", "ToolContext", "all_tools", "call_tool", "get_tool"]
+__all__ = [
+    "DOMAIN_MODULES",
+    "Tool",
+    "ToolContext",
+    "all_tools",
+    "call_tool",
+    "get_tool",
+    "payload_arguments",
+]
 
 # Each domain module exposes ``TOOLS: list[Tool]``.
 DOMAIN_MODULES: tuple[str, ...] = (
@@ -137,6 +146,54 @@ class Tool:
             raise
         except InputError as exc:  # paths, stores: still the caller's to fix
             raise ToolError(_code_for(exc), exc.message) from exc
+
+
+def payload_arguments(
+    payload: Any,
+    *,
+    code: str,
+    bad_json: str,
+    not_object: str,
+    bare_id: str | None = None,
+    blank_is_empty: bool = False,
+    lenient: bool = False,
+) -> dict[str, Any]:
+    """The tool input carried by a bus request's payload.
+
+    A dict is the input. A string is stripped: a blank one is ``{}`` when
+    ``blank_is_empty``; one starting with ``{`` is parsed as JSON; any other is
+    ``{bare_id: text}`` when ``bare_id`` is given. With ``lenient``, every non-blank
+    string is parsed as JSON as it is, and ``None`` (given or parsed) is ``{}``.
+
+    Args:
+        payload: the event's payload.
+        code: the ``ToolError`` code of every failure here.
+        bad_json: the message for invalid JSON; ``": <reason>"`` is appended.
+        not_object: the message when the payload is not (or does not give) an object.
+        bare_id: the input field a bare, non-blank string fills, if the request takes one.
+        blank_is_empty: a blank string is the empty input.
+        lenient: parse every string, and take ``None`` as the empty input.
+
+    Raises:
+        ToolError: ``code`` with ``bad_json`` or ``not_object``.
+    """
+    if isinstance(payload, str):
+        text = payload.strip()
+        if not text:
+            if blank_is_empty:
+                return {}
+        elif lenient or text.startswith("{"):
+            try:
+                payload = json.loads(payload if lenient else text)
+            except json.JSONDecodeError as exc:
+                raise ToolError(code, f"{bad_json}: {exc.msg}") from exc
+        elif bare_id is not None:
+            return {bare_id: text}
+    if payload is None and lenient:
+        return {}
+    if not isinstance(payload, dict):
+        raise ToolError(code, not_object)
+    return payload
 
 
 def _code_for(exc: InputError) -> str:
