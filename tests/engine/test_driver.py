@@ -21,6 +21,12 @@ from loop.testing import make_config, run_hats, scripted, tag
 AGENTS = Path(__file__).parent / "agents"
 
 
+def journal_ends(tmp_path: Path, session_id: str) -> list[dict[str, Any]]:
+    """The ``iteration.end`` records of a session's journal."""
+    records = read_journal(tmp_path / f".loop/sessions/{session_id}/journal.jsonl").records
+    return [r for r in records if r["kind"] == "iteration.end"]
+
+
 def pingpong(tmp_path: Path, **loop: Any) -> Any:
     return make_config(
         {
@@ -85,11 +91,7 @@ async def test_a_failing_command_is_a_failed_iteration_with_its_reason(tmp_path:
     agent = CommandBackend([sys.executable, str(AGENTS / "misbehave.py"), "exit3"])
     summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="f")
     assert summary.reason == "max_consecutive_failures" and summary.exit_code == 1
-    ends = [
-        r
-        for r in read_journal(tmp_path / ".loop/sessions/f/journal.jsonl").records
-        if r["kind"] == "iteration.end"
-    ]
+    ends = journal_ends(tmp_path, "f")
     assert len(ends) == 2
     assert ends[0]["status"] == "failed" and ends[0]["exit_code"] == 3
     assert ends[0]["reason"] == "exit status 3: something broke"
@@ -118,11 +120,7 @@ async def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     agent = CommandBackend([sys.executable, str(AGENTS / "misbehave.py"), "hang", str(pids)])
     summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="t")
     assert summary.reason == "max_consecutive_failures"
-    ends = [
-        r
-        for r in read_journal(tmp_path / ".loop/sessions/t/journal.jsonl").records
-        if r["kind"] == "iteration.end"
-    ]
+    ends = journal_ends(tmp_path, "t")
     assert ends[0]["reason"] == "timeout after 1s"
     parent, child = (int(x) for x in pids.read_text().split())
     assert not _alive(parent) and not _alive(child)
@@ -139,11 +137,7 @@ async def test_a_timed_out_command_keeps_what_it_printed(tmp_path: Path) -> None
     agent = CommandBackend([sys.executable, str(AGENTS / "misbehave.py"), "partial-hang"])
     summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="p")
     assert summary.reason == "max_consecutive_failures"
-    (end,) = [
-        r
-        for r in read_journal(tmp_path / ".loop/sessions/p/journal.jsonl").records
-        if r["kind"] == "iteration.end"
-    ]
+    (end,) = journal_ends(tmp_path, "p")
     assert end["reason"] == "timeout after 1s"
     assert end["output"] == "partial output\n"
     assert end["meta"]["stderr_tail"] == "still thinking"
@@ -167,11 +161,7 @@ async def test_a_python_backend_timeout_limits_the_hat(tmp_path: Path) -> None:
     backend = PythonBackend(f"{__name__}:slow_check", timeout_seconds=0.3)
     summary, _ = await run_hats(cfg, {"a": backend}, workdir=tmp_path, session_id="py")
     assert summary.reason == "max_consecutive_failures"
-    (end,) = [
-        r
-        for r in read_journal(tmp_path / ".loop/sessions/py/journal.jsonl").records
-        if r["kind"] == "iteration.end"
-    ]
+    (end,) = journal_ends(tmp_path, "py")
     assert end["reason"] == "timeout after 0.3s"
 
 
@@ -246,11 +236,7 @@ async def test_scripted_outputs_running_out_is_a_failed_iteration(tmp_path: Path
     summary, _ = await run_hats(
         cfg, {"a": scripted(tag("a.more"))}, workdir=tmp_path, session_id="x"
     )
-    ends = [
-        r
-        for r in read_journal(tmp_path / ".loop/sessions/x/journal.jsonl").records
-        if r["kind"] == "iteration.end"
-    ]
+    ends = journal_ends(tmp_path, "x")
     assert "scripted outputs exhausted" in ends[-1]["reason"]
     assert summary.reason == "max_consecutive_failures"
 
