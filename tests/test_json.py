@@ -65,3 +65,12 @@ def test_large_records_use_the_lean_encoder() -> None:
     assert lean == fast
     assert peak < 4 * len(lean)
     assert _json.loads(lean) == record  # parsed by the standard library (over LARGE)
+
+
+def test_keys_that_are_not_strings_are_written_as_strings() -> None:
+    """A payload with number, boolean or null keys (an extension's own dict) still
+    encodes, as the standard library would write it."""
+    value = {"a": {1: "one", 2.5: "x", False: "f", None: "n"}}
+    line = _json.dumps_line(value)
+    assert json.loads(line) == json.loads(json.dumps(value))
+    assert _json.loads(line) == {"a": {"1": "one", "2.5": "x", "false": "f", "null": "n"}}

@@ -169,7 +169,7 @@ def iteration_line(rec: dict[str, Any], journal_line: bytes | None, ts: float) -
         return b"".join(
             (
                 b'{"kind":"iteration",',
-                journal_line[len(_END_PREFIX) : -2],
+                memoryview(journal_line)[len(_END_PREFIX) : -2],  # joined without a copy
                 b',"timestamp":"',
                 iso_time(ts).encode(),
                 b'","backend_ok":',

@@ -51,7 +51,7 @@ class Redactor:
         Never false when a string holds one; true also when only a number, a key or a
         literal matches (redacting the parsed values then changes nothing there).
         """
-        return any(needle in line for needle in self._needles)
+        return bool(self._needles) and any(needle in line for needle in self._needles)
 
     def learn_from_config(self, data: Any) -> None:
         """Add secrets set in the config itself: every ``env`` table of a backend."""
