@@ -42,8 +42,7 @@ from loop.engine.invoke import (
     call_backend,
     call_with_timeout,
     child_env,
-    engine_deadline,
-    hat_timeout,
+    hat_limits,
     prepare_events_file,
 )
 from loop.engine.progress import RunSummary
@@ -140,18 +139,7 @@ class Engine:
         self._uses_files = {
             name: bool(getattr(backend, "uses_files", True)) for name, backend in backends.items()
         }
-        # each hat's limit: the tighter of its timeout and its backend's own; the engine's
-        # scope waits a little longer for a backend that stops itself (own_timeout)
-        self._timeouts = {
-            name: hat_timeout(hat.timeout_seconds or config.loop.iteration_timeout_seconds, b)
-            for name, b in backends.items()
-            if (hat := config.hats.get(name)) is not None
-        }
-        self._deadlines = {
-            name: engine_deadline(b, self._timeouts[name])
-            for name, b in backends.items()
-            if name in self._timeouts
-        }
+        self._timeouts, self._deadlines = hat_limits(config, backends)
         # only the extensions that override a per-iteration hook are called (hot path)
         self._starters = [e for e in self.extensions if _overrides(e, "on_iteration_start")]
         self._prompters = [e for e in self.extensions if _overrides(e, "prompt_section")]

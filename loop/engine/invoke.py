@@ -16,6 +16,7 @@ import structlog
 
 from loop.backends._process import STOP_SECONDS
 from loop.backends.base import Backend, BackendRequest, BackendResult, effective_timeout
+from loop.config import LoadedConfig
 from loop.errors import BackendUnavailable, InputError
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "call_with_timeout",
     "child_env",
     "engine_deadline",
+    "hat_limits",
     "hat_timeout",
     "prepare_events_file",
 ]
@@ -87,6 +89,20 @@ def engine_deadline(backend: Backend, timeout: float) -> float:
     """When the engine's scope cancels the call: at the timeout, or after the backend's
     own stop for a backend that times itself out and returns its partial output."""
     return timeout + BACKSTOP_SECONDS if getattr(backend, "own_timeout", False) else timeout
+
+
+def hat_limits(
+    config: LoadedConfig, backends: Mapping[str, Backend]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Per hat: its time limit (:func:`hat_timeout`) and when the engine's scope fires
+    (:func:`engine_deadline`)."""
+    timeouts = {
+        name: hat_timeout(hat.timeout_seconds or config.loop.iteration_timeout_seconds, backend)
+        for name, backend in backends.items()
+        if (hat := config.hats.get(name)) is not None
+    }
+    deadlines = {name: engine_deadline(backends[name], t) for name, t in timeouts.items()}
+    return timeouts, deadlines
 
 
 async def call_backend(backend: Backend, request: BackendRequest) -> BackendResult:
