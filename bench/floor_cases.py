@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "contract_loop",
     "encoder",
     "fdatasync_per_line",
     "fsync_per_line",
@@ -108,6 +109,99 @@ def journaled_loop(params: dict[str, Any]) -> dict[str, Any]:
         finally:
             os.close(fd)
     return {"per_iter_us": wall / n * 1e6, "wall_s": round(wall, 6)}
+
+
+# A hat of the contract floor: its instructions, what it may publish, what it replies.
+_CONTRACT_HATS = {
+    "ping": ("You are ping. Answer with one ping.x event.", frozenset({"ping.x"}), "ping.x"),
+    "pong": ("You are pong. Answer with one pong.x event.", frozenset({"pong.x"}), "pong.x"),
+}
+
+
+def contract_loop(params: dict[str, Any]) -> dict[str, Any]:
+    """The least a loop that keeps DESIGN.md's iteration contract can do, hand-written.
+
+    One coroutine, no framework, no abstraction, each step in its cheapest form: check
+    the limits (iterations, runtime, consecutive failures), pick the hat of the oldest
+    pending event and count its activation (max_activations), build the prompt
+    (instructions and the triggering event), await the backend, parse the ``<event>``
+    tags, accept only the topics the hat may publish, count a failure, track repeated
+    identical events (stale loop), publish to the one subscriber, route the events, and
+    journal the committed iteration (one line, no prompt or output: the least a
+    restarted process needs to derive its state). No start marker, no timeout, no
+    extensions, no recording. An engine that keeps the contract does at least this;
+    hatloop's iteration is measured against it.
+    """
+    n = int(params["n"])
+    _, dumps, _ = encoder()
+    routes = {"task.start": "ping", "pong.x": "ping", "ping.x": "pong"}
+    max_iterations, max_runtime, max_failures, max_activations = n, 3600.0, 3, n
+    stale_limit = n
+    seen: list[dict[str, Any]] = []
+    subscribers: list[Callable[[dict[str, Any]], None]] = [seen.append]
+
+    async def backend(hat: str, prompt: str, k: int) -> str:
+        return f'<event topic="{_CONTRACT_HATS[hat][2]}">{k}</event>' if prompt else ""
+
+    async def main(fd: int) -> float:
+        pending: deque[tuple[str, str]] = deque([("task.start", "go")])
+        activations = {"ping": 0, "pong": 0}
+        failures, repeats = 0, 0
+        last: tuple[tuple[str, str], ...] | None = None
+        clock = time.perf_counter
+        t0 = clock()
+        for i in range(1, n + 1):
+            if i > max_iterations or clock() - t0 > max_runtime or failures >= max_failures:
+                break
+            topic, payload = pending.popleft()
+            hat = routes[topic]
+            if activations[hat] >= max_activations:
+                continue
+            activations[hat] += 1
+            instructions, allowed, _ = _CONTRACT_HATS[hat]
+            prompt = f'{instructions}\n\n<event topic="{topic}">{payload}</event>\n'
+            started = clock()
+            output = await backend(hat, prompt, i)
+            found = _TAG.findall(output)
+            ok = all(t in allowed for t, _ in found)
+            failures = 0 if ok else failures + 1
+            signature = tuple(found)
+            repeats = repeats + 1 if signature == last else 1
+            last = signature
+            if repeats > stale_limit:
+                break
+            events = [{"topic": t, "payload": p, "source": hat} for t, p in found] if ok else []
+            for event in events:
+                for subscriber in subscribers:
+                    subscriber(event)
+                pending.append((event["topic"], event["payload"]))
+            os.write(
+                fd,
+                dumps(
+                    {
+                        "kind": "iteration.end",
+                        "iteration": i,
+                        "hat": hat,
+                        "status": "ok" if ok else "failed",
+                        "events": events,
+                        "duration": clock() - started,
+                        "ts": time.time(),
+                    }
+                )
+                + b"\n",
+            )
+            if len(seen) >= 1024:  # the subscriber keeps a bounded window
+                seen.clear()
+        return clock() - t0
+
+    with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
+        fd = os.open(Path(tmp) / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            wall = asyncio.run(main(fd))
+        finally:
+            os.close(fd)
+        lines = (Path(tmp) / "journal.jsonl").read_bytes().count(b"\n")
+    return {"per_iter_us": wall / n * 1e6, "wall_s": round(wall, 6), "journal_lines": lines}
 
 
 def _record(i: int, pad: str) -> dict[str, Any]:

@@ -165,6 +165,14 @@ def build_plan(sizes: Sizes, *, peers: bool) -> list[Case]:
         ),
         Case(
             "floor",
+            "contract",
+            "floor_contract",
+            {"n": s.queue_n},
+            label="floor: hand-written loop doing the contract's least (limits, pick, prompt, "
+            "await, tags, checks, stale, publish, 1 journal line)",
+        ),
+        Case(
+            "floor",
             "jsonl",
             "floor_jsonl",
             {"n": s.jsonl_n, "output_bytes": 1000},

@@ -63,7 +63,7 @@ def _side_by_side(results: dict[str, Any]) -> list[str]:
         (
             "bare (no recording)",
             "off",
-            [floor.get("queue"), floor.get("journaled")]
+            [floor.get("queue"), floor.get("journaled"), floor.get("contract")]
             + [engine.get("off")]
             + [v for k, v in peers.items() if k.endswith(":bare")],
         ),

@@ -121,11 +121,37 @@ def _target(  # noqa: PLR0917 - one table row, built in one call
     }
 
 
+def _floor_note(need: float, loop_floor: float | None, contract_floor: float | None) -> str:
+    """What the hand-written floors say about a missed 3x-the-bare-peer target."""
+    parts = [f"3x needs <= {need:.1f} us/iteration"]
+    if loop_floor is not None:
+        parts.append(
+            f"a hand-written loop that only awaits the backend, parses the tag and journals "
+            f"one line takes {loop_floor:.1f} us"
+        )
+    if contract_floor is not None:
+        parts.append(
+            f"one that also does every other step of the iteration contract (limits, pick, "
+            f"prompt, checks, stale, publish) takes {contract_floor:.1f} us, "
+            f"{contract_floor / need:.2f}x the budget"
+        )
+    floors = [f for f in (loop_floor, contract_floor) if f is not None]
+    if floors and max(floors) > need:
+        parts.append("so no engine that keeps the contract can meet it on this machine")
+    elif floors:
+        parts.append(
+            f"so an engine keeping the contract has {need - max(floors):.1f} us for all its "
+            f"structure (bus, extensions, reducer, start marker, timeouts, records)"
+        )
+    return "; ".join(parts)
+
+
 def _peer_targets(
     results: dict[str, Any], off: float | None, rec: float | None, dur: float | None
 ) -> list[dict[str, Any]]:
     out = []
     loop_floor = _median(results, "floor", "journaled")
+    contract_floor = _median(results, "floor", "contract")
     for name, mine, modes, goal in (
         (
             "iteration, recording off vs fastest bare peer",
@@ -152,18 +178,8 @@ def _peer_targets(
             continue
         ratio = best[1] / mine
         note = ""
-        if modes == ("bare",) and loop_floor is not None and ratio < 3:
-            need = best[1] / 3
-            note = (
-                f"3x needs <= {need:.1f} us/iteration; a hand-written loop that only awaits "
-                f"the backend, parses the tag and journals one line takes {loop_floor:.1f} us"
-                + (
-                    ": impossible for any journalled loop"
-                    if loop_floor > need
-                    else "; hatloop's iteration also builds the prompt, marks the iteration "
-                    "in flight, folds the journal and publishes on the bus"
-                )
-            )
+        if modes == ("bare",) and ratio < 3:
+            note = _floor_note(best[1] / 3, loop_floor, contract_floor)
         out.append(
             _target(
                 name, goal, f"{mine:.1f} us vs {best[0]} {best[1]:.1f} us", ratio, ratio >= 3, note

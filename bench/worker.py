@@ -20,6 +20,7 @@ CASES: dict[str, str] = {
     "replay": "bench.replay_cases:replay_file",
     "floor_queue": "bench.floor_cases:queue_pingpong",
     "floor_journaled": "bench.floor_cases:journaled_loop",
+    "floor_contract": "bench.floor_cases:contract_loop",
     "floor_jsonl": "bench.floor_cases:jsonl_append_parse",
     "floor_fsync": "bench.floor_cases:fsync_per_line",
     "floor_fdatasync": "bench.floor_cases:fdatasync_per_line",

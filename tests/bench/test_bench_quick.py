@@ -70,6 +70,7 @@ def test_results_json_has_every_area(quick_run: tuple[Path, dict[str, Any]]) -> 
     assert set(results["floor"]) == {
         "queue",
         "journaled",
+        "contract",
         "jsonl",
         "jsonl_small",
         "fsync",

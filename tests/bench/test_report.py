@@ -1,0 +1,63 @@
+"""The report's verdicts: a missed 3x-the-bare-peer target is judged against the floors."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.floor_cases import contract_loop  # noqa: E402 - after the path set-up
+from bench.report import evaluate_targets  # noqa: E402
+
+
+def _entry(median: float) -> dict[str, Any]:
+    return {"summary": {"median": median}, "results": []}
+
+
+def _results(off: float, peer: float, journaled: float, contract: float) -> dict[str, Any]:
+    return {
+        "engine": {"off": _entry(off)},
+        "floor": {"journaled": _entry(journaled), "contract": _entry(contract)},
+        "peers": {"pydantic-graph:bare": _entry(peer), "burr:bare": _entry(peer * 5)},
+    }
+
+
+def _bare_target(results: dict[str, Any]) -> dict[str, Any]:
+    targets = evaluate_targets(results, peers=True)
+    return next(t for t in targets if t["name"].startswith("iteration, recording off vs"))
+
+
+def test_a_contract_floor_above_the_budget_proves_the_target_out_of_reach() -> None:
+    """3x of a 12 us peer is 4 us; a 4.8 us contract floor cannot meet it."""
+    target = _bare_target(_results(off=24.0, peer=12.0, journaled=2.8, contract=4.8))
+    assert target["met"] is False
+    assert target["ratio"] == 0.5
+    assert "3x needs <= 4.0 us/iteration" in target["note"]
+    assert "takes 4.8 us, 1.20x the budget" in target["note"]
+    assert "no engine that keeps the contract can meet it" in target["note"]
+
+
+def test_a_contract_floor_under_the_budget_states_the_room_left() -> None:
+    """With 15 us peers the budget is 5 us: 0.4 us is left beside a 4.6 us floor."""
+    target = _bare_target(_results(off=24.0, peer=15.0, journaled=2.8, contract=4.6))
+    assert target["met"] is False
+    assert "no engine" not in target["note"]
+    assert "has 0.4 us for all its structure" in target["note"]
+
+
+def test_a_met_target_carries_no_floor_note() -> None:
+    """An engine 3x faster than the fastest bare peer needs no explanation."""
+    target = _bare_target(_results(off=4.0, peer=15.0, journaled=2.8, contract=4.6))
+    assert target["met"] is True
+    assert target["note"] == ""
+
+
+def test_the_contract_floor_runs_every_iteration() -> None:
+    """The floor's loop journals all ``n`` iterations (a broken one would stop early)."""
+    result = contract_loop({"n": 300})
+    assert result["journal_lines"] == 300
+    assert result["per_iter_us"] > 0
