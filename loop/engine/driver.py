@@ -375,7 +375,9 @@ class Engine:
     ) -> BackendRequest:
         """The backend call of an iteration: its prompt, events file, environment, timeout."""
         context = [s for ext in self._prompters if (s := ext.prompt_section(hat))]
-        trigger_events = tuple([p.event for p in triggers])
+        trigger_events = (
+            (triggers[0].event,) if len(triggers) == 1 else tuple([p.event for p in triggers])
+        )
         prompt = self._templates[hat].render(iteration, trigger_events, context)
         it_dir = f"{self._iterations_root}/{iteration:06d}"  # text: no Path built (hot path)
         events_file = f"{it_dir}/events.jsonl"
@@ -408,13 +410,14 @@ class Engine:
             crash_point("iteration.start")
         started = self.clock()
         published: list[Event] = []
-        self._collecting = published
-        try:
-            for ext in self._starters:
-                for event in await ext.on_iteration_start(iteration, hat):
-                    await self.bus.publish(event)
-        finally:
-            self._collecting = None
+        if self._starters:
+            self._collecting = published
+            try:
+                for ext in self._starters:
+                    for event in await ext.on_iteration_start(iteration, hat):
+                        await self.bus.publish(event)
+            finally:
+                self._collecting = None
         request = self._request(hat, iteration, activation, triggers)
         if self._instant[hat]:  # it never suspends: no timeout could ever fire
             result = await call_backend(backend, request)

@@ -123,18 +123,18 @@ def apply(
     from them); otherwise they are rebuilt from the record.
     """
     kind = record.get("kind")
-    if kind == "session.start":
-        _route_into(state, Event.from_dict(record["start_event"]), ctx)
-    elif kind == "iteration.start":
-        state.in_flight = int(record["iteration"])
-        state.in_flight_hat = str(record["hat"])
-    elif kind == "iteration.end":
+    if kind == "iteration.end":  # the two records of every iteration first (hot path)
         _apply_iteration_end(
             state,
             record,
             ctx,
             _events(record.get("published", [])) if published is None else published,
         )
+    elif kind == "iteration.start":
+        state.in_flight = int(record["iteration"])
+        state.in_flight_hat = str(record["hat"])
+    elif kind == "session.start":
+        _route_into(state, Event.from_dict(record["start_event"]), ctx)
     elif kind == "hat.exhausted":
         dropped = set(record.get("dropped", []))
         state.pending = [p for p in state.pending if p.seq not in dropped]
@@ -166,8 +166,12 @@ def _apply_iteration_end(
         state.consecutive_failures = 0
         consumed = record.get("consumed")
         if consumed:
-            gone = set(consumed)
-            state.pending = [p for p in state.pending if p.seq not in gone]
+            pending = state.pending
+            if len(consumed) == 1 and pending and pending[0].seq == consumed[0]:
+                del pending[0]  # the oldest event, consumed alone: the common case
+            else:
+                gone = set(consumed)
+                state.pending = [p for p in pending if p.seq not in gone]
     else:
         state.consecutive_failures += 1
         state.failed_iterations += 1

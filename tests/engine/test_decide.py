@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from loop.engine.decide import Limits, check_limits, decide_outcome, exit_code_for, select_next
 from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
@@ -226,3 +229,15 @@ def test_limits_and_exit_codes() -> None:
             "interrupted",
         )
     ] == [0, 3, 3, 1, 130]
+
+
+@given(
+    n=st.integers(min_value=0, max_value=6),
+    consumed=st.lists(st.integers(min_value=1, max_value=8), max_size=4, unique=True),
+)
+def test_an_ok_iteration_removes_exactly_its_consumed_events(n: int, consumed: list[int]) -> None:
+    """Whatever is consumed (the oldest alone, several, unknown seqs), only those go."""
+    pending = [PendingEvent(seq, Event(topic="plan.ready"), "builder") for seq in range(1, n + 1)]
+    state = LoopState(pending=list(pending), next_seq=n + 1)
+    apply(state, end_record(1, "builder", [], consumed), CTX, [])
+    assert [p.seq for p in state.pending] == [p.seq for p in pending if p.seq not in consumed]
