@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -287,12 +286,18 @@ def backend_succeeded(status: str, reason: str | None) -> bool:
 
 
 _second: list[Any] = [None, ""]  # the last whole second formatted, and its text
+_milli: list[Any] = [None, ""]  # the last millisecond, and its whole text
 
 
 def iso_time(ts: float | None = None) -> str:
-    """``ts`` (default: now) as ISO 8601 UTC with milliseconds."""
-    ts = time.time() if ts is None else ts
-    whole = math.floor(ts)
-    if _second[0] != whole:  # one strftime per second, not per record (hot path)
-        _second[0], _second[1] = whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts))
-    return f"{_second[1]}.{int(ts * 1000) % 1000:03d}Z"
+    """``ts`` (default: now) as ISO 8601 UTC with milliseconds (truncated)."""
+    ms = int((time.time() if ts is None else ts) * 1000)
+    if _milli[0] == ms:  # iterations of instant hats share a millisecond (hot path)
+        text: str = _milli[1]
+        return text
+    whole = ms // 1000
+    if _second[0] != whole:  # one strftime per second, not per record
+        _second[0], _second[1] = whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    text = f"{_second[1]}.{ms % 1000:03d}Z"
+    _milli[0], _milli[1] = ms, text
+    return text

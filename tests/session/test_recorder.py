@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from loop.session.recording import (
     HeaderRecord,
     IterationRecord,
     MarkerRecord,
+    iso_time,
     iteration_data,
     iteration_line,
     parse_record,
@@ -887,3 +889,12 @@ async def test_a_torn_line_longer_than_a_block_is_cut_alone(tmp_path: Path) -> N
     data = lines(path)
     assert data[0]["kind"] == "header"
     assert [d["iteration"] for d in data if d["kind"] == "iteration"] == [1, 2, 3, 4, 5]
+
+
+@given(st.lists(st.floats(min_value=0, max_value=4e9, allow_nan=False), min_size=1, max_size=20))
+def test_iso_time_is_the_millisecond_of_ts_in_any_call_order(stamps: list[float]) -> None:
+    """The texts cached per second and per millisecond always match a fresh formatting."""
+    for ts in [*stamps, *stamps[:1]]:
+        ms = int(ts * 1000)
+        moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+        assert iso_time(ts) == moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
