@@ -132,6 +132,10 @@ def engine_pingpong(params: dict[str, Any]) -> dict[str, Any]:
         if params.get("recording"):
             size = rec_path.stat().st_size if rec_path.exists() else 0
             out["recording_bytes"] = size
+        journals = list((folder / ".loop" / "sessions").glob("*/journal.jsonl"))
+        if journals and summary.iterations:
+            # what one iteration writes (and syncs): the commit and the next start marker
+            out["journal_bytes_per_iteration"] = journals[0].stat().st_size / summary.iterations
     return out
 
 

@@ -269,6 +269,11 @@ def _synced_lines(
     return wall
 
 
+def _line_bytes(pad: str) -> int:
+    _, dumps, _ = encoder()
+    return len(dumps(_record(0, pad))) + 1
+
+
 def fdatasync_per_line(params: dict[str, Any]) -> dict[str, Any]:
     """Append ``n`` encoded lines, each followed by ``fdatasync`` (the journal's own sync)."""
     n = int(params["n"])
@@ -276,7 +281,7 @@ def fdatasync_per_line(params: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
         sync = getattr(os, "fdatasync", os.fsync)
         wall = _synced_lines(Path(tmp) / "fdatasync.jsonl", n, pad, sync)
-    return {"per_iter_us": wall / n * 1e6}
+    return {"per_iter_us": wall / n * 1e6, "line_bytes": _line_bytes(pad)}
 
 
 def fsync_per_line(params: dict[str, Any]) -> dict[str, Any]:
@@ -293,4 +298,8 @@ def fsync_per_line(params: dict[str, Any]) -> dict[str, Any]:
             (d / "events.jsonl").write_bytes(b"")
 
         wall_dirs = _synced_lines(Path(tmp) / "fsync2.jsonl", n, pad, os.fsync, folder_and_file)
-    return {"per_iter_us": wall / n * 1e6, "with_dir_and_file_us": wall_dirs / n * 1e6}
+    return {
+        "per_iter_us": wall / n * 1e6,
+        "with_dir_and_file_us": wall_dirs / n * 1e6,
+        "line_bytes": _line_bytes(pad),
+    }

@@ -12,6 +12,10 @@ __all__ = ["DURABLE_MODES", "RECORDING_MODES", "Case", "Sizes", "build_plan", "s
 # The peers' modes with their own recording or persistence, per comparison group.
 RECORDING_MODES = ("snapshot", "publish_hook", "tracker", "file")
 DURABLE_MODES = ("sqlite",)
+# The synced floors write lines as long as what the engine's durable iteration writes and
+# syncs (its commit and the next start marker, ~1.1 KB in the ping-pong): a sync costs
+# more for more bytes, so a shorter line would flatter the floor.
+SYNCED_LINE_PAD = 950
 
 
 @dataclass(frozen=True)
@@ -188,13 +192,17 @@ def build_plan(sizes: Sizes, *, peers: bool) -> list[Case]:
             label="floor: JSONL encode+append, small records",
         ),
         Case(
-            "floor", "fsync", "floor_fsync", {"n": s.fsync_n}, label="floor: write+fsync per line"
+            "floor",
+            "fsync",
+            "floor_fsync",
+            {"n": s.fsync_n, "output_bytes": SYNCED_LINE_PAD},
+            label="floor: write+fsync per line",
         ),
         Case(
             "floor",
             "fdatasync",
             "floor_fdatasync",
-            {"n": s.fsync_n},
+            {"n": s.fsync_n, "output_bytes": SYNCED_LINE_PAD},
             label="floor: write+fdatasync per line (the journal's sync)",
         ),
     ]

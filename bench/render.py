@@ -237,7 +237,12 @@ def _floors(results: dict[str, Any]) -> list[str]:
                 f"parse {med('parse_us'):.2f} us/line ({med('parse_mb_per_s'):.0f} MB/s)"
             )
         elif key == "fsync":
-            detail = f"with a new folder + file per line: {med('with_dir_and_file_us'):.0f} us"
+            detail = (
+                f"{med('line_bytes'):.0f} B/line; with a new folder + file per line: "
+                f"{med('with_dir_and_file_us'):.0f} us"
+            )
+        elif key == "fdatasync":
+            detail = f"{med('line_bytes'):.0f} B/line"
         lines.append(f"| {entry['label']} | {_f(entry['summary']['median'], 2)} | {detail} |")
     return [*lines, ""]
 

@@ -99,6 +99,11 @@ def _median(results: dict[str, Any], section: str, key: str) -> float | None:
     return float(value) if value is not None else None
 
 
+def _result_median(runs: list[dict[str, Any]], key: str) -> float | None:
+    values = [float(r[key]) for r in runs if key in r]
+    return statistics.median(values) if values else None
+
+
 def _fastest(results: dict[str, Any], modes: tuple[str, ...]) -> tuple[str, float] | None:
     rows = [
         (k, v["summary"]["median"])
@@ -225,6 +230,15 @@ def evaluate_targets(results: dict[str, Any], *, peers: bool) -> list[dict[str, 
         extra = results["floor"]["fsync"]["results"]
         dirs = [x["with_dir_and_file_us"] for x in extra if "with_dir_and_file_us" in x]
         notes = []
+        floor_line = _result_median(extra, "line_bytes")
+        engine_bytes = _result_median(
+            results["engine"]["durable"].get("results", []), "journal_bytes_per_iteration"
+        )
+        if floor_line is not None and engine_bytes is not None:
+            notes.append(
+                f"the floor's lines are {floor_line:.0f} B; the engine writes and syncs "
+                f"{engine_bytes:.0f} B per iteration"
+            )
         datasync = _median(results, "floor", "fdatasync")
         if datasync is not None:
             notes.append(

@@ -93,6 +93,13 @@ def test_every_case_produced_a_measurement(quick_run: tuple[Path, dict[str, Any]
     for count, tasks in results["tasks"].items():
         assert "error" not in tasks, (count, tasks)
         assert set(tasks["warm"]) == {"createTask", "startTask", "completeTask"}
+    # the synced floors write lines as long as a durable iteration's journal write
+    engine_bytes = [
+        r["journal_bytes_per_iteration"] for r in results["engine"]["durable"]["results"]
+    ]
+    for key in ("fsync", "fdatasync"):
+        for run in results["floor"][key]["results"]:
+            assert 0.75 <= run["line_bytes"] / max(engine_bytes) <= 1.25, (key, run, engine_bytes)
     replay = results["replay"]
     assert "error" not in replay, replay
     assert replay["ok"] is True
