@@ -126,8 +126,13 @@ def _target(  # noqa: PLR0917 - one table row, built in one call
     }
 
 
-def _floor_note(need: float, loop_floor: float | None, contract_floor: float | None) -> str:
-    """What the hand-written floors say about a missed 3x-the-bare-peer target."""
+def _floor_note(
+    need: float, loop_floor: float | None, contract_floor: float | None, bus: float | None
+) -> str:
+    """What the hand-written floors say about a missed 3x-the-bare-peer target.
+
+    ``bus``: one delivery on hatloop's bus (ping-pong, per event), for scale.
+    """
     parts = [f"3x needs <= {need:.1f} us/iteration"]
     if loop_floor is not None:
         parts.append(
@@ -144,10 +149,13 @@ def _floor_note(need: float, loop_floor: float | None, contract_floor: float | N
     if floors and max(floors) > need:
         parts.append("so no engine that keeps the contract can meet it on this machine")
     elif floors:
+        room = need - max(floors)
         parts.append(
-            f"so an engine keeping the contract has {need - max(floors):.1f} us for all its "
+            f"so an engine keeping the contract has {room:.1f} us for all its "
             f"structure (bus, extensions, reducer, start marker, timeouts, records)"
         )
+        if bus is not None and bus > room:
+            parts.append(f"less than one delivery on hatloop's bus ({bus:.1f} us)")
     return "; ".join(parts)
 
 
@@ -184,7 +192,9 @@ def _peer_targets(
         ratio = best[1] / mine
         note = ""
         if modes == ("bare",) and ratio < 3:
-            note = _floor_note(best[1] / 3, loop_floor, contract_floor)
+            note = _floor_note(
+                best[1] / 3, loop_floor, contract_floor, _median(results, "bus", "pingpong")
+            )
         out.append(
             _target(
                 name, goal, f"{mine:.1f} us vs {best[0]} {best[1]:.1f} us", ratio, ratio >= 3, note

@@ -21,6 +21,7 @@ def _entry(median: float) -> dict[str, Any]:
 def _results(off: float, peer: float, journaled: float, contract: float) -> dict[str, Any]:
     return {
         "engine": {"off": _entry(off)},
+        "bus": {"pingpong": _entry(1.2)},
         "floor": {"journaled": _entry(journaled), "contract": _entry(contract)},
         "peers": {"pydantic-graph:bare": _entry(peer), "burr:bare": _entry(peer * 5)},
     }
@@ -47,6 +48,7 @@ def test_a_contract_floor_under_the_budget_states_the_room_left() -> None:
     assert target["met"] is False
     assert "no engine" not in target["note"]
     assert "has 0.4 us for all its structure" in target["note"]
+    assert "less than one delivery on hatloop's bus (1.2 us)" in target["note"]
 
 
 def test_a_met_target_carries_no_floor_note() -> None:
