@@ -9,7 +9,7 @@ import re
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,19 @@ def queue_pingpong(params: dict[str, Any]) -> dict[str, Any]:
     return {"per_iter_us": wall / transitions * 1e6, "wall_s": round(wall, 6)}
 
 
+def _run_journaled(main: Callable[[int], Coroutine[Any, Any, float]], n: int) -> dict[str, Any]:
+    """Run a hand-written loop ``main(fd)`` over a fresh journal file; its result per iteration."""
+    with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
+        path = Path(tmp) / "journal.jsonl"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            wall = asyncio.run(main(fd))
+        finally:
+            os.close(fd)
+        lines = path.read_bytes().count(b"\n")
+    return {"per_iter_us": wall / n * 1e6, "wall_s": round(wall, 6), "journal_lines": lines}
+
+
 _TAG = re.compile(r'<event topic="([^"]+)">(.*?)</event>', re.DOTALL)
 
 
@@ -102,13 +115,7 @@ def journaled_loop(params: dict[str, Any]) -> dict[str, Any]:
             pending.append((event["topic"], event["payload"]))
         return time.perf_counter() - t0
 
-    with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
-        fd = os.open(Path(tmp) / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            wall = asyncio.run(main(fd))
-        finally:
-            os.close(fd)
-    return {"per_iter_us": wall / n * 1e6, "wall_s": round(wall, 6)}
+    return _run_journaled(main, n)
 
 
 # A hat of the contract floor: its instructions, what it may publish, what it replies.
@@ -194,14 +201,7 @@ def contract_loop(params: dict[str, Any]) -> dict[str, Any]:
                 seen.clear()
         return clock() - t0
 
-    with tempfile.TemporaryDirectory(prefix="hatloop-floor-") as tmp:
-        fd = os.open(Path(tmp) / "journal.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            wall = asyncio.run(main(fd))
-        finally:
-            os.close(fd)
-        lines = (Path(tmp) / "journal.jsonl").read_bytes().count(b"\n")
-    return {"per_iter_us": wall / n * 1e6, "wall_s": round(wall, 6), "journal_lines": lines}
+    return _run_journaled(main, n)
 
 
 def _record(i: int, pad: str) -> dict[str, Any]:
