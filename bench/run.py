@@ -224,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     if args.render is not None:
         saved = json.loads(args.render.read_text(encoding="utf-8"))
+        # the verdicts are re-derived from the raw results, by this report's rules
+        saved["targets"] = report.evaluate_targets(saved["results"], peers=saved["meta"]["peers"])
         (out_dir / "REPORT.md").write_text(report.render(saved), encoding="utf-8")
         return 0
     if args.python:
