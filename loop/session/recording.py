@@ -285,19 +285,23 @@ def backend_succeeded(status: str, reason: str | None) -> bool:
     return status == "ok" or (reason or "").startswith("no events emitted")
 
 
-_second: list[Any] = [None, ""]  # the last whole second formatted, and its text
-_milli: list[Any] = [None, ""]  # the last millisecond, and its whole text
+# The last second and the last millisecond formatted, each as one (key, text) pair that
+# is replaced whole: a reader in another thread never sees one's key with the other's text.
+_last_second: list[tuple[int | None, str]] = [(None, "")]
+_last_milli: list[tuple[int | None, str]] = [(None, "")]
 
 
 def iso_time(ts: float | None = None) -> str:
     """``ts`` (default: now) as ISO 8601 UTC with milliseconds (truncated)."""
     ms = int((time.time() if ts is None else ts) * 1000)
-    if _milli[0] == ms:  # iterations of instant hats share a millisecond (hot path)
-        text: str = _milli[1]
-        return text
+    milli = _last_milli[0]
+    if milli[0] == ms:  # iterations of instant hats share a millisecond (hot path)
+        return milli[1]
     whole = ms // 1000
-    if _second[0] != whole:  # one strftime per second, not per record
-        _second[0], _second[1] = whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-    text = f"{_second[1]}.{ms % 1000:03d}Z"
-    _milli[0], _milli[1] = ms, text
+    second = _last_second[0]
+    if second[0] != whole:  # one strftime per second, not per record
+        second = (whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)))
+        _last_second[0] = second
+    text = f"{second[1]}.{ms % 1000:03d}Z"
+    _last_milli[0] = (ms, text)
     return text
