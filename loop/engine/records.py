@@ -118,6 +118,7 @@ def iteration_record(
         "hat": hat,
         "activation": activation,
         "backend": backend,
+        "backend_ok": result.ok,  # the backend's own verdict: replay serves it again
         "status": outcome.status,
         "reason": outcome.reason,
         "exit_code": result.exit_code,

@@ -131,14 +131,16 @@ def iteration_data(rec: dict[str, Any], ts: float) -> dict[str, Any]:
     """The recording line of an engine ``iteration.end`` record, as plain data.
 
     The record's own fields (the engine's ``iteration_record`` makes exactly the fields
-    of :class:`IterationRecord`) plus the recording's: ``kind``, ``timestamp`` and
-    ``backend_ok``. Built without validating, because the engine's record has one fixed
-    shape; the tests validate what this makes against the model.
+    of :class:`IterationRecord`) plus the recording's: ``kind`` and ``timestamp`` (and
+    ``backend_ok`` for a record of a journal written before the engine journaled it).
+    Built without validating, because the engine's record has one fixed shape; the tests
+    validate what this makes against the model.
     """
     data = dict(rec)
     data["kind"] = "iteration"
     data["timestamp"] = iso_time(ts)
-    data["backend_ok"] = backend_succeeded(rec["status"], rec.get("reason"))
+    if "backend_ok" not in rec:
+        data["backend_ok"] = backend_succeeded(rec["status"], rec.get("reason"))
     data["meta"] = rec.get("meta") or {}
     data["ts"] = ts
     return data
@@ -152,9 +154,10 @@ def iteration_line(rec: dict[str, Any], journal_line: bytes | None, ts: float) -
 
     Exactly ``dumps_record_line(iteration_data(rec, ts))``; when the journal's own line
     for ``rec`` is given, built from it instead of encoding the record a second time:
-    the recording line is the journal line with ``kind`` renamed and ``timestamp`` and
-    ``backend_ok`` added after ``ts``, the record's last key. A record of any other
-    shape (no ``meta`` dict, ``ts`` not last or not ``ts``) is encoded afresh.
+    the recording line is the journal line with ``kind`` renamed and ``timestamp`` added
+    after ``ts``, the record's last key (and ``backend_ok`` after it, for a record of an
+    older journal). A record of any other shape (no ``meta`` dict, ``ts`` not last or
+    not ``ts``) is encoded afresh.
     """
     if (
         journal_line is not None
@@ -164,16 +167,19 @@ def iteration_line(rec: dict[str, Any], journal_line: bytes | None, ts: float) -
         and next(reversed(rec)) == "ts"
         and isinstance(rec.get("meta"), dict)
     ):
-        ok = b"true" if backend_succeeded(rec["status"], rec.get("reason")) else b"false"
+        if "backend_ok" in rec:  # journaled with the record: only the timestamp is new
+            end = b'"}\n'
+        elif backend_succeeded(rec["status"], rec.get("reason")):
+            end = b'","backend_ok":true}\n'
+        else:
+            end = b'","backend_ok":false}\n'
         return b"".join(
             (
                 b'{"kind":"iteration",',
                 memoryview(journal_line)[len(_END_PREFIX) : -2],  # joined without a copy
                 b',"timestamp":"',
                 iso_time(ts).encode(),
-                b'","backend_ok":',
-                ok,
-                b"}\n",
+                end,
             )
         )
     return _json.dumps_record_line(iteration_data(rec, ts))
@@ -277,6 +283,9 @@ def config_digest(snapshot: dict[str, Any]) -> str:
 
 def backend_succeeded(status: str, reason: str | None) -> bool:
     """Whether the backend succeeded in an iteration the engine judged ``status``.
+
+    For the records of journals written before the engine journaled ``backend_ok``
+    itself; newer records carry the backend's own verdict.
 
     The engine fails an iteration whose backend succeeded only when the hat emitted
     nothing (``decide_outcome``: "no events emitted..."); any other failure came from

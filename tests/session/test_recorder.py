@@ -787,9 +787,40 @@ def test_iteration_line_from_the_journal_line_is_the_encoded_record(
     fresh = _json.dumps_record_line(iteration_data(rec, ts))
     assert iteration_line(rec, journal_line, ts) == fresh
     assert json.loads(fresh)["kind"] == "iteration"
+    assert json.loads(fresh)["backend_ok"] is ok  # the backend's own verdict, journaled
     # a record of another shape is encoded afresh, never spliced wrongly
     odd = {**rec, "extra": 1}
     assert iteration_line(odd, journal_line, ts) == _json.dumps_record_line(iteration_data(odd, ts))
+    # a record of an older journal (no backend_ok): derived from status and reason
+    old = {k: v for k, v in rec.items() if k != "backend_ok"}
+    old_line = _json.dumps_record_line(old)
+    old_fresh = _json.dumps_record_line(iteration_data(old, ts))
+    assert iteration_line(old, old_line, ts) == old_fresh
+    derived = ok or (reason or "").startswith("no events emitted")
+    assert json.loads(old_fresh)["backend_ok"] is derived
+
+
+def test_a_backend_that_succeeded_with_nothing_to_say_is_journaled_as_ok() -> None:
+    """The engine fails an iteration that emitted nothing, but the backend itself ran fine:
+    the record says so without any reading of the reason text."""
+    rec = iteration_record(
+        iteration=1,
+        hat="hat",
+        activation=0,
+        backend="scripted",
+        prompt="p",
+        result=BackendResult(output="nothing to say"),
+        outcome=Outcome(status="failed", reason="the hat published nothing"),
+        triggers=(),
+        events=[],
+        emitted=[],
+        published=[],
+        duration=0.0,
+        elapsed=0.0,
+    )
+    assert (rec["status"], rec["backend_ok"]) == ("failed", True)
+    data = iteration_data({**rec, "ts": 1.0}, 1.0)
+    assert IterationRecord.model_validate(data).backend_ok is True
 
 
 async def test_an_extension_sees_each_committed_journal_line_and_may_fail(
