@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,21 +11,23 @@ from hypothesis import strategies as st
 from loop.backends.base import BackendResult
 from loop.engine.decide import Outcome
 from loop.engine.records import iteration_record
+from loop.session.recording import IterationRecord, iteration_data
 
 seconds = st.floats(min_value=0, max_value=10**6, allow_nan=False, allow_infinity=False)
 
 
-@given(duration=seconds, elapsed=seconds)
-def test_timings_are_kept_to_the_microsecond(duration: float, elapsed: float) -> None:
-    """duration and elapsed: within half a microsecond, written with at most 6 decimals."""
-    rec = iteration_record(
+def _record(
+    result: BackendResult, outcome: Outcome, *, duration: float = 0.0, elapsed: float = 0.0
+) -> dict[str, Any]:
+    """The record of an iteration with no triggers and no events."""
+    return iteration_record(
         iteration=1,
         hat="h",
         activation=0,
         backend="scripted",
         prompt="p",
-        result=BackendResult(output=""),
-        outcome=Outcome(status="ok"),
+        result=result,
+        outcome=outcome,
         triggers=(),
         events=[],
         emitted=[],
@@ -32,7 +35,29 @@ def test_timings_are_kept_to_the_microsecond(duration: float, elapsed: float) ->
         duration=duration,
         elapsed=elapsed,
     )
+
+
+@given(duration=seconds, elapsed=seconds)
+def test_timings_are_kept_to_the_microsecond(duration: float, elapsed: float) -> None:
+    """duration and elapsed: within half a microsecond, written with at most 6 decimals."""
+    rec = _record(
+        BackendResult(output=""), Outcome(status="ok"), duration=duration, elapsed=elapsed
+    )
     for given_value, kept in ((duration, rec["duration"]), (elapsed, rec["elapsed"])):
         assert abs(kept - given_value) <= 5e-7 + 1e-9 * given_value
         exponent = Decimal(repr(kept)).as_tuple().exponent
         assert isinstance(exponent, int) and exponent >= -6
+
+
+def test_a_backend_that_succeeded_with_nothing_to_say_is_journaled_as_ok() -> None:
+    """The engine fails an iteration that emitted nothing, but the backend itself ran fine:
+    the record says so without any reading of the reason text."""
+    rec = _record(
+        BackendResult(output="nothing to say"),
+        Outcome(status="failed", reason="the hat published nothing"),
+    )
+    assert (rec["status"], rec["backend_ok"]) == ("failed", True)
+    failed = _record(BackendResult.failed("exit code 2"), Outcome(status="failed"))
+    assert failed["backend_ok"] is False
+    data = iteration_data({**rec, "ts": 1.0}, 1.0)
+    assert IterationRecord.model_validate(data).backend_ok is True

@@ -800,29 +800,6 @@ def test_iteration_line_from_the_journal_line_is_the_encoded_record(
     assert json.loads(old_fresh)["backend_ok"] is derived
 
 
-def test_a_backend_that_succeeded_with_nothing_to_say_is_journaled_as_ok() -> None:
-    """The engine fails an iteration that emitted nothing, but the backend itself ran fine:
-    the record says so without any reading of the reason text."""
-    rec = iteration_record(
-        iteration=1,
-        hat="hat",
-        activation=0,
-        backend="scripted",
-        prompt="p",
-        result=BackendResult(output="nothing to say"),
-        outcome=Outcome(status="failed", reason="the hat published nothing"),
-        triggers=(),
-        events=[],
-        emitted=[],
-        published=[],
-        duration=0.0,
-        elapsed=0.0,
-    )
-    assert (rec["status"], rec["backend_ok"]) == ("failed", True)
-    data = iteration_data({**rec, "ts": 1.0}, 1.0)
-    assert IterationRecord.model_validate(data).backend_ok is True
-
-
 async def test_an_extension_sees_each_committed_journal_line_and_may_fail(
     tmp_path: Path,
 ) -> None:
