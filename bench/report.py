@@ -141,10 +141,16 @@ def _per_run(results: dict[str, Any], section: str, key: str) -> list[float | No
     return [float(r[metric]) if metric in r else None for r in entry.get("results", [])]
 
 
-def _runs_met(
+def _runs_met(values: list[float | None], ok: Callable[[float], bool]) -> str | None:
+    """How many single runs meet a target on their own ("k/n"; failed runs left out)."""
+    measured = [v for v in values if v is not None]
+    return f"{sum(ok(v) for v in measured)}/{len(measured)}" if measured else None
+
+
+def _pairs_met(
     mine: list[float | None], other: list[float | None], ok: Callable[[float, float], bool]
 ) -> str | None:
-    """How many runs meet a target on their own ("k/n"), pairing run i of both cases.
+    """How many pairs of runs meet a comparison target ("k/n"), pairing run i of both cases.
 
     Run i of every case ran in the same round, minutes apart at most, so a pair sees the
     machine at about the same speed: a target met by the medians but by few pairs is
@@ -228,7 +234,7 @@ def _peer_targets(
             note = _floor_note(
                 best[1] / 3, loop_floor, contract_floor, _median(results, "bus", "pingpong")
             )
-        runs = _runs_met(
+        runs = _pairs_met(
             _per_run(results, "engine", key),
             _per_run(results, "peers", best[0]),
             lambda m, o: o / m >= 3,
@@ -262,11 +268,7 @@ def evaluate_targets(results: dict[str, Any], *, peers: bool) -> list[dict[str, 
                 f"{rec:.1f} us",
                 rec / 25,
                 rec <= 25,
-                runs_met=_runs_met(
-                    _per_run(results, "engine", "recording"),
-                    _per_run(results, "engine", "recording"),
-                    lambda m, _: m <= 25,
-                ),
+                runs_met=_runs_met(_per_run(results, "engine", "recording"), lambda m: m <= 25),
             )
         )
     growth = [
@@ -283,7 +285,7 @@ def evaluate_targets(results: dict[str, Any], *, peers: bool) -> list[dict[str, 
                 f"{g:.2f}x",
                 g,
                 g <= FLAT_GROWTH,
-                runs_met=_runs_met(growth, growth, lambda m, _: m <= FLAT_GROWTH),
+                runs_met=_runs_met(growth, lambda m: m <= FLAT_GROWTH),
             )
         )
     if dur is not None and fsync is not None:
@@ -319,7 +321,7 @@ def evaluate_targets(results: dict[str, Any], *, peers: bool) -> list[dict[str, 
                 dur / fsync,
                 dur / fsync <= 1.5,
                 note,
-                _runs_met(
+                _pairs_met(
                     _per_run(results, "engine", "durable"),
                     _per_run(results, "floor", "fsync"),
                     lambda m, o: m / o <= 1.5,
@@ -370,7 +372,7 @@ def _replay_targets(replay: dict[str, Any]) -> list[dict[str, Any]]:
             20_000 / ips,
             ips >= 20_000,
             small,
-            _runs_met(big_ips, big_ips, lambda m, _: m >= 20_000),
+            _runs_met(big_ips, lambda m: m >= 20_000),
         ),
         _target(
             "replay peak RSS",
@@ -378,7 +380,7 @@ def _replay_targets(replay: dict[str, Any]) -> list[dict[str, Any]]:
             f"{rss:.0f} MB on the {size}",
             rss / 150,
             rss < 150,
-            runs_met=_runs_met(big_rss, big_rss, lambda m, _: m < 150),
+            runs_met=_runs_met(big_rss, lambda m: m < 150),
         ),
     ]
 
