@@ -27,14 +27,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emit": ("", "publish an event from inside an iteration (see emit --help)"),
     "status": ("loop.commands.sessions", "a session's state, derived from its files"),
     "sessions": ("loop.commands.sessions", "every session with its state"),
-    "task": ("loop.tasks.cli", "hierarchical tasks: create, start, complete, progress (seed 003)"),
+    "task": ("loop.tasks.cli", "hierarchical tasks: create, start, complete, progress"),
     "theme": (
         "loop.themes.cli",
-        "theme lifecycle: preview, start, end, feedback, status (seed 001)",
+        "theme lifecycle: preview, start, end, feedback, status",
     ),
     "experience": (
         "loop.experience.cli",
-        "export, list and validate AI experiences (seeds 000 and 002)",
+        "export, list and validate AI experiences",
     ),
     "export": ("loop.experience.cli:register_export", "export a loop session as an experience"),
     "replay": ("loop.commands.replay", "replay recordings through the real engine and compare"),

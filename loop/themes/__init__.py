@@ -1,7 +1,7 @@
 """The theme domain (seed 001): preview, atomic start, end, feedbackbox, heartbeats.
 
 ``tools.TOOLS`` registers the tools; ``cli.register`` adds ``python -m loop theme``;
-``extension.ThemesExtension`` connects the workspace to the loop. See docs/themes.md.
+``extension.ThemesExtension`` connects the workspace to the loop. See docs/themes-guide.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Pure naming rules of the theme workspace: IDs, sanitising, file names, history text.
 
 Nothing here touches the disk, so every rule is tested on plain values. The layout
-follows the original ai-heartbeat tools (see ``docs/themes.md``):
+follows the original ai-heartbeat tools (see ``docs/themes-guide.md``):
 
 * start history: ``artifacts/theme_histories/<THEME_START_ID>_start_<part>.md``
 * end history: ``artifacts/theme_histories/<THEME_END_ID>_end_<part>.md``
