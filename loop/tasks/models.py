@@ -1,8 +1,9 @@
 """The task model of seed 003 and the inputs and outputs of its seven tools.
 
 Field names on disk and in tool I/O are the seed's: ``parent_id`` (snake case) next to
-``createdAt``/``updatedAt`` (camel case). Optional fields that are unset are left out of
-the file, as the original's ``Task[]`` JSON did.
+``createdAt``/``updatedAt`` (camel case). Optional fields that are unset (the seed's
+``resolution?``, ``parent_id?``, ``message?``...) are left out, never ``null``: in the
+file and in every tool reply, as the original's ``Task[]`` JSON did.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from loop.errors import ToolError
 
 __all__ = [
+    "MAX_ORDER",
     "STATUSES",
     "CompleteTaskInput",
     "CompleteTaskOutput",
@@ -38,6 +40,18 @@ __all__ = [
 
 TaskStatus = Literal["todo", "in_progress", "done"]
 STATUSES: tuple[str, ...] = ("todo", "in_progress", "done")
+# The largest order a tool accepts or assigns: it fits a signed 32-bit integer, so any
+# client's integer type holds it exactly.
+MAX_ORDER = 2**31 - 1
+
+
+def _unset_if_none(value: object) -> bool:
+    return value is None
+
+
+def _optional(description: str | None = None) -> Any:
+    """An optional field that is left out of dumps while unset (``None``)."""
+    return Field(default=None, description=description, exclude_if=_unset_if_none)
 
 
 class Task(BaseModel):
@@ -50,8 +64,8 @@ class Task(BaseModel):
     name: str = Field(description="short name")
     description: str = Field(default="", description="what the task is about")
     status: TaskStatus = Field(description="todo, in_progress or done")
-    resolution: str | None = Field(default=None, description="how it ended (done tasks only)")
-    parent_id: str | None = Field(default=None, description="parent task id; unset at the root")
+    resolution: str | None = _optional("how it ended (done tasks only); absent while unset")
+    parent_id: str | None = _optional("parent task id; absent at the root")
     order: int = Field(description="execution order among siblings (lower runs first)")
     created_at: datetime = Field(alias="createdAt")
     updated_at: datetime = Field(alias="updatedAt")
@@ -89,7 +103,14 @@ def _check_status(data: Any) -> Any:
     return data
 
 
-_ORDER_HELP = "position among siblings (>= 1); unset or 0: after the last sibling"
+_ORDER_HELP = (
+    f"position among siblings (1 to {MAX_ORDER}, lower runs first); unset or 0: after the "
+    "last sibling"
+)
+
+
+def _order_field() -> Any:
+    return Field(default=None, ge=0, le=MAX_ORDER, description=_ORDER_HELP)
 
 
 class CreateTaskInput(BaseModel):
@@ -100,14 +121,14 @@ class CreateTaskInput(BaseModel):
     name: str = Field(description="short name of the task")
     description: str | None = Field(default=None, description="details: goal, done criteria")
     parent_id: str | None = Field(default=None, description="id of the parent task (subtask)")
-    order: int | None = Field(default=None, description=_ORDER_HELP)
+    order: int | None = _order_field()
 
 
 class CreateTaskOutput(BaseModel):
     """Result of ``createTask``."""
 
     task: Task
-    message: str | None = None
+    message: str | None = _optional("for a root task: break it down into subtasks")
 
 
 class GetTaskInput(BaseModel):
@@ -153,7 +174,7 @@ class UpdateTaskInput(BaseModel):
     parent_id: str | None = Field(
         default=None, description='new parent id; "" moves the task to the root'
     )
-    order: int | None = Field(default=None, description=_ORDER_HELP)
+    order: int | None = _order_field()
 
     @model_validator(mode="before")
     @classmethod
@@ -165,6 +186,10 @@ class UpdateTaskOutput(BaseModel):
     """Result of ``updateTask``."""
 
     task: Task
+    reset_tasks: list[Task] = Field(
+        default_factory=list,
+        description="tasks set back to todo because this one became the in-progress task",
+    )
 
 
 class DeleteTaskInput(BaseModel):
@@ -197,10 +222,14 @@ class StartTaskOutput(BaseModel):
     """Result of ``startTask``: the task, the deepest subtask started, and the hierarchy."""
 
     task: Task
-    subtask: Task | None = None
-    message: str | None = None
-    hierarchy_summary: str | None = None
+    subtask: Task | None = _optional("the deepest subtask started: work on this one")
+    message: str | None = _optional()
+    hierarchy_summary: str | None = _optional()
     started_tasks: list[Task] = Field(default_factory=list)
+    reset_tasks: list[Task] = Field(
+        default_factory=list,
+        description="tasks set back to todo: only one leaf task is in progress at a time",
+    )
 
 
 def _require_resolution(data: Any) -> Any:
@@ -232,8 +261,8 @@ class CompleteTaskInput(BaseModel):
 class CompleteTaskOutput(BaseModel):
     """Result of ``completeTask``."""
 
-    next_task_id: str | None = None
+    next_task_id: str | None = _optional("the next unfinished leaf task; absent when none is left")
     message: str
-    progress_summary: ProgressSummary | None = None
+    progress_summary: ProgressSummary | None = _optional()
     auto_completed_parents: list[Task] = Field(default_factory=list)
-    task: Task | None = None
+    task: Task | None = _optional("the task completed")

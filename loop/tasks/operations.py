@@ -13,7 +13,9 @@ from datetime import datetime
 from typing import Any, Final
 
 from loop.errors import ToolError
+from loop.tasks.focus import chain_through, make_current
 from loop.tasks.models import (
+    MAX_ORDER,
     STATUSES,
     CreateTaskOutput,
     DeleteTaskOutput,
@@ -61,12 +63,29 @@ def _name(name: str) -> str:
 
 
 def _order(order: int | None) -> int | None:
-    """``None`` or ``0``: place after the last sibling (the original treats 0 as unset)."""
+    """``None`` or ``0``: place after the last sibling (the original treats 0 as unset).
+
+    The tools' input models refuse orders out of range first (``invalid_input``); this
+    check keeps the pure operations safe on their own.
+    """
     if order is None or order == 0:
         return None
-    if order < 0:
-        raise ToolError("invalid_order", f"order must be >= 1 (or 0/unset for last), got {order}")
+    if order < 0 or order > MAX_ORDER:
+        raise ToolError(
+            "invalid_order",
+            f"order must be 1 to {MAX_ORDER} (or 0/unset for last), got {order}",
+        )
     return order
+
+
+def _no_room(parent_id: str | None) -> ToolError:
+    where = "at the root" if parent_id is None else f"under {parent_id!r}"
+    return ToolError(
+        "invalid_order",
+        f"no room for another task {where}: orders there reach {MAX_ORDER}; "
+        "give the tasks smaller orders with updateTask first",
+        details={"parent_id": parent_id, "max_order": MAX_ORDER},
+    )
 
 
 def _place(
@@ -83,8 +102,13 @@ def _place(
     """
     siblings = [t for t in forest.children(parent_id) if t.id != exclude]
     if order is None:
-        return max((t.order for t in siblings), default=0) + 1
+        last = max((t.order for t in siblings), default=0) + 1
+        if last > MAX_ORDER:
+            raise _no_room(parent_id)
+        return last
     if any(t.order == order for t in siblings):
+        if max(t.order for t in siblings) >= MAX_ORDER:
+            raise _no_room(parent_id)
         for sib in siblings:
             if sib.order >= order:
                 forest.set(sib.id, order=sib.order + 1, updated_at=now)
@@ -176,7 +200,9 @@ def update(
 
     A status change keeps every invariant: done needs every subtask done; todo is
     refused while a subtask is in progress; in progress (or todo) reopens the ancestors.
-    Moving a task under one of its own descendants (a cycle) is refused.
+    An in-progress task is the current one: every other in-progress task that is not
+    its ancestor or below it goes back to todo (see :mod:`loop.tasks.focus`). Moving a
+    task under one of its own descendants (a cycle) is refused.
     """
     forest = Forest(tasks)
     task = forest.require(task_id)
@@ -240,7 +266,10 @@ def update(
 
     updated = forest.set(task_id, **changes)
     _reopen_ancestors(forest, task_id, new_status, now)
-    return forest.tasks(), UpdateTaskOutput(task=updated)
+    reset: list[Task] = []
+    if new_status == "in_progress":
+        reset = make_current(forest, chain_through(forest, task_id), now=now)
+    return forest.tasks(), UpdateTaskOutput(task=updated, reset_tasks=reset)
 
 
 def delete(

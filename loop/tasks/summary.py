@@ -1,13 +1,15 @@
 """Progress: the seed's summary table, the start hierarchy, the next task, the active path.
 
 Tables are bounded (``MAX_ROWS``) so that a reply stays readable for a model even with
-thousands of tasks; a last line says how many rows were left out.
+thousands of tasks; a last line says how many rows were left out. The next task and
+the active path are the rules of :mod:`loop.tasks.focus`, re-exported here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from loop.tasks.focus import active_path, next_task
 from loop.tasks.models import ProgressSummary, Task
 from loop.tasks.tree import Forest
 
@@ -103,35 +105,3 @@ def hierarchy_table(forest: Forest, task_id: str) -> str:
         if len(lines) < MAX_ROWS:
             lines.append(_row(forest, task).markdown(depth))
     return _table(lines, total, "tasks")
-
-
-def next_task(forest: Forest) -> Task | None:
-    """The task to take up next, in execution order (done subtrees skipped).
-
-    That is the first todo task, or an in-progress parent whose subtasks are all done
-    (it is left to complete). In-progress leaves are the current work, not the next.
-    """
-    stack = list(reversed(forest.children(None)))
-    while stack:
-        task = stack.pop()
-        if task.status == "done":
-            continue
-        if task.status == "todo":
-            return task
-        kids = forest.children(task.id)
-        if kids and all(k.status == "done" for k in kids):
-            return task
-        stack.extend(reversed(kids))
-    return None
-
-
-def active_path(forest: Forest) -> list[Task]:
-    """The chain of in-progress tasks from the first in-progress root down to its leaf."""
-    path: list[Task] = []
-    parent: str | None = None
-    while True:
-        current = next((t for t in forest.children(parent) if t.status == "in_progress"), None)
-        if current is None:
-            return path
-        path.append(current)
-        parent = current.id

@@ -19,13 +19,13 @@ def task_worker(ctx: HatContext) -> str:
     topics = [e.topic for e in ctx.triggers]
     if "task.completed" in topics:
         done = _last(ctx, "task.completed")
-        if done["next_task_id"]:
+        if done.get("next_task_id"):  # absent once no task is left
             ctx.emit("task.start", {"id": done["next_task_id"]})
         else:
             ctx.emit("LOOP_COMPLETE", "all tasks done")
     elif "task.started" in topics:
         started = _last(ctx, "task.started")
-        work_on = started["subtask"] or started["task"]
+        work_on = started.get("subtask") or started["task"]
         ctx.emit("task.complete", {"id": work_on["id"], "resolution": f"did {work_on['name']}"})
     elif "task.listed" in topics:
         first = next(t for t in _last(ctx, "task.listed")["tasks"] if t["status"] == "todo")

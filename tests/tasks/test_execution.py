@@ -98,6 +98,27 @@ def test_start_refused_while_earlier_sibling_unfinished() -> None:
     assert b.status(ids["b"]) == "todo"
 
 
+def test_start_refusal_shows_each_blocker_with_its_description() -> None:
+    """Each blocking task is listed with its description (capped in the message, whole in
+    the details); one without a description says so."""
+    b = Book()
+    long = "step " * 100
+    first = b.create("first", description="parse the config").task.id
+    second = b.create("second", description=long).task.id
+    third = b.add("third")
+    last = b.add("last")
+    with pytest.raises(ToolError) as exc:
+        b.start(last)
+    message = exc.value.message
+    assert "(order 1, todo, at the root" in message
+    assert f"id {first}): 'parse the config'" in message
+    assert f"id {second}): 'step step" in message
+    assert long.strip() not in message and "…" in message
+    assert f"id {third}): no description" in message
+    details = exc.value.details["blocking_tasks"]
+    assert [d["description"] for d in details] == ["parse the config", long.strip(), ""]
+
+
 def test_start_refused_when_an_ancestors_earlier_sibling_is_unfinished() -> None:
     """The order check covers every level: a grandchild under a later sibling waits too."""
     b, ids = tree()
@@ -132,17 +153,65 @@ def test_start_done_task_refused() -> None:
 
 
 def test_start_in_progress_task_again_changes_nothing() -> None:
-    """Starting a task already in progress is allowed and starts nothing new."""
+    """Starting a task already in progress is allowed, starts nothing new and says so
+    plainly (not "started 0 nested subtasks")."""
     b, ids = tree()
     b.start(ids["root"])
     before = list(b.tasks)
     out = b.start(ids["root"])
-    assert out.started_tasks == []
+    assert (out.started_tasks, out.reset_tasks) == ([], [])
     assert out.subtask is not None
     assert out.subtask.id == ids["a1"]
     assert b.tasks == before
     assert out.message is not None
-    assert "already in progress" in out.message
+    assert out.message.startswith("'root' is already in progress; nothing changed.")
+    assert "0 nested" not in out.message
+    assert "Its current subtask is 'a1'" in out.message
+    leaf = b.start(ids["a1"])
+    assert leaf.message == (
+        "'a1' is already in progress; nothing changed. Work on it now, then call "
+        "completeTask on it."
+    )
+
+
+def test_start_walks_down_to_a_subtask_added_before_the_current_one() -> None:
+    """A subtask inserted first under an in-progress parent is started by a new start of
+    the parent, and the previous leaf goes back to todo."""
+    b, ids = tree()
+    b.start(ids["root"])
+    a0 = b.add("a0", ids["a"], order=1)
+    out = b.start(ids["root"])
+    assert out.subtask is not None and out.subtask.id == a0
+    assert [t.id for t in out.reset_tasks] == [ids["a1"]]
+    assert out.message is not None
+    assert out.message.startswith("'root' was already in progress.")
+    assert "Automatically started 1 nested subtask(s)" in out.message
+
+
+def test_start_resets_the_previous_in_progress_leaf() -> None:
+    """R > (RX, RA, RB): with RA in progress, starting RX resets RA to todo (one leaf)."""
+    b = Book()
+    r = b.add("R")
+    ra = b.add("RA", r)
+    b.add("RB", r)
+    b.start(r)
+    rx = b.add("RX", r, order=1)
+    out = b.start(rx)
+    assert [t.id for t in out.reset_tasks] == [ra]
+    assert b.status(ra) == "todo"
+    assert [t.name for t in b.tasks if t.status == "in_progress"] == ["R", "RX"]
+    assert out.message is not None
+    assert out.message.endswith("reset to todo: 'RA'.")
+
+
+def test_start_in_another_tree_resets_the_whole_previous_chain() -> None:
+    """Starting a task of another root resets the previous root, its path and its leaf."""
+    b, ids = tree()
+    b.start(ids["root"])
+    other = b.add("other", order=1)  # runs before root
+    out = b.start(other)
+    assert [t.id for t in out.reset_tasks] == [ids["root"], ids["a"], ids["a1"]]
+    assert [t.name for t in b.tasks if t.status == "in_progress"] == ["other"]
 
 
 def test_start_parent_with_all_subtasks_done_says_complete_it() -> None:
@@ -244,12 +313,12 @@ def test_complete_stops_auto_completion_at_first_open_ancestor() -> None:
 
 
 def test_complete_next_task_is_the_next_in_order() -> None:
-    """next_task_id names the next task to start, in execution order; the message too."""
+    """next_task_id names the next unfinished leaf in execution order; the message too."""
     b, ids = tree()
     b.start(ids["root"])
     out = b.complete(ids["a1"])
-    assert out.next_task_id == ids["a2"]
-    assert "'a2'" in out.message
+    assert out.next_task_id == ids["a2x"]  # a2's first subtask: a leaf, not a2 itself
+    assert "'a2x'" in out.message
     out = b.complete(ids["a2x"])
     assert out.next_task_id == ids["b"]
 

@@ -140,7 +140,7 @@ async def test_prompt_section_is_compact(
     assert "0/4 done" in section
     assert "Active: Root (" in section
     assert "> A (" in section
-    assert "Next: B (" in section
+    assert "Next: A (" in section  # the in-progress leaf is the next unfinished one
     assert "Deep" not in section  # not the whole tree
     assert "task.complete" in section
 

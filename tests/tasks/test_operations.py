@@ -6,7 +6,7 @@ import pytest
 
 from loop.errors import ToolError
 from loop.tasks import operations
-from loop.tasks.models import UpdateTaskInput
+from loop.tasks.models import MAX_ORDER, UpdateTaskInput
 from tests.tasks._book import T0, Book
 
 
@@ -65,11 +65,29 @@ def test_free_order_is_used_as_given() -> None:
     assert (b.order(a), b.order(c)) == (1, 10)
 
 
-def test_negative_order_refused() -> None:
-    """A negative order is invalid_order."""
+@pytest.mark.parametrize("order", [-1, MAX_ORDER + 1, 2**70])
+def test_order_out_of_range_refused(order: int) -> None:
+    """A negative order, or one past MAX_ORDER, is invalid_order (the tools' input models
+    refuse it first, as invalid_input)."""
     with pytest.raises(ToolError) as exc:
-        Book().create("a", order=-1)
+        Book().create("a", order=order)
     assert code_of(exc) == "invalid_order"
+
+
+def test_orders_never_grow_past_max_order() -> None:
+    """After a sibling at MAX_ORDER there is no room: appending, or inserting where the
+    shift would push it past MAX_ORDER, is refused and changes nothing."""
+    b = Book()
+    b.add("first")
+    b.add("top", order=MAX_ORDER)
+    before = list(b.tasks)
+    for order in (None, 1):
+        with pytest.raises(ToolError) as exc:
+            b.create("more", order=order)
+        assert code_of(exc) == "invalid_order"
+        assert "no room" in exc.value.message
+    assert b.tasks == before
+    assert b.order(b.add("gap", order=MAX_ORDER - 1)) == MAX_ORDER - 1  # a free order fits
 
 
 def test_root_task_message_recommends_subtasks() -> None:
@@ -318,13 +336,33 @@ def test_update_empty_parent_moves_to_root() -> None:
 
 
 def test_update_reparent_in_progress_task_starts_new_ancestors() -> None:
-    """Moving an in-progress task keeps its new ancestors in progress."""
+    """Moving an in-progress task keeps its new ancestors in progress; its old parent,
+    left without an in-progress subtask, goes back to todo (one in-progress chain)."""
     b = Book()
     r1, r2 = b.add("r1"), b.add("r2")
     a = b.add("a", r1)
     b.start(r1)
-    b.update(a, parent_id=r2)
+    out = b.update(a, parent_id=r2)
     assert b.status(r2) == "in_progress"
+    assert [t.id for t in out.reset_tasks] == [r1]
+    assert b.status(r1) == "todo"
+
+
+def test_update_to_in_progress_resets_the_previous_leaf() -> None:
+    """Setting a task in progress by hand makes it the current one: the leaf in progress
+    before goes back to todo, and so do its parents that are not shared."""
+    b = Book()
+    r = b.add("r")
+    a, c = b.add("a", r), b.add("c", r)
+    other = b.add("other")
+    b.start(r)
+    out = b.update(c, status="in_progress")
+    assert [t.id for t in out.reset_tasks] == [a]
+    assert [t.name for t in b.tasks if t.status == "in_progress"] == ["r", "c"]
+    again = b.update(other, status="in_progress")
+    assert [t.id for t in again.reset_tasks] == [r, c]
+    assert [t.name for t in b.tasks if t.status == "in_progress"] == ["other"]
+    assert b.update(other, name="renamed").reset_tasks == []
 
 
 def test_update_order_collision_shifts_other_siblings() -> None:

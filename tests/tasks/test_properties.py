@@ -11,10 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loop.errors import ToolError
+from loop.tasks.focus import next_task
 from loop.tasks.models import Task, task_list_adapter
 from loop.tasks.store import FileTaskStore
 from loop.tasks.tools import TOOLS
-from loop.tasks.tree import integrity_problem
+from loop.tasks.tree import Forest, integrity_problem
 from loop.tools.registry import ToolContext
 from tests.tasks._book import Book
 
@@ -40,12 +41,15 @@ OPS = st.lists(
 
 
 def check_invariants(tasks: list[Task]) -> None:
-    """Unique sibling orders, no cycles, done parents only have done subtasks, and every
-    in-progress task's ancestors are in progress."""
+    """Unique sibling orders, no cycles, done parents only have done subtasks, every
+    in-progress task's ancestors are in progress, and the in-progress tasks form one
+    chain (so at most one leaf task is in progress)."""
     assert integrity_problem(tasks) is None
     by_id = {t.id: t for t in tasks}
     orders = Counter((t.parent_id, t.order) for t in tasks)
     assert max(orders.values(), default=1) == 1, orders
+    busy = Counter(t.parent_id for t in tasks if t.status == "in_progress")
+    assert max(busy.values(), default=1) == 1, busy  # one in-progress root, one child each
     for t in tasks:
         parent = by_id.get(t.parent_id) if t.parent_id else None
         if parent is not None and parent.status == "done":
@@ -145,3 +149,69 @@ def test_file_always_parses_and_keeps_invariants(ops: list[tuple[str, int, int, 
             check_invariants(tasks)
             assert FileTaskStore(path).read() == tasks  # the store's cached version is the file
             assert sorted(t.id for t in tasks) == sorted(ids)
+
+
+def unfinished_leaves_in_order(tasks: list[Task]) -> list[Task]:
+    """Brute force: unfinished tasks without an unfinished subtask, depth first by order."""
+    forest = Forest(tasks)
+    open_kids = Counter(t.parent_id for t in tasks if t.status != "done")
+    return [
+        t
+        for t, _ in forest.walk()
+        if t.status != "done"
+        and open_kids[t.id] == 0
+        and all(a.status != "done" for a in forest.ancestors(t.id))
+    ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_next_task_is_the_first_unfinished_leaf_and_start_accepts_it(
+    ops: list[tuple[str, int, int, int]],
+) -> None:
+    """In any state: the next task is the first unfinished leaf in execution order (the
+    in-progress one included); startTask accepts it, and afterwards the in-progress tasks
+    are exactly the path from its root down to the one leaf being worked on."""
+    b = Book()
+    for op in ops:
+        apply(b, op)
+        upcoming = next_task(Forest(b.tasks))
+        leaves = unfinished_leaves_in_order(b.tasks)
+        assert upcoming == (leaves[0] if leaves else None)
+        assert (upcoming is None) == all(t.status == "done" for t in b.tasks)
+        if upcoming is None:
+            continue
+        trial = Book()
+        trial.tasks = list(b.tasks)
+        out = trial.start(upcoming.id)  # never blocked_by_earlier_sibling
+        current = out.subtask or out.task
+        assert current.id == upcoming.id
+        path = {current.id, *(a.id for a in Forest(trial.tasks).ancestors(current.id))}
+        assert {t.id for t in trial.tasks if t.status == "in_progress"} == path
+        assert {t.id for t in out.reset_tasks}.isdisjoint(path)
+        check_invariants(trial.tasks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(OPS, st.integers(0, 50))
+def test_start_leaves_one_in_progress_leaf(ops: list[tuple[str, int, int, int]], i: int) -> None:
+    """Whatever task a successful startTask names, afterwards exactly the path to the task
+    it reports as current is in progress, and every task it reset is todo."""
+    b = Book()
+    for op in ops:
+        apply(b, op)
+    target = pick(b.tasks, i)
+    if target is None:
+        return
+    before = {t.id: t.status for t in b.tasks}
+    try:
+        out = b.start(target)
+    except ToolError:
+        return
+    current = out.subtask or out.task
+    forest = Forest(b.tasks)
+    assert not any(k.status != "done" for k in forest.children(current.id))
+    path = {current.id, *(a.id for a in forest.ancestors(current.id))}
+    assert {t.id for t in b.tasks if t.status == "in_progress"} == path
+    assert all(before[t.id] == "in_progress" and b.status(t.id) == "todo" for t in out.reset_tasks)
+    check_invariants(b.tasks)

@@ -53,16 +53,18 @@ def test_tables_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert table.endswith("… 3 more parent tasks not shown")
 
 
-def test_next_task_is_first_todo_in_execution_order() -> None:
-    """next_task walks depth first by order and skips done subtrees."""
+def test_next_task_is_first_unfinished_leaf_in_execution_order() -> None:
+    """next_task walks depth first by order, skips done subtrees and names a leaf; the
+    in-progress leaf counts."""
     b = Book()
     r1, r2 = b.add("r1"), b.add("r2")
     x = b.add("x", r1)
     y = b.add("y", r1)
-    assert next_task(Forest(b.tasks)) == b.get(r1)
+    assert next_task(Forest(b.tasks)) == b.get(x)  # not r1, which was never started
     b.start(r1)
-    assert next_task(Forest(b.tasks)) == b.get(y)
+    assert next_task(Forest(b.tasks)) == b.get(x)  # in progress, still next
     b.complete(x)
+    assert next_task(Forest(b.tasks)) == b.get(y)
     b.complete(y)
     assert next_task(Forest(b.tasks)) == b.get(r2)
 
