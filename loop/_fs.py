@@ -158,10 +158,16 @@ def file_lock(path: Path, *, timeout: float = 30.0) -> Iterator[None]:
     atomically while the lock is held. A dead process holds no lock.
 
     Raises:
-        StoreError: the lock could not be taken within ``timeout`` seconds.
+        StoreError: the lock could not be taken within ``timeout`` seconds, or the lock
+            file cannot be opened or locked (the message names it and the cause).
     """
     lock_path = path.with_name(path.name + ".lock")
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot open the lock file {lock_path.name}: {exc.strerror or exc}", file=path
+        ) from exc
     try:
         deadline = time.monotonic() + timeout
         delay = 0.001
@@ -171,7 +177,9 @@ def file_lock(path: Path, *, timeout: float = 30.0) -> Iterator[None]:
                 break
             except OSError as exc:
                 if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
+                    raise StoreError(
+                        f"cannot lock {lock_path.name}: {exc.strerror or exc}", file=path
+                    ) from exc
                 if time.monotonic() >= deadline:
                     raise StoreError(
                         f"another process holds the lock {lock_path.name} (waited {timeout:g}s)",

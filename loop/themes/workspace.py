@@ -83,6 +83,9 @@ class Workspace:
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the workspace lock (``stats/themes.lock``) for a read-modify-write."""
-        self.stats.mkdir(parents=True, exist_ok=True)
+        try:
+            self.stats.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create: {exc.strerror or exc}", file=self.stats) from exc
         with file_lock(self.stats / "themes"):
             yield

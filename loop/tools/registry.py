@@ -127,9 +127,13 @@ class Tool:
     read_only: bool = False
 
     def parse_input(self, args: dict[str, Any]) -> BaseModel:
-        """Validate raw arguments; a failure is a ``ToolError`` naming the fields."""
+        """Validate raw arguments strictly; a failure is a ``ToolError`` naming the fields.
+
+        Strict: nothing is coerced (``"5"`` is not an integer, ``1`` is not a boolean),
+        and every bound of the input model holds.
+        """
         try:
-            return self.input_model.model_validate(args)
+            return self.input_model.model_validate(args, strict=True)
         except ValidationError as exc:
             raise ToolError(
                 "invalid_input",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from loop import _fs
 from loop.errors import StoreError, ToolError
 from loop.tasks import operations
 from loop.tasks.models import Task
@@ -134,6 +135,29 @@ def test_tool_reports_bad_file_as_store_error_code(tmp_path: Path) -> None:
     assert exc.value.code == "store_error"
     assert str(path) in exc.value.message
     assert path.read_text(encoding="utf-8") == "not json"
+
+
+@pytest.mark.parametrize(
+    ("failing", "errno_", "cause"),
+    [("open", 2, "No such file or directory"), ("flock", 37, "No locks available")],
+)
+def test_lock_failure_is_a_store_error_naming_the_file_and_cause(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str, errno_: int, cause: str
+) -> None:
+    """When the lock file cannot be opened or locked, the change is a StoreError naming
+    the tasks file, the lock file and the cause, and nothing is written."""
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError(errno_, cause)
+
+    monkeypatch.setattr(_fs.os if failing == "open" else _fs.fcntl, failing, broken)
+    path = tmp_path / "tasks.json"
+    with pytest.raises(StoreError) as exc:
+        FileTaskStore(path).change(lambda tasks: (two_tasks(), None))
+    assert str(exc.value).startswith(f"{path}: cannot ")
+    assert "tasks.json.lock" in str(exc.value)
+    assert str(exc.value).endswith(cause)
+    assert not path.exists()
 
 
 def test_reads_see_changes_made_by_others(tmp_path: Path) -> None:
