@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "theme",
         help="theme lifecycle: preview, start, end, feedback, status (seed 001)",
         commands=COMMANDS,
-        positionals={"start": ["targetFilename"], "feedback": ["type"]},
+        positionals={"start": ["target_filename"], "feedback": ["type"]},
         renderers={
             "preview": _with_content,
             "feedback": _with_content,

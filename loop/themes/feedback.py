@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from loop.errors import ToolError
+from loop.errors import StoreError, ToolError
 from loop.themes import naming
 from loop.themes.lifecycle import repair
 from loop.themes.models import FeedbackOutput
@@ -30,9 +30,13 @@ def process_feedback(
 ) -> FeedbackOutput:
     """Take the oldest unprocessed feedback item (or interrupt item) and mark it processed.
 
+    A missing feedbackbox folder is created (so that it is there to drop items into),
+    except for ``interrupts_only``, the loop's own check at each heartbeat.
+
     Raises:
         ToolError: ``unsupported_type`` for any type but ``feedbackbox``;
             ``mark_processed_failed`` when the rename fails.
+        StoreError: the feedbackbox folder cannot be created.
     """
     if kind != "feedbackbox":
         raise ToolError(
@@ -40,6 +44,16 @@ def process_feedback(
             f'check_and_process_item only handles type "feedbackbox" (got {kind[:40]!r}); '
             "for themes use preview_next_theme, then start_theme and end_theme",
         )
+    if not interrupts_only and not ws.feedbackbox.is_dir():
+        try:
+            ws.feedbackbox.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create: {exc.strerror or exc}", file=ws.feedbackbox) from exc
+        if not ws.intent_file.exists():
+            return FeedbackOutput(
+                found=False,
+                message="no feedback to process: created the empty feedbackbox folder",
+            )
     if not ws.intent_file.exists() and not naming.candidates(
         ws.list_md(ws.feedbackbox)
     ):  # nothing to do: answer without creating the lock file

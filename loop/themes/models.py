@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from loop.themes.naming import ID_PATTERN
 
@@ -54,13 +54,21 @@ class NoInput(_In):
     """No parameters."""
 
 
-class StartThemeInput(_Parented):
-    """``start_theme`` parameters."""
+def _one_target_name(data: Any) -> Any:
+    # The seed's target_filename and the original's later targetFilename name one thing.
+    if isinstance(data, dict) and "target_filename" in data and "targetFilename" in data:
+        raise ValueError("give target_filename or targetFilename (the same thing), not both")
+    return data
 
-    targetFilename: str | None = Field(
+
+class StartThemeInput(_Parented):
+    """``start_theme`` parameters (``targetFilename`` is accepted for ``target_filename``)."""
+
+    target_filename: str | None = Field(
         default=None,
+        validation_alias=AliasChoices("target_filename", "targetFilename"),
         description="themebox file to consume (from preview_next_theme); omit for a theme "
-        "you invent yourself",
+        "you invent yourself. targetFilename is accepted too",
     )
     themeName: str = Field(min_length=1, description="the theme's name")
     themeDirectoryPart: str = Field(
@@ -72,6 +80,11 @@ class StartThemeInput(_Parented):
     )
     parentThemeStartId: str | None = _parent_id()
     parentThemeDirectoryPart: str | None = _parent_part()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_target(cls, data: Any) -> Any:
+        return _one_target_name(data)
 
 
 class EndThemeInput(_Parented):

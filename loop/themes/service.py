@@ -76,7 +76,7 @@ class ThemeService:
             remaining=more,
             pendingRepair=pending,
             message=f"next theme candidate: {first} ({more} more). Nothing was changed; call "
-            f'start_theme with targetFilename "{first}" to start it.',
+            f'start_theme with target_filename "{first}" to start it.',
         )
 
     def _entries(self) -> list[naming.HistoryEntry]:
@@ -172,10 +172,10 @@ class ThemeService:
         history = ws.histories / naming.start_history_name(hb, part)
         return StartPlan(
             heartbeatId=hb,
-            target=inp.targetFilename,
+            target=inp.target_filename,
             processed=None
-            if inp.targetFilename is None
-            else naming.PROCESSED_PREFIX + inp.targetFilename,
+            if inp.target_filename is None
+            else naming.PROCESSED_PREFIX + inp.target_filename,
             historyFile=ws.rel(history),
             historyTemp=ws.rel(history.with_name(f".{history.name}.tmp")),
             themeDirectory=ws.rel(theme_dir),
@@ -183,7 +183,7 @@ class ThemeService:
         )
 
     def _check_target(self, name: str) -> None:
-        path = self.ws.join(self.ws.themebox, name, "targetFilename")
+        path = self.ws.join(self.ws.themebox, name, "target_filename")
         if name.startswith(naming.PROCESSED_PREFIX):
             raise ToolError(
                 "theme_already_processed",
@@ -201,14 +201,14 @@ class ThemeService:
     def start(self, inp: StartThemeInput) -> StartThemeOutput:
         """Start a theme: the seed's five stages, all or nothing."""
         part, parent, warnings = _names(inp)
-        if inp.targetFilename is not None:
-            self.ws.join(self.ws.themebox, inp.targetFilename, "targetFilename")
+        if inp.target_filename is not None:
+            self.ws.join(self.ws.themebox, inp.target_filename, "target_filename")
         read_heartbeat_id(self.ws)  # fail fast, before the lock creates anything
         with self.ws.locked():
             repaired = repair(self.ws, self.ops)
             hb = read_heartbeat_id(self.ws)
-            if inp.targetFilename is not None:
-                self._check_target(inp.targetFilename)
+            if inp.target_filename is not None:
+                self._check_target(inp.target_filename)
             self._check_cooldown(hb, "stage 2/5 (cooldown) failed: ")
             plan = self._plan(inp, hb, part, parent)
             text = naming.render_start_history(

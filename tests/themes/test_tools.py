@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from loop.errors import ToolError
+from loop.themes import ThemeService
 from loop.themes.tools import TOOLS
 from loop.tools.registry import ToolContext
 
@@ -95,6 +96,35 @@ def test_start_without_target_is_a_self_invented_theme(root: Path) -> None:
     out = run(root, "start_theme", {k: v for k, v in START.items() if k != "targetFilename"})
     assert out["processedFile"] is None
     assert {p.name for p in (root / "themebox").iterdir()} == before
+
+
+@pytest.mark.parametrize("key", ["target_filename", "targetFilename"])
+def test_start_takes_the_seeds_target_filename_or_its_camel_case_alias(
+    root: Path, key: str
+) -> None:
+    """The seed names the parameter target_filename; the original's later targetFilename
+    is accepted too, for the same file."""
+    args = {k: v for k, v in START.items() if k != "targetFilename"}
+    out = run(root, "start_theme", {**args, key: "001_theme.md"})
+    assert out["processedFile"] == "themebox/processed.001_theme.md"
+
+
+def test_start_refuses_both_target_names_at_once(root: Path) -> None:
+    """Both names in one call is ambiguous: invalid_input, and nothing changes."""
+    before = snapshot(root)
+    both = {**START, "target_filename": "002_other.md"}
+    err = error(root, "start_theme", both)
+    assert err.code == "invalid_input"
+    assert "target_filename or targetFilename" in err.message
+    assert snapshot(root) == before
+
+
+def test_preview_points_to_the_seeds_parameter_name(root: Path) -> None:
+    """The preview tells the agent to call start_theme with target_filename."""
+    out = run(root, "preview_next_theme")
+    assert 'target_filename "001_theme.md"' in out["message"]
+    schema = BY_NAME["start_theme"].input_model.model_json_schema(by_alias=True)
+    assert "target_filename" in schema["properties"]
 
 
 def test_start_sanitises_with_warning(root: Path) -> None:
@@ -284,6 +314,22 @@ def test_feedback_oldest_first_and_marked_processed(root: Path) -> None:
     last = run(root, "check_and_process_item", {"type": "feedbackbox"})
     assert last["found"] is False
     assert "no feedback" in last["message"]
+
+
+def test_feedback_creates_a_missing_feedbackbox(tmp_path: Path) -> None:
+    """Without a feedbackbox folder the tool creates it and reports nothing to process."""
+    ws = tmp_path / "w"
+    out = run(ws, "check_and_process_item", {"type": "feedbackbox"})
+    assert (out["found"], out["filename"]) == (False, None)
+    assert "created the empty feedbackbox folder" in out["message"]
+    assert sorted(p.relative_to(ws).as_posix() for p in ws.rglob("*")) == ["feedbackbox"]
+
+
+def test_heartbeat_interrupt_check_creates_no_feedbackbox(tmp_path: Path) -> None:
+    """The loop's own check for interrupt items at each heartbeat creates nothing."""
+    out = ThemeService(tmp_path / "w").process_feedback("feedbackbox", interrupts_only=True)
+    assert out.found is False
+    assert not (tmp_path / "w").exists()
 
 
 def test_feedback_other_type_points_to_theme_tools(root: Path) -> None:
