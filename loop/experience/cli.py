@@ -45,7 +45,7 @@ _POSITIONALS = {
 def _render_status(out: dict[str, Any]) -> str:
     nxt = out["next_batch_number"]
     files = ", ".join(out["created_files"]) or "none"
-    tail = f"; next batch {nxt}" if nxt is not None else ""
+    tail = f"; next batch {nxt}" if nxt >= 1 else ""
     return (
         f"{out['session_id']}: {out['status']}{tail}\n  {out['directory_path']}\n  files: {files}"
     )

@@ -18,7 +18,7 @@ import structlog
 from pydantic import ValidationError
 
 from loop._fs import atomic_write, file_lock, fsync_dir, json_text, read_json
-from loop.errors import ToolError
+from loop.errors import StoreError, ToolError
 from loop.experience.layout import (
     CONVERSATION_BATCH_LIMIT,
     MANIFEST,
@@ -213,7 +213,12 @@ def _batch_length(path: Path) -> int:
 
 
 def export_conversations(ctx: ToolContext, inp: ConversationsInput) -> ConversationsOutput:
-    """``export_experience_conversations``: write one batch, write-once and consecutive."""
+    """``export_experience_conversations``: write one batch; numbers run 1, 2, 3...
+
+    Resending an existing batch with the same content changes nothing
+    (``already_existed``); with different content it replaces the file atomically
+    (``overwritten``), as the export guide says. Later batches keep their indices.
+    """
     directory = _existing_dir(ctx, inp.session_id)
     count = len(inp.conversations_batch)
     number = inp.batch_number
@@ -247,14 +252,8 @@ def export_conversations(ctx: ToolContext, inp: ConversationsInput) -> Conversat
         }
         data = encode(content)
         path = directory / name
-        if number in batches:
-            if read_json(path) != content:
-                raise ToolError(
-                    "batch_conflict",
-                    f"{name} already exists with different content; a batch is written "
-                    f"once: resend it unchanged or send batch {expected} next",
-                    details={"file": name, "next_batch_number": expected},
-                )
+        overwritten = number in batches
+        if overwritten and _same_json(path, content):
             return ConversationsOutput(
                 file_path=str(path),
                 processed_count=count,
@@ -263,13 +262,24 @@ def export_conversations(ctx: ToolContext, inp: ConversationsInput) -> Conversat
                 already_existed=True,
             )
         _check_sizes(state, name, data)
-        _write(path, data)
+        _write(path, data)  # atomic: a reader sees the old batch or the new one
+    if overwritten:
+        log.info("experience batch overwritten", session_id=inp.session_id, file=name)
     return ConversationsOutput(
         file_path=str(path),
         processed_count=count,
         batch_file_size=len(data),
-        next_batch_number=number + 1,
+        next_batch_number=expected if overwritten else number + 1,
+        overwritten=overwritten,
     )
+
+
+def _same_json(path: Path, content: dict[str, Any]) -> bool:
+    """Whether ``path`` already holds ``content`` (a file that does not parse does not)."""
+    try:
+        return bool(read_json(path) == content)
+    except StoreError:
+        return False
 
 
 def export_thoughts(ctx: ToolContext, inp: ThoughtsInput) -> ThoughtsOutput:

@@ -18,6 +18,7 @@ from loop.tools.registry import ToolContext
 
 __all__ = [
     "BATCH_RE",
+    "COMPLETED_NEXT_BATCH",
     "CONVERSATION_BATCH_LIMIT",
     "DIR_PREFIX",
     "MANIFEST",
@@ -155,18 +156,26 @@ def scan(directory: Path) -> DirState:
     return DirState(exists=True, files=dict(sorted(files.items())))
 
 
-def derive_status(state: DirState) -> tuple[ExportStatus, int | None]:
-    """The seed-000 status and the next batch number to send (``None`` once completed).
+COMPLETED_NEXT_BATCH = -1  # next_batch_number of a completed export (the original's value)
 
-    ``initializing`` means the directory exists but neither a conversation batch nor
-    thoughts.json is there yet (summary.json alone does not make it in progress).
+
+def derive_status(state: DirState) -> tuple[ExportStatus, int]:
+    """The seed-000 status and the next batch number to send.
+
+    * ``not_found``: no directory (next batch 1);
+    * ``completed``: manifest.json exists (next batch ``-1``: nothing more to send);
+    * ``in_progress``: any file in the directory, summary.json included, so an export
+      is in progress right after init (next batch: the highest batch + 1, or 1);
+    * ``initializing``: the directory exists and holds no file yet.
+
+    Hidden files (the lock, temp files) are not part of the export and do not count.
     """
     if not state.exists:
         return "not_found", 1
     if MANIFEST in state.files:
-        return "completed", None
+        return "completed", COMPLETED_NEXT_BATCH
     batches = state.batches
     next_batch = max(batches) + 1 if batches else 1
-    if batches or THOUGHTS in state.files:
+    if state.files:
         return "in_progress", next_batch
     return "initializing", next_batch

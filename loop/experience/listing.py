@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,25 +18,33 @@ from loop.tools.registry import ToolContext
 
 __all__ = ["list_experiences", "matches"]
 
+_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
 
 def _filter_date(value: str | None, name: str) -> datetime | None:
+    """The instant a date filter names; a bare date in ``created_before`` means the end
+    of that day (the filter is "on or before" it), anywhere else its start."""
     if value is None:
         return None
     try:
-        return parse_timestamp(value)
+        instant = parse_timestamp(value)
     except ValueError as exc:
         raise ToolError(
             "invalid_input", f"filters.{name}: not an ISO 8601 date or date-time: {value!r}"
         ) from exc
+    if name == "created_before" and _DATE_ONLY.match(value.strip()):
+        instant += timedelta(days=1) - timedelta(microseconds=1)
+    return instant
 
 
 def matches(manifest: Manifest, filters: ExperienceFilters) -> bool:
     """Whether ``manifest`` passes every given filter (pure).
 
     Strings match as case-insensitive substrings; ``main_topics`` matches when any
-    filter topic is a substring of any stored topic; the date filters are exclusive
-    bounds and drop a manifest without ``created_at`` (it cannot be shown to match);
-    the conversation counts are inclusive.
+    filter topic is a substring of any stored topic; the date filters include their
+    bound ("on or after", "on or before"; a bare ``created_before`` date covers that
+    whole day) and drop a manifest without ``created_at`` (it cannot be shown to
+    match); the conversation counts are inclusive.
     """
     if filters.ai_name and filters.ai_name.casefold() not in manifest.ai_name.casefold():
         return False
@@ -52,9 +61,9 @@ def matches(manifest: Manifest, filters: ExperienceFilters) -> bool:
         if manifest.created_at is None:
             return False
         created = parse_timestamp(manifest.created_at)
-        if after is not None and not created > after:
+        if after is not None and created < after:
             return False
-        if before is not None and not created < before:
+        if before is not None and created > before:
             return False
     total = manifest.total_conversations
     if filters.min_conversations is not None and total < filters.min_conversations:
@@ -117,7 +126,7 @@ def list_experiences(ctx: ToolContext, inp: ListInput) -> ListOutput:
         )
         summaries.append(
             DirectorySummary(
-                directory=directory.name,
+                directory=str(directory),
                 summary=f"{manifest.ai_name}: {manifest.experience_summary}",
                 file_count=_file_count(directory),
             )

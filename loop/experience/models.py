@@ -50,8 +50,8 @@ class StatusOutput(BaseModel):
     session_id: str
     directory_path: str
     created_files: list[str]
-    next_batch_number: int | None = Field(
-        description="the batch to send next; null once the export is completed"
+    next_batch_number: int = Field(
+        description="the batch to send next; -1 once the export is completed"
     )
 
 
@@ -116,6 +116,9 @@ class ConversationsOutput(BaseModel):
     next_batch_number: int
     already_existed: bool = Field(
         default=False, description="the identical batch was already written (a safe retry)"
+    )
+    overwritten: bool = Field(
+        default=False, description="the batch existed with other content and was replaced"
     )
 
 

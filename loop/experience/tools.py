@@ -58,8 +58,9 @@ TOOLS: list[Tool] = [
         domain=DOMAIN,
         description=(
             "Where an experience export stands, derived from its files: not_found, "
-            "initializing, in_progress or completed, with created_files and "
-            "next_batch_number.\nCall it first when resuming an interrupted export."
+            "initializing, in_progress (any file, summary.json included) or completed, "
+            "with created_files and next_batch_number (-1 once completed).\nCall it first "
+            "when resuming an interrupted export."
         ),
         input_model=SessionInput,
         output_model=StatusOutput,
@@ -84,7 +85,7 @@ TOOLS: list[Tool] = [
         description=(
             "Write one batch of 1-50 conversations (user_input, ai_response, reasoning) as "
             "conversations_NNN.json.\nBatch numbers run 1, 2, 3...; resending an identical "
-            "batch is a safe retry, different content is refused."
+            "batch is a safe retry, and different content overwrites the batch."
         ),
         input_model=ConversationsInput,
         output_model=ConversationsOutput,

@@ -85,8 +85,9 @@ def test_export_flow_through_the_cli(capsys: pytest.CaptureFixture[str], tmp_pat
     assert _run("experience", "status", "cli1") == EXIT_OK
     assert capsys.readouterr().out.startswith("cli1: completed\n")
     listed = _json(capsys, "experience", "list", "--filters", '{"min_conversations": 3}')
-    assert [s["directory"] for s in listed["directory_summaries"]] == ["experience_cli1"]
-    assert _run("experience", "validate", ".loop/experiences/experience_cli1") == EXIT_OK
+    [summary] = listed["directory_summaries"]
+    assert summary["directory"] == str(tmp_path / ".loop/experiences/experience_cli1")
+    assert _run("experience", "validate", summary["directory"]) == EXIT_OK
     assert ": valid" in capsys.readouterr().out
 
 

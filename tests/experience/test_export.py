@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loop.errors import ToolError
-from loop.experience.layout import MAX_DIRECTORY_BYTES, MAX_FILE_BYTES
+from loop.experience.layout import MAX_DIRECTORY_BYTES, MAX_FILE_BYTES, DirState, derive_status
 from loop.tools.registry import ToolContext
 from tests.experience.helpers import call, conversations, full_export, start
 
@@ -34,7 +34,7 @@ def _code(exc: pytest.ExceptionInfo[ToolError]) -> str:
 
 
 def test_full_flow_status_at_each_step(ctx: ToolContext) -> None:
-    """Status goes not_found -> initializing -> in_progress -> completed as files appear."""
+    """Status goes not_found -> in_progress (summary.json is a file) -> completed."""
     assert _status(ctx) == {
         "status": "not_found",
         "session_id": "s1",
@@ -45,7 +45,7 @@ def test_full_flow_status_at_each_step(ctx: ToolContext) -> None:
     start(ctx)
     st = _status(ctx)
     assert (st["status"], st["created_files"], st["next_batch_number"]) == (
-        "initializing",
+        "in_progress",
         ["summary.json"],
         1,
     )
@@ -66,8 +66,31 @@ def test_full_flow_status_at_each_step(ctx: ToolContext) -> None:
         (Path(fin["directory_path"]) / n).stat().st_size for n in fin["file_list"]
     )
     st = _status(ctx)
-    assert (st["status"], st["next_batch_number"]) == ("completed", None)
+    assert (st["status"], st["next_batch_number"]) == ("completed", -1)
     assert "summary.json" not in st["created_files"]
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (DirState(exists=False), ("not_found", 1)),
+        (DirState(exists=True), ("initializing", 1)),
+        (DirState(exists=True, files={"summary.json": 10}), ("in_progress", 1)),
+        (DirState(exists=True, files={"thoughts.json": 2}), ("in_progress", 1)),
+        (
+            DirState(exists=True, files={"conversations_001.json": 5, "summary.json": 9}),
+            ("in_progress", 2),
+        ),
+        (
+            DirState(exists=True, files={"conversations_001.json": 5, "manifest.json": 9}),
+            ("completed", -1),
+        ),
+    ],
+)
+def test_derive_status_follows_the_files(state: DirState, expected: tuple[str, int]) -> None:
+    """Any file means in_progress (summary.json too); only an empty directory is
+    initializing; a completed export has next batch -1 (pure)."""
+    assert derive_status(state) == expected
 
 
 def test_manifest_is_filled_from_summary_and_metadata(ctx: ToolContext) -> None:
@@ -119,15 +142,48 @@ def test_identical_batch_resend_is_accepted(ctx: ToolContext) -> None:
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
 
-def test_different_batch_resend_is_refused(ctx: ToolContext) -> None:
-    """Re-sending a written batch with other content fails and keeps the original."""
+def test_different_batch_resend_overwrites_it(ctx: ToolContext) -> None:
+    """Re-sending a written batch with other content replaces the file and says so."""
+    start(ctx)
+    first = _send(ctx, 1, conversations(3))
+    _send(ctx, 2, conversations(2))
+    again = _send(ctx, 1, conversations(4, tag="other"))
+    assert (again["overwritten"], again["already_existed"]) == (True, False)
+    assert (again["processed_count"], again["next_batch_number"]) == (4, 3)
+    written = json.loads(Path(str(first["file_path"])).read_text())
+    assert [c["user_input"] for c in written["conversations"]] == [f"other{i}" for i in range(4)]
+    assert written["batch_info"] == {
+        "batch_number": 1,
+        "count": 4,
+        "start_index": 1,
+        "end_index": 4,
+    }
+    assert sorted(p.name for p in Path(str(first["file_path"])).parent.iterdir()) == [
+        ".export.lock",
+        "conversations_001.json",
+        "conversations_002.json",
+        "summary.json",
+    ]  # replaced in place: no temp file left behind
+
+
+def test_overwrite_is_atomic_when_the_write_fails(
+    ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed overwrite leaves the old batch whole and is a write_failed error."""
     start(ctx)
     first = _send(ctx, 1, conversations(3))
     original = Path(str(first["file_path"])).read_bytes()
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("loop._fs.os.fsync", full_disk)
     with pytest.raises(ToolError) as exc:
         _send(ctx, 1, conversations(3, tag="other"))
-    assert _code(exc) == "batch_conflict"
+    assert _code(exc) == "write_failed"
+    assert "No space left on device" in exc.value.message
     assert Path(str(first["file_path"])).read_bytes() == original
+    assert not list(Path(str(first["file_path"])).parent.glob(".*.tmp"))
 
 
 @pytest.mark.parametrize("number", [2, 3])

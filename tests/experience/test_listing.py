@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 
 from loop.errors import ToolError
+from loop.experience.listing import matches
+from loop.experience.models import ExperienceFilters
+from loop.experience.schemas import Manifest, ManifestFiles
 from loop.tools.registry import ToolContext
 from tests.experience.helpers import call, full_export, start
 
@@ -68,12 +71,17 @@ def _names(ctx: ToolContext, **filters: Any) -> list[str]:
 
 
 def test_lists_all_with_summaries(three: ToolContext) -> None:
-    """Without filters every finalized experience is listed with a one-line summary."""
+    """Without filters every finalized experience is listed with a one-line summary; each
+    summary's directory is the experience's path, as in experience_directories."""
     out = call(three, "list_experiences")
+    base = three.experiences_base
     assert [s["directory"] for s in out["directory_summaries"]] == [
-        "experience_alpha",
-        "experience_beta",
-        "experience_gamma",
+        str(base / "experience_alpha"),
+        str(base / "experience_beta"),
+        str(base / "experience_gamma"),
+    ]
+    assert [s["directory"] for s in out["directory_summaries"]] == [
+        d["directory_path"] for d in out["experience_directories"]
     ]
     beta = out["directory_summaries"][1]
     assert beta["summary"].startswith("Bob(test writer): ")
@@ -107,7 +115,21 @@ def test_filter_created_after_and_before(three: ToolContext) -> None:
         "alpha",
         "beta",
     ]
-    assert _names(three, created_after="2025-03-01T11:00:00+01:00") == []
+    assert _names(three, created_after="2025-03-01T10:00:01Z") == []
+
+
+def test_date_filters_include_their_boundary(three: ToolContext) -> None:
+    """On or after, on or before: an experience created exactly at the filter's instant
+    matches both, and a bare created_before date covers that whole day."""
+    assert _names(three, created_after="2025-03-01T10:00:00Z") == ["beta"]
+    assert _names(three, created_after="2025-03-01T11:00:00+01:00") == ["beta"]  # same instant
+    assert _names(three, created_before="2025-03-01T10:00:00Z") == ["alpha", "beta"]
+    assert _names(three, created_before="2025-03-01T09:59:59Z") == ["alpha"]
+    both = {"created_after": "2024-06-01T10:00:00Z", "created_before": "2024-06-01T10:00:00Z"}
+    assert _names(three, **both) == ["alpha"]
+    assert _names(three, created_before="2024-06-01") == ["alpha"]  # 10:00 on that day
+    assert _names(three, created_after="2025-03-01") == ["beta"]
+    assert _names(three, created_before="2024-05-31") == []
 
 
 def test_filter_conversation_counts_are_inclusive(three: ToolContext) -> None:
@@ -144,7 +166,9 @@ def test_unfinished_and_broken_experiences_are_skipped_with_warnings(ctx: ToolCo
     (broken / "manifest.json").write_text('{"ai_name": 1}')
     (ctx.experiences_base / "unrelated").mkdir()
     out = call(ctx, "list_experiences")
-    assert [s["directory"] for s in out["directory_summaries"]] == ["experience_ok"]
+    assert [s["directory"] for s in out["directory_summaries"]] == [
+        str(ctx.experiences_base / "experience_ok")
+    ]
     text = "\n".join(out["warnings"])
     assert "experience_pending: not finalized" in text
     assert "experience_broken: manifest.json" in text
@@ -156,7 +180,9 @@ def test_base_directory_inside_the_project(ctx: ToolContext, tmp_path: Path) -> 
     other = ToolContext(root=tmp_path, experiences_base=Path("elsewhere"))
     full_export(other, "moved")
     out = call(ctx, "list_experiences", base_directory="elsewhere")
-    assert [s["directory"] for s in out["directory_summaries"]] == ["experience_moved"]
+    assert [s["directory"] for s in out["directory_summaries"]] == [
+        str(tmp_path / "elsewhere" / "experience_moved")
+    ]
 
 
 @pytest.mark.parametrize("base", ["/", "..", "../..", "/tmp"])
@@ -171,3 +197,38 @@ def test_missing_base_lists_nothing(ctx: ToolContext) -> None:
     """Before any export the list is empty, with a note."""
     out = call(ctx, "list_experiences")
     assert out["experience_directories"] == [] and out["warnings"]
+
+
+def _manifest(created_at: str) -> Manifest:
+    return Manifest(
+        mcp_version="1.0.0",
+        ai_name="a",
+        ai_context="c",
+        experience_summary="s",
+        experience_flow=[],
+        files=ManifestFiles(conversations=[], thoughts=""),
+        main_topics=[],
+        total_conversations=0,
+        created_at=created_at,
+    )
+
+
+@pytest.mark.parametrize(
+    ("created_at", "after", "before", "listed"),
+    [
+        ("2025-08-01T12:00:00Z", "2025-08-01T12:00:00Z", None, True),
+        ("2025-08-01T12:00:00Z", None, "2025-08-01T12:00:00Z", True),
+        ("2025-08-01T12:00:00Z", "2025-08-01T12:00:00.000001Z", None, False),
+        ("2025-08-01T12:00:00Z", None, "2025-08-01T11:59:59.999999Z", False),
+        ("2025-08-01T23:59:59.999999Z", None, "2025-08-01", True),
+        ("2025-08-02T00:00:00Z", None, "2025-08-01", False),
+        ("2025-08-01T00:00:00Z", "2025-08-01", None, True),
+        ("2025-07-31T23:59:59Z", "2025-08-01", None, False),
+    ],
+)
+def test_matches_dates_on_or_after_and_on_or_before(
+    created_at: str, after: str | None, before: str | None, listed: bool
+) -> None:
+    """The bounds are inclusive; a bare created_before date covers its whole day (pure)."""
+    filters = ExperienceFilters(created_after=after, created_before=before)
+    assert matches(_manifest(created_at), filters) is listed

@@ -171,17 +171,14 @@ def test_limits_directory_over_one_hundred_megabytes(ctx: ToolContext, good: Pat
 
 
 def test_cross_file_total_mismatch(ctx: ToolContext, good: Path) -> None:
-    """total_conversations that is not the sum of the batches fails the cross-file level."""
+    """total_conversations that is not the sum of the batches is a warning: the directory
+    stays valid, as in the original."""
     _edit(good / "manifest.json", lambda m: m.update(total_conversations=7))
     report = _validate(ctx, good)
+    assert report["valid"] and report["cross_file_valid"], report["errors"]
     assert report["manifest_valid"] and report["semantic_valid"]
-    assert not report["cross_file_valid"] and not report["valid"]
-    [issue] = _issues(report, "manifest.json")
-    assert (issue["field"], issue["level"], issue["value"]) == (
-        "total_conversations",
-        "cross_file",
-        7,
-    )
+    assert _issues(report, "manifest.json") == []
+    assert "manifest.json: total_conversations says 7 but the batches hold 6" in report["warnings"]
 
 
 def test_cross_file_missing_files(ctx: ToolContext, good: Path) -> None:
