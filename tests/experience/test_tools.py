@@ -70,7 +70,7 @@ def test_export_guide_covers_the_protocol(ctx: ToolContext) -> None:
         "50",
         "10 MB",
         "100 MB",
-        "batch_conflict",
+        "overwritten",
         "reasoning",
     ):
         assert needle in text
