@@ -6,7 +6,10 @@
 * :func:`make_config` builds a validated configuration from plain dicts, no files;
 * :func:`run_hats` runs a whole loop in-process on a scratch folder.
 
-The mock of the Anthropic Messages API lives in :mod:`loop.testing.anthropic_mock`.
+Local mocks of the model APIs, for driving the real agent CLIs offline, live beside it:
+:mod:`~loop.testing.anthropic_mock` (Claude Code), :mod:`~loop.testing.gemini_mock`
+(Gemini CLI) and :mod:`~loop.testing.openai_mock` (Codex), sharing
+:mod:`~loop.testing.mock_api`.
 """
 
 from __future__ import annotations
