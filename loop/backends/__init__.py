@@ -24,10 +24,18 @@ def build_backend(config: Any) -> Backend:
         from loop.backends.scripted import ScriptedBackend  # noqa: PLC0415 - import on use
 
         return ScriptedBackend.from_config(config)
-    if isinstance(config, CommandConfig | GeminiConfig | CodexConfig):
+    if isinstance(config, CommandConfig):
         from loop.backends.command import CommandBackend  # noqa: PLC0415 - import on use
 
         return CommandBackend.from_config(config)
+    if isinstance(config, GeminiConfig):
+        from loop.backends.gemini import GeminiBackend  # noqa: PLC0415 - import on use
+
+        return GeminiBackend.from_config(config)
+    if isinstance(config, CodexConfig):
+        from loop.backends.codex import CodexBackend  # noqa: PLC0415 - import on use
+
+        return CodexBackend.from_config(config)
     if isinstance(config, PythonConfig):
         from loop.backends.python_hat import PythonBackend  # noqa: PLC0415 - import on use
 

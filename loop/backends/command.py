@@ -15,7 +15,7 @@ from typing import Any
 
 from loop.backends._process import last_line, run_process
 from loop.backends.base import BackendRequest, BackendResult, effective_timeout
-from loop.backends.configs import DEFAULT_MAX_OUTPUT, CodexConfig, CommandConfig, GeminiConfig
+from loop.backends.configs import DEFAULT_MAX_OUTPUT, CommandConfig
 
 __all__ = ["CommandBackend", "build_argv"]
 
@@ -54,43 +54,22 @@ class CommandBackend:
         env: dict[str, str] | None = None,
         timeout_seconds: float | None = None,
         max_output_bytes: int = DEFAULT_MAX_OUTPUT,
-        kind: str = "command",
     ) -> None:
         self.command = list(command)
         self.prompt_via = prompt_via
         self.env = dict(env or {})
         self.timeout_seconds = timeout_seconds
         self.max_output_bytes = max_output_bytes
-        self.kind = kind
 
     @classmethod
-    def from_config(cls, config: CommandConfig | GeminiConfig | CodexConfig) -> CommandBackend:
-        """Build from TOML settings (``gemini`` and ``codex`` are presets of ``command``)."""
-        if isinstance(config, CommandConfig):
-            return cls(
-                config.command,
-                prompt_via=config.prompt_via,
-                env=config.env,
-                timeout_seconds=config.timeout_seconds,
-                max_output_bytes=config.max_output_bytes,
-            )
-        model = ["--model", config.model] if config.model else []
-        if isinstance(config, GeminiConfig):
-            argv = [*config.command, *model, *config.args, "-p", PROMPT_PLACEHOLDER]
-            return cls(
-                argv,
-                prompt_via="arg",
-                env=config.env,
-                timeout_seconds=config.timeout_seconds,
-                kind="gemini",
-            )
-        argv = [*config.command, "exec", *model, *config.args, "-"]
+    def from_config(cls, config: CommandConfig) -> CommandBackend:
+        """Build from TOML settings."""
         return cls(
-            argv,
-            prompt_via="stdin",
+            config.command,
+            prompt_via=config.prompt_via,
             env=config.env,
             timeout_seconds=config.timeout_seconds,
-            kind="codex",
+            max_output_bytes=config.max_output_bytes,
         )
 
     async def run(self, request: BackendRequest) -> BackendResult:

@@ -44,26 +44,45 @@ class CommandConfig(_Strict):
 
 
 class _AgentCli(_Strict):
-    """The settings shared by the ready presets of ``command`` for agent CLIs."""
+    """The settings shared by the agent-CLI backends (``gemini``, ``codex``)."""
 
     model: str | None = None
-    args: list[str] = Field(default_factory=list)
+    args: list[str] = Field(default_factory=list, description="extra CLI arguments")
     timeout_seconds: float | None = Field(default=None, gt=0)
     env: dict[str, str] = Field(default_factory=dict)
+    max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
+    mcp: bool = Field(default=True, description="give the agent hatloop's MCP tools")
+    mcp_command: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="the stdio MCP server's command (default: this Python, `-m loop mcp`)",
+    )
 
 
 class GeminiConfig(_AgentCli):
-    """Gemini CLI, a ready preset of ``command`` (``gemini -p PROMPT``)."""
+    """Gemini CLI headless: ``gemini --output-format stream-json -p ""``, prompt on stdin."""
 
     type: Literal["gemini"] = "gemini"
-    command: list[str] = Field(default_factory=lambda: ["gemini"])
+    command: list[str] = Field(default_factory=lambda: ["gemini"], min_length=1)
+    approval_mode: Literal["default", "auto_edit", "yolo", "plan"] = Field(
+        default="yolo", description="--approval-mode (headless, only yolo offers every tool)"
+    )
+    trust_workspace: bool = Field(
+        default=True, description="trust the working folder (GEMINI_CLI_TRUST_WORKSPACE=true)"
+    )
 
 
 class CodexConfig(_AgentCli):
-    """Codex CLI, a ready preset of ``command`` (``codex exec -``, prompt on stdin)."""
+    """Codex CLI headless: ``codex exec --json -``, prompt on stdin."""
 
     type: Literal["codex"] = "codex"
-    command: list[str] = Field(default_factory=lambda: ["codex"])
+    command: list[str] = Field(default_factory=lambda: ["codex"], min_length=1)
+    sandbox: Literal["read-only", "workspace-write", "danger-full-access"] = Field(
+        default="workspace-write", description="--sandbox for the agent's commands"
+    )
+    skip_git_repo_check: bool = Field(
+        default=True, description="--skip-git-repo-check: run outside a git repository too"
+    )
 
 
 class PythonConfig(_Strict):

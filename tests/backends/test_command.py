@@ -1,11 +1,11 @@
-"""The command backend's argv building and the gemini / codex presets (pure parts)."""
+"""The command backend's argv building and settings (pure parts)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from loop.backends.command import CommandBackend, build_argv
-from loop.backends.configs import CodexConfig, CommandConfig, GeminiConfig
+from loop.backends.configs import CommandConfig
 
 
 def test_prompt_goes_on_stdin_as_an_argument_or_in_a_file() -> None:
@@ -21,14 +21,8 @@ def test_prompt_goes_on_stdin_as_an_argument_or_in_a_file() -> None:
     assert build_argv(["a"], "file", "hi", f) == (["a", str(f)], None)
 
 
-def test_gemini_and_codex_are_presets_of_command() -> None:
-    """gemini runs `gemini [--model M] [args] -p PROMPT`; codex `codex exec ... -` on stdin."""
-    gem = CommandBackend.from_config(GeminiConfig(model="gemini-2.5-pro", args=["--yolo"]))
-    assert gem.kind == "gemini" and gem.prompt_via == "arg"
-    assert gem.command == ["gemini", "--model", "gemini-2.5-pro", "--yolo", "-p", "{prompt}"]
-    cdx = CommandBackend.from_config(CodexConfig(args=["--full-auto"]))
-    assert cdx.kind == "codex" and cdx.prompt_via == "stdin"
-    assert cdx.command == ["codex", "exec", "--full-auto", "-"]
+def test_settings_reach_the_backend() -> None:
+    """prompt_via, env and timeout come from the config; the kind is `command`."""
     plain = CommandBackend.from_config(
         CommandConfig(command=["x"], prompt_via="file", env={"A": "1"}, timeout_seconds=5)
     )

@@ -1,0 +1,156 @@
+"""What the agent-CLI backends (``gemini``, ``codex``) share, in pure code.
+
+* the iteration's ``LOOP_*`` variables and which of them hatloop's MCP server needs;
+* where that server is: the session's loopback endpoint (``LOOP_MCP_URL`` with the
+  bearer secret ``LOOP_MCP_TOKEN``) when the loop serves one, else a stdio command;
+* reading a CLI's JSON-lines stream without tripping on noise;
+* turning a CLI's error text into one clean line for an iteration's reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loop.backends.base import BackendRequest
+
+__all__ = [
+    "ENV_MCP_TOKEN",
+    "ENV_MCP_URL",
+    "MCP_ENV_KEYS",
+    "MCP_SERVER_NAME",
+    "McpEndpoint",
+    "error_line",
+    "int_or_none",
+    "json_lines",
+    "loop_env",
+    "mcp_endpoint",
+    "mcp_server_env",
+    "one_line",
+    "stdio_command",
+]
+
+MCP_SERVER_NAME = "hatloop"
+ENV_MCP_URL = "LOOP_MCP_URL"
+ENV_MCP_TOKEN = "LOOP_MCP_TOKEN"  # the variable's name; the secret is its value
+
+# What hatloop's stdio MCP server needs to find the session's files (passed when known).
+MCP_ENV_KEYS = (
+    "LOOP_EVENTS_FILE",
+    "LOOP_SESSION_ID",
+    "LOOP_ITERATION",
+    "LOOP_HAT",
+    "LOOP_SESSION_DIR",
+    "FILE_PATH",
+    "LOOP_WORKSPACE",
+    "LOOP_EXPERIENCES_DIR",
+)
+
+REASON_LIMIT = 300  # characters of a CLI's message kept in an iteration's reason
+
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_SPACE = re.compile(r"\s+")
+_ERROR_START = re.compile(r"(error|fatal)\b", re.IGNORECASE)
+
+
+def loop_env(request: BackendRequest) -> dict[str, str]:
+    """The ``LOOP_*`` variables for the request (``request.env`` wins where it has them)."""
+    base = {
+        "LOOP_EVENTS_FILE": str(request.events_file),
+        "LOOP_SESSION_ID": request.session_id,
+        "LOOP_ITERATION": str(request.iteration),
+        "LOOP_HAT": request.hat,
+    }
+    return {**base, **request.env}
+
+
+@dataclass(frozen=True, slots=True)
+class McpEndpoint:
+    """The session's MCP endpoint: streamable HTTP on loopback, behind a bearer secret."""
+
+    url: str
+    token: str
+
+
+def mcp_endpoint(env: Mapping[str, str]) -> McpEndpoint | None:
+    """The endpoint named by ``LOOP_MCP_URL`` and ``LOOP_MCP_TOKEN``, if both are set."""
+    url = env.get(ENV_MCP_URL, "")
+    token = env.get(ENV_MCP_TOKEN, "")
+    return McpEndpoint(url, token) if url and token else None
+
+
+def stdio_command(mcp_command: Sequence[str] | None) -> list[str]:
+    """The stdio server's command: the configured one, else this Python ``-m loop mcp``."""
+    return list(mcp_command) if mcp_command else [sys.executable, "-m", "loop", "mcp"]
+
+
+def mcp_server_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Of ``env``, the variables hatloop's stdio server needs (:data:`MCP_ENV_KEYS`)."""
+    return {key: env[key] for key in MCP_ENV_KEYS if env.get(key)}
+
+
+def json_lines(text: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON-lines stream; other lines (warnings, noise) are skipped."""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            yield item
+
+
+def int_or_none(value: Any) -> int | None:
+    """``value`` when it is an int (not a bool), else ``None``."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _embedded_message(text: str) -> str:
+    # APIs' error bodies often arrive as JSON text inside the CLI's message:
+    # '[API Error: {"error":{"code":400,"message":"bad model","status":...}}]'
+    start = text.find("{")
+    if start < 0:
+        return text
+    try:
+        body, end = json.JSONDecoder().raw_decode(text, start)
+    except ValueError:
+        return text
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    if not isinstance(error, dict) or not isinstance(message, str) or not message.strip():
+        return text
+    head = text[:start].rstrip(" :[").removeprefix("[")
+    code = error.get("code")
+    if isinstance(code, int) and not isinstance(code, bool):
+        head = f"{head} {code}".strip()
+    tail = text[end:].lstrip("]").strip()
+    return (f"{head}: " if head else "") + message.strip() + (f" ({tail})" if tail else "")
+
+
+def one_line(text: str, limit: int = REASON_LIMIT) -> str:
+    """``text`` as one clean line: no ANSI codes, an embedded API error body reduced to its
+    message, whitespace collapsed, and cut at ``limit`` characters keeping the start."""
+    clean = _SPACE.sub(" ", _embedded_message(_ANSI.sub("", text))).strip()
+    return clean if len(clean) <= limit else clean[: limit - 1].rstrip() + "…"
+
+
+def error_line(raw: bytes | str) -> str:
+    """The line of a CLI's stderr that best says what went wrong, as :func:`one_line`.
+
+    The last line that starts with ``error`` (or ``fatal``), else the last line that reads
+    as a message: stack frames and dumped objects (indented lines) and lone brackets are
+    skipped, so neither a trace nor a usage text after the message hides it.
+    """
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    lines = [ln for ln in _ANSI.sub("", text).splitlines() if ln.strip()]
+    messages = [ln for ln in lines if not ln[:1].isspace() and any(c.isalnum() for c in ln)]
+    errors = [ln for ln in messages if _ERROR_START.match(ln)]
+    chosen = errors or messages or lines
+    return one_line(chosen[-1]) if chosen else ""

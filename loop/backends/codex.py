@@ -1,0 +1,286 @@
+"""The ``codex`` backend: the real Codex CLI, ``codex exec --json``, prompt on stdin.
+
+Codex prints JSON lines: ``thread.started``, ``turn.started``, ``item.started`` /
+``item.completed`` (``agent_message``, ``command_execution``, ``mcp_tool_call``,
+``file_change``, ``web_search``, ``error`` for warnings...), then ``turn.completed`` with
+the token ``usage`` or ``turn.failed`` with the error. Its plain stdout carries only the
+final message; the stream carries every agent message, so the output here is all of
+them in order (tags written before a tool call count).
+
+Unattended defaults (each overridable): ``--skip-git-repo-check`` (else it refuses to
+run outside a git repository) and ``--sandbox workspace-write`` (exec's default is
+read-only, where ``loop emit`` cannot append to the events file). The events file lives
+under the workspace (``.loop/sessions/...``); when the sessions folder is elsewhere its
+iteration folder is added as a writable root (``--add-dir``).
+
+hatloop's tools go in as ``-c`` overrides, nothing written to ``~/.codex``: the session's
+HTTP endpoint (``mcp_servers.hatloop.url``, token read by Codex from ``LOOP_MCP_TOKEN``
+through ``bearer_token_env_var``) or ``python -m loop mcp`` over stdio with the ``LOOP_*``
+variables passed through (``env_vars``: Codex does not hand its environment to a server).
+``required = true`` makes exec wait for the server before the first model request, and
+``default_tools_approval_mode = "approve"`` lets its tools run under approval ``never``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from loop.backends._agent import (
+    ENV_MCP_TOKEN,
+    MCP_SERVER_NAME,
+    error_line,
+    int_or_none,
+    json_lines,
+    loop_env,
+    mcp_endpoint,
+    mcp_server_env,
+    one_line,
+    stdio_command,
+)
+from loop.backends._process import ProcessResult, run_process
+from loop.backends.base import BackendRequest, BackendResult, effective_timeout
+from loop.backends.configs import CodexConfig
+
+__all__ = [
+    "CodexBackend",
+    "CodexStream",
+    "build_argv",
+    "mcp_overrides",
+    "parse_stream",
+    "summarize",
+]
+
+log = structlog.get_logger(__name__)
+
+MCP_STARTUP_SECONDS = 60  # a stdio server on a busy machine can take seconds to answer
+
+
+# -- pure parts ---------------------------------------------------------------------------
+
+
+def _toml(value: Any) -> str:
+    # A JSON string or list of strings is also a TOML one (the -c values are TOML).
+    return json.dumps(value) if not isinstance(value, bool) else str(value).lower()
+
+
+def mcp_overrides(config: CodexConfig, env: Mapping[str, str]) -> list[str]:
+    """The ``-c key=value`` pairs that give the agent hatloop's MCP server (pure)."""
+    key = f"mcp_servers.{MCP_SERVER_NAME}"
+    endpoint = mcp_endpoint(env)
+    settings: dict[str, Any]
+    if endpoint is not None:
+        settings = {"url": endpoint.url, "bearer_token_env_var": ENV_MCP_TOKEN}
+    else:
+        command = stdio_command(config.mcp_command)
+        settings = {
+            "command": command[0],
+            "args": command[1:],
+            "env_vars": sorted(mcp_server_env(env)),
+            "startup_timeout_sec": MCP_STARTUP_SECONDS,
+        }
+    settings["required"] = True
+    settings["default_tools_approval_mode"] = "approve"
+    return [f"{key}.{name}={_toml(value)}" for name, value in settings.items()]
+
+
+def _outside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return True
+    return False
+
+
+def build_argv(
+    config: CodexConfig,
+    overrides: list[str] | None = None,
+    writable: Path | None = None,
+) -> list[str]:
+    """The CLI's argv for one iteration (pure; ``-`` reads the prompt from stdin).
+
+    hatloop's ``-c`` overrides come before the user's ``args``, so that an override of
+    the user's (given later) wins.
+    """
+    argv = [*config.command, "exec", "--json"]
+    if config.skip_git_repo_check:
+        argv.append("--skip-git-repo-check")
+    argv += ["--sandbox", config.sandbox]
+    if writable is not None:
+        argv += ["--add-dir", str(writable)]
+    for override in overrides or []:
+        argv += ["-c", override]
+    argv += config.args
+    if config.model:
+        argv += ["--model", config.model]
+    return [*argv, "-"]
+
+
+@dataclass(slots=True)
+class CodexStream:
+    """What the JSON-lines output said."""
+
+    thread_id: str | None = None
+    messages: list[str] = field(default_factory=list)
+    tool_uses: list[str] = field(default_factory=list)
+    tool_errors: int = 0
+    warnings: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    turns: int = 0
+    failed: str | None = None
+    error: str | None = None
+
+
+def _tool_name(item: dict[str, Any]) -> str | None:
+    kind = item.get("type")
+    if kind == "command_execution":
+        return "exec_command"
+    if kind == "mcp_tool_call":
+        return f"mcp__{item.get('server')}__{item.get('tool')}"
+    if kind in ("file_change", "web_search"):
+        return str(kind)
+    return None
+
+
+def _item(item: dict[str, Any], stream: CodexStream) -> None:
+    kind = item.get("type")
+    if kind == "agent_message":
+        if text := str(item.get("text") or "").strip():
+            stream.messages.append(text)
+    elif kind == "error":
+        stream.warnings.append(one_line(str(item.get("message") or "")))
+    elif (name := _tool_name(item)) is not None:
+        stream.tool_uses.append(name)
+        if item.get("status") == "failed":
+            stream.tool_errors += 1
+
+
+def parse_stream(stdout: str) -> CodexStream:
+    """Read ``codex exec --json`` output (pure); usage is summed over turns."""
+    stream = CodexStream()
+    for event in json_lines(stdout):
+        kind = event.get("type")
+        item = event.get("item")
+        if kind == "item.completed" and isinstance(item, dict):
+            _item(item, stream)
+        elif kind == "turn.completed":
+            stream.turns += 1
+            usage = event.get("usage")
+            for name, value in (usage if isinstance(usage, dict) else {}).items():
+                if (count := int_or_none(value)) is not None:
+                    stream.usage[name] = stream.usage.get(name, 0) + count
+        elif kind == "turn.failed":
+            error = event.get("error")
+            message = error.get("message") if isinstance(error, dict) else None
+            stream.failed = one_line(str(message or "turn failed"))
+        elif kind == "error":
+            stream.error = one_line(str(event.get("message") or ""))
+        elif kind == "thread.started":
+            stream.thread_id = event.get("thread_id") or stream.thread_id
+    return stream
+
+
+def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
+    """Turn a finished CLI run into a :class:`BackendResult` (pure)."""
+    stream = parse_stream(proc.stdout.decode("utf-8", errors="replace"))
+    meta: dict[str, Any] = {"tool_uses": stream.tool_uses}
+    for key, value in (
+        ("thread_id", stream.thread_id),
+        ("tool_errors", stream.tool_errors),
+        ("warnings", stream.warnings),
+        ("usage", stream.usage),
+        ("stderr_tail", error_line(proc.stderr)),
+        ("truncated", proc.truncated),
+    ):
+        if value:
+            meta[key] = value
+    result = BackendResult(
+        output="\n\n".join(stream.messages),
+        exit_code=proc.returncode,
+        input_tokens=stream.usage.get("input_tokens"),
+        output_tokens=stream.usage.get("output_tokens"),
+        turns=stream.turns or None,
+        meta=meta,
+    )
+    reason = _failure(proc, stream, timeout)
+    if reason is not None:
+        result.ok = False
+        result.reason = reason
+    return result
+
+
+def _failure(proc: ProcessResult, stream: CodexStream, timeout: float | None) -> str | None:
+    stderr = error_line(proc.stderr)
+    tail = f": {stderr}" if stderr else ""
+    if proc.timed_out:
+        return f"timeout after {timeout:g}s" if timeout is not None else "timeout"
+    if stream.failed is not None:
+        return f"codex turn failed: {stream.failed}"
+    if stream.turns == 0:
+        cap = " (output cap reached)" if proc.truncated else ""
+        why = f": {stream.error}" if stream.error else tail
+        return f"codex finished no turn{cap} (exit status {proc.returncode}){why}"
+    if proc.returncode != 0:
+        return f"codex exit status {proc.returncode}{tail}"
+    return None
+
+
+# -- the backend --------------------------------------------------------------------------
+
+
+class CodexBackend:
+    """Runs one iteration of a hat with the Codex CLI."""
+
+    kind = "codex"
+    own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
+
+    def __init__(self, config: CodexConfig | None = None) -> None:
+        self.config = config or CodexConfig()
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """The backend's own limit (``timeout_seconds`` in its config)."""
+        return self.config.timeout_seconds
+
+    @classmethod
+    def from_config(cls, config: CodexConfig) -> CodexBackend:
+        """Build from TOML settings."""
+        return cls(config)
+
+    def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment for one iteration."""
+        variables = loop_env(request)
+        env = {**os.environ, **self.config.env, **variables}
+        overrides = mcp_overrides(self.config, variables) if self.config.mcp else []
+        events_dir = request.events_file.parent
+        writable = (
+            events_dir
+            if self.config.sandbox == "workspace-write" and _outside(events_dir, request.workdir)
+            else None
+        )
+        return build_argv(self.config, overrides, writable), env
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """Run the CLI once; failures come back as a failed result, never raised.
+
+        Raises:
+            BackendUnavailable: the CLI program is missing or not executable.
+        """
+        argv, env = self.prepare(request)
+        timeout = effective_timeout(self.config.timeout_seconds, request.timeout_seconds)
+        log.debug("codex.start", hat=request.hat, iteration=request.iteration, argv=argv)
+        proc = await run_process(
+            argv,
+            stdin=request.prompt.encode("utf-8"),
+            env=env,
+            cwd=request.workdir,
+            timeout=timeout,
+            max_output_bytes=self.config.max_output_bytes,
+        )
+        return summarize(proc, timeout)

@@ -1,0 +1,336 @@
+"""The ``gemini`` backend: the real Gemini CLI, headless, reading its stream-json output.
+
+One iteration runs ``gemini --output-format stream-json --approval-mode yolo -p ""`` with
+the prompt on stdin (any size; ``-p ""`` only selects headless mode). The CLI prints
+JSON lines: ``init`` (session id, model), ``message`` (the user's prompt, then the
+assistant's text in ``delta`` pieces), ``tool_use`` / ``tool_result``, ``error``
+(warnings) and a final ``result`` with ``status`` and ``stats`` (tokens per model, tool
+calls, duration). The output is every assistant message, in order (text written before a
+tool call counts: its ``<event>`` tags are read); the result line decides success.
+
+Unattended defaults (each overridable): the working folder is trusted for the run
+(``GEMINI_CLI_TRUST_WORKSPACE=true``; without it a headless run exits 55), and the
+approval mode is ``yolo`` (headless, any other mode offers the agent only read-only
+tools: no shell, so no ``loop emit``, and no MCP tools).
+
+hatloop's tools: with ``mcp = true`` the agent gets an ``mcpServers.hatloop`` entry, the
+session's HTTP endpoint (``LOOP_MCP_URL``, header ``Authorization: Bearer
+${LOOP_MCP_TOKEN}``, expanded by the CLI from its environment so the secret is never
+written to disk) or, without one, ``python -m loop mcp`` over stdio with the ``LOOP_*``
+variables; ``trust: true`` lets its tools run unprompted. The CLI reads settings only
+from its home (``~/.gemini``), a project's ``.gemini/`` and root-owned system files, so
+the entry goes into a per-session home (``GEMINI_CLI_HOME`` = ``<session>/gemini-home``)
+whose ``settings.json`` is the user's own plus the entry, and whose other files link to
+the user's ``~/.gemini`` (login, history): nothing is written into the user's home.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from loop._fs import write_json
+from loop.backends._agent import (
+    ENV_MCP_TOKEN,
+    MCP_SERVER_NAME,
+    error_line,
+    int_or_none,
+    json_lines,
+    loop_env,
+    mcp_endpoint,
+    mcp_server_env,
+    one_line,
+    stdio_command,
+)
+from loop.backends._process import ProcessResult, run_process
+from loop.backends.base import BackendRequest, BackendResult, effective_timeout
+from loop.backends.configs import GeminiConfig
+
+__all__ = [
+    "GeminiBackend",
+    "GeminiStream",
+    "build_argv",
+    "mcp_settings",
+    "parse_stream",
+    "prepare_home",
+    "read_settings",
+    "summarize",
+]
+
+log = structlog.get_logger(__name__)
+
+HOME_DIR_NAME = "gemini-home"
+SETTINGS_NAME = "settings.json"
+ENV_HOME = "GEMINI_CLI_HOME"
+ENV_TRUST = "GEMINI_CLI_TRUST_WORKSPACE"
+
+
+# -- pure parts ---------------------------------------------------------------------------
+
+
+def build_argv(config: GeminiConfig) -> list[str]:
+    """The CLI's argv for one iteration (pure; the prompt goes on stdin).
+
+    The user's ``args`` follow the fixed flags; ``-p ""`` comes last (headless mode; the
+    CLI appends it to the prompt read from stdin).
+    """
+    argv = [*config.command, "--output-format", "stream-json"]
+    argv += ["--approval-mode", config.approval_mode, *config.args]
+    if config.model:
+        argv += ["--model", config.model]
+    return [*argv, "-p", ""]
+
+
+def mcp_settings(config: GeminiConfig, env: Mapping[str, str]) -> dict[str, Any]:
+    """The ``mcpServers.hatloop`` entry for the iteration's environment (pure).
+
+    The HTTP form names the token by variable (``${LOOP_MCP_TOKEN}``); the CLI expands it.
+    """
+    endpoint = mcp_endpoint(env)
+    if endpoint is not None:
+        server: dict[str, Any] = {
+            "httpUrl": endpoint.url,
+            "headers": {"Authorization": f"Bearer ${{{ENV_MCP_TOKEN}}}"},
+        }
+    else:
+        command = stdio_command(config.mcp_command)
+        server = {"command": command[0], "args": command[1:], "env": mcp_server_env(env)}
+    server["trust"] = True  # its tools run without a confirmation nobody could give
+    return {"mcpServers": {MCP_SERVER_NAME: server}}
+
+
+def _strip_comments(text: str) -> str:
+    # settings.json may hold // and /* */ comments (the CLI strips them before parsing).
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def read_settings(text: str) -> dict[str, Any] | None:
+    """A settings file's object (comments allowed), or ``None`` when it is not one."""
+    try:
+        data = json.loads(_strip_comments(text))
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass(slots=True)
+class GeminiStream:
+    """What the stream-json output said."""
+
+    result: dict[str, Any] | None = None
+    session_id: str | None = None
+    model: str | None = None
+    messages: list[str] = field(default_factory=list)
+    tool_uses: list[str] = field(default_factory=list)
+    tool_errors: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def parse_stream(stdout: str) -> GeminiStream:
+    """Read the CLI's JSON lines (pure). Assistant text arrives in pieces; a tool call
+    ends the message it follows."""
+    stream = GeminiStream()
+    current: list[str] = []
+
+    def close_message() -> None:
+        if text := "".join(current).strip():
+            stream.messages.append(text)
+        current.clear()
+
+    for item in json_lines(stdout):
+        kind = item.get("type")
+        if kind == "message" and item.get("role") == "assistant":
+            current.append(str(item.get("content") or ""))
+        elif kind == "tool_use":
+            close_message()
+            stream.tool_uses.append(str(item.get("tool_name")))
+        elif kind == "tool_result" and item.get("status") == "error":
+            stream.tool_errors += 1
+        elif kind == "error":
+            stream.warnings.append(one_line(str(item.get("message") or "")))
+        elif kind == "init":
+            stream.session_id = item.get("session_id") or stream.session_id
+            stream.model = item.get("model") or stream.model
+        elif kind == "result":
+            stream.result = item
+    close_message()
+    return stream
+
+
+def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
+    """Turn a finished CLI run into a :class:`BackendResult` (pure)."""
+    stream = parse_stream(proc.stdout.decode("utf-8", errors="replace"))
+    res = stream.result or {}
+    stats = res.get("stats") if isinstance(res.get("stats"), dict) else {}
+    assert isinstance(stats, dict)
+    meta: dict[str, Any] = {"tool_uses": stream.tool_uses}
+    for key, value in (
+        ("session_id", stream.session_id),
+        ("model", stream.model),
+        ("tool_errors", stream.tool_errors),
+        ("warnings", stream.warnings),
+        ("duration_ms", stats.get("duration_ms")),
+        ("models", stats.get("models")),
+        ("stderr_tail", error_line(proc.stderr)),
+        ("truncated", proc.truncated),
+    ):
+        if value:
+            meta[key] = value
+    result = BackendResult(
+        output="\n\n".join(stream.messages),
+        exit_code=proc.returncode,
+        input_tokens=int_or_none(stats.get("input_tokens")),
+        output_tokens=int_or_none(stats.get("output_tokens")),
+        meta=meta,
+    )
+    reason = _failure(proc, stream.result, timeout)
+    if reason is not None:
+        result.ok = False
+        result.reason = reason
+    return result
+
+
+def _failure(proc: ProcessResult, res: dict[str, Any] | None, timeout: float | None) -> str | None:
+    stderr = error_line(proc.stderr)
+    tail = f": {stderr}" if stderr else ""
+    if proc.timed_out:
+        return f"timeout after {timeout:g}s" if timeout is not None else "timeout"
+    if res is None:
+        cap = " (output cap reached)" if proc.truncated else ""
+        return f"gemini printed no result line{cap} (exit status {proc.returncode}){tail}"
+    if res.get("status") != "success":
+        error = res.get("error") if isinstance(res.get("error"), dict) else {}
+        assert isinstance(error, dict)
+        text = one_line(str(error.get("message") or error.get("type") or ""))
+        return f"gemini reported an error: {text}" if text else "gemini reported an error"
+    if proc.returncode != 0:
+        return f"gemini exit status {proc.returncode}{tail}"
+    return None
+
+
+# -- the per-session home -----------------------------------------------------------------
+
+
+def _user_gemini_dir(env: Mapping[str, str]) -> Path:
+    home = env.get(ENV_HOME) or env.get("HOME") or str(Path.home())
+    return Path(home) / ".gemini"
+
+
+def prepare_home(home: Path, user_dir: Path, overlay: Mapping[str, Any]) -> None:
+    """Make ``home/.gemini``: the user's settings plus ``overlay``, the rest linked.
+
+    ``settings.json`` is the user's (``user_dir/settings.json``) with ``overlay``'s
+    ``mcpServers`` entries added (the CLI merges them by name); every other entry of
+    ``user_dir`` (credentials, history, extensions) is a symlink to the user's own.
+
+    Raises:
+        ValueError: the user's settings file cannot be read as a JSON object.
+    """
+    gemini_dir = home / ".gemini"
+    gemini_dir.mkdir(parents=True, exist_ok=True)
+    settings: dict[str, Any] = {}
+    user_settings = user_dir / SETTINGS_NAME
+    if user_settings.is_file():
+        parsed = read_settings(user_settings.read_text(encoding="utf-8"))
+        if parsed is None:
+            raise ValueError(f"{user_settings} is not a JSON object")
+        settings = parsed
+    servers = settings.get("mcpServers")
+    servers = dict(servers) if isinstance(servers, dict) else {}
+    servers.update(overlay.get("mcpServers", {}))
+    settings = {**settings, **overlay, "mcpServers": servers}
+    write_json(gemini_dir / SETTINGS_NAME, settings, durable=False)
+    if user_dir.is_dir() and user_dir.resolve() != gemini_dir.resolve():
+        for entry in user_dir.iterdir():
+            link = gemini_dir / entry.name
+            if entry.name != SETTINGS_NAME and not link.exists() and not link.is_symlink():
+                link.symlink_to(entry)
+
+
+# -- the backend --------------------------------------------------------------------------
+
+
+class GeminiBackend:
+    """Runs one iteration of a hat with the Gemini CLI."""
+
+    kind = "gemini"
+    own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
+
+    def __init__(self, config: GeminiConfig | None = None) -> None:
+        self.config = config or GeminiConfig()
+
+    @property
+    def timeout_seconds(self) -> float | None:
+        """The backend's own limit (``timeout_seconds`` in its config)."""
+        return self.config.timeout_seconds
+
+    @classmethod
+    def from_config(cls, config: GeminiConfig) -> GeminiBackend:
+        """Build from TOML settings."""
+        return cls(config)
+
+    def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
+        """Set up the session's Gemini home (with ``mcp``) and return argv and environment."""
+        variables = loop_env(request)
+        env = {**os.environ, **self.config.env, **variables}
+        if self.config.trust_workspace:
+            env[ENV_TRUST] = "true"
+        if self.config.mcp:
+            session_dir = variables.get("LOOP_SESSION_DIR")
+            folder = (
+                Path(session_dir)
+                if session_dir
+                else (request.iteration_dir or request.events_file.parent)
+            )
+            home = folder / HOME_DIR_NAME
+            try:
+                prepare_home(home, _user_gemini_dir(env), mcp_settings(self.config, variables))
+            except (OSError, ValueError) as exc:
+                log.warning("gemini.no_mcp", reason=str(exc), hat=request.hat)
+            else:
+                env[ENV_HOME] = str(home)
+        return build_argv(self.config), env
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """Run the CLI once; failures come back as a failed result, never raised.
+
+        Raises:
+            BackendUnavailable: the CLI program is missing or not executable.
+        """
+        argv, env = self.prepare(request)
+        timeout = effective_timeout(self.config.timeout_seconds, request.timeout_seconds)
+        log.debug("gemini.start", hat=request.hat, iteration=request.iteration, argv=argv)
+        proc = await run_process(
+            argv,
+            stdin=request.prompt.encode("utf-8"),
+            env=env,
+            cwd=request.workdir,
+            timeout=timeout,
+            max_output_bytes=self.config.max_output_bytes,
+        )
+        return summarize(proc, timeout)
