@@ -46,7 +46,8 @@ class PromptTemplate:
             tail.append(f"You publish: {allowed}.")
         tail += [
             "Publish each event in one of two ways:",
-            '- run `python -m loop emit TOPIC "payload"` (add `--json` for a JSON payload), or',
+            '- run `"$LOOP_PYTHON" -m loop emit TOPIC "payload"` in a shell (add `--json` for a '
+            "JSON payload; `$LOOP_PYTHON` names hatloop's Python, so this works in any shell), or",
             '- write `<event topic="TOPIC">payload</event>` in your reply.',
         ]
         if not publishes or completion_event in publishes:

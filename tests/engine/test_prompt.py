@@ -61,7 +61,8 @@ def reference_prompt(parts: PromptParts) -> str:
         lines.append("You publish: " + ", ".join(f"`{t}`" for t in parts.publishes) + ".")
     lines += [
         "Publish each event in one of two ways:",
-        '- run `python -m loop emit TOPIC "payload"` (add `--json` for a JSON payload), or',
+        '- run `"$LOOP_PYTHON" -m loop emit TOPIC "payload"` in a shell (add `--json` for a '
+        "JSON payload; `$LOOP_PYTHON` names hatloop's Python, so this works in any shell), or",
         '- write `<event topic="TOPIC">payload</event>` in your reply.',
     ]
     if not parts.publishes or parts.completion_event in parts.publishes:
