@@ -1,24 +1,73 @@
-"""``loop init``: write a commented loop.toml and hat files to start from (never overwrite)."""
+"""``loop init``: write a commented loop.toml and hat files to start from (never overwrite).
+
+``--backend B`` makes B every hat's backend: the preset's ``[backend]`` block (the
+comments above ``[backend]`` and the table, last in ``loop.toml``) is replaced by B's
+own commented block (``presets/_backends/B.toml``: its defaults and how to override
+them), and the hats' own backend tables are dropped. For the scripted backend, a hat
+left without outputs gets a stand-in that publishes its way onwards, so the loop runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import tomllib
 from pathlib import Path
+from typing import Any
 
 from loop._fs import write_new_file
 from loop.config import preset_dir, preset_names
 from loop.errors import UsageError
 
-__all__ = ["plan_files", "register"]
+__all__ = ["BACKENDS", "backend_block", "plan_files", "register"]
 
+BACKENDS = ("scripted", "claude", "gemini", "codex")
 _BACKEND_TABLE = re.compile(r"^\[hats\.[^\]]+\.backend\]\s*$", re.MULTILINE)
+_BACKEND_HEADER = re.compile(r"^\[backend\]", re.MULTILINE)
+_TYPE = re.compile(r'^type = "(\w+)"', re.MULTILINE)
+
+
+def backend_block(backend: str) -> str:
+    """The commented ``[backend]`` block ``init --backend`` writes for ``backend``."""
+    return (preset_dir("default").parent / "_backends" / f"{backend}.toml").read_text("utf-8")
+
+
+def _block_start(text: str) -> int:
+    # The block is the [backend] table (last in a preset's loop.toml) and the comment
+    # lines right above it.
+    match = _BACKEND_HEADER.search(text)
+    if match is None:
+        raise UsageError("this preset's loop.toml has no [backend] table to replace")
+    lines = text[: match.start()].splitlines(keepends=True)
+    while lines and lines[-1].startswith("#"):
+        lines.pop()
+    return len("".join(lines))
 
 
 def _strip_backend_tables(text: str) -> str:
     # Preset hat files keep their per-hat backend table last: cut from it to the end.
     match = _BACKEND_TABLE.search(text)
     return text[: match.start()].rstrip() + "\n" if match else text
+
+
+def _stand_ins(text: str, completion_event: str) -> str:
+    """Scripted stand-ins for the hats of a hat file that have no backend of their own."""
+    hats: dict[str, Any] = tomllib.loads(text).get("hats", {})
+    tables = []
+    for name, hat in hats.items():
+        if not isinstance(hat, dict) or "backend" in hat:
+            continue
+        publishes = [t for t in hat.get("publishes", []) if "*" not in t]
+        output = f"(a scripted stand-in for {name})"
+        if publishes:  # onwards: completion when the hat may publish it, else its last topic
+            topic = completion_event if completion_event in publishes else publishes[-1]
+            output += f' <event topic="{topic}">done</event>'
+        tables.append(
+            f"\n[hats.{name}.backend]              # a stand-in: replace with an agent\n"
+            f'type = "scripted"\noutputs = [{json.dumps(output)}]\n'
+        )
+    return text.rstrip() + "\n" + "".join(tables) if tables else text
 
 
 def plan_files(preset: str, backend: str | None) -> dict[Path, str]:
@@ -29,13 +78,17 @@ def plan_files(preset: str, backend: str | None) -> dict[Path, str]:
         rel = src.relative_to(root)
         if src.is_dir() or any(part.startswith((".", "__")) for part in rel.parts):
             continue
-        text = src.read_text(encoding="utf-8")
-        if backend is not None:
-            if rel.name == "loop.toml":
-                text = re.sub(r'(?m)^type = "\w+"(.*)$', f'type = "{backend}"\\1', text, count=1)
-            elif rel.suffix == ".toml":
-                text = _strip_backend_tables(text)
-        files[rel] = text
+        files[rel] = src.read_text(encoding="utf-8")
+    config = files[Path("loop.toml")]
+    own = _TYPE.search(config[_block_start(config) :])
+    if backend is None or (own is not None and own.group(1) == backend):
+        return files  # the preset as shipped
+    files[Path("loop.toml")] = config[: _block_start(config)] + backend_block(backend)
+    completion = tomllib.loads(config).get("loop", {}).get("completion_event", "LOOP_COMPLETE")
+    for rel, text in files.items():
+        if rel.suffix == ".toml" and rel.name != "loop.toml":
+            hats = _strip_backend_tables(text)
+            files[rel] = _stand_ins(hats, completion) if backend == "scripted" else hats
     return files
 
 
@@ -45,8 +98,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--preset", default="default", help=f"one of: {', '.join(preset_names())}")
     p.add_argument(
         "--backend",
-        choices=["scripted", "claude", "gemini", "codex"],
-        help="the default backend for every hat (drops per-hat backends)",
+        choices=BACKENDS,
+        help="every hat's backend (replaces the preset's [backend] and per-hat backends)",
     )
     p.add_argument("--dir", default=".", help="where to write (default: here)")
     p.set_defaults(handler=_init)
@@ -54,7 +107,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _init(args: argparse.Namespace) -> int:
     target = Path(args.dir)
-    files = plan_files(args.preset, args.backend if args.backend != "scripted" else None)
+    files = plan_files(args.preset, args.backend)
     existing = [str(target / rel) for rel in files if (target / rel).exists()]
     if existing:
         raise UsageError("init never overwrites; these files exist already: " + ", ".join(existing))

@@ -1,0 +1,68 @@
+"""``init`` for every preset and backend: the files it writes validate and load as written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loop.commands.init import BACKENDS, backend_block, plan_files
+from loop.config import load_config, preset_dir, preset_names
+from tests.commands.test_cli import ENV
+
+COMBINATIONS = [(p, b) for p in preset_names() for b in BACKENDS]
+
+
+def _loop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loop", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(("preset", "backend"), COMBINATIONS)
+def test_init_writes_a_config_that_validates_and_loads(
+    tmp_path: Path, preset: str, backend: str
+) -> None:
+    """`init --preset P --backend B`: `hats validate` accepts it and every hat runs on B."""
+    init = _loop("init", "--preset", preset, "--backend", backend, cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    validate = _loop("hats", "validate", cwd=tmp_path)
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    config = load_config(tmp_path / "loop.toml", root=tmp_path)  # run's loader
+    assert config.backend.type == backend
+    assert {config.hat_backend(name).type for name in config.hats} == {backend}
+    text = (tmp_path / "loop.toml").read_text()
+    assert text.endswith(backend_block(backend))
+    if backend != "scripted":
+        assert "no agent" not in text.lower()
+        assert all("outputs" not in p.read_text() for p in (tmp_path / "hats").glob("*.toml"))
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_init_scripted_runs_every_preset_to_completion(tmp_path: Path, preset: str) -> None:
+    """--backend scripted never keeps an agent: hats without outputs get stand-ins that
+    publish onwards, so the loop completes."""
+    assert _loop("init", "--preset", preset, "--backend", "scripted", cwd=tmp_path).returncode == 0
+    if preset == "claude":
+        (tmp_path / "PROMPT.md").write_text("Write the docs.")
+    run = _loop("run", "-q", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "completed" in run.stdout
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_a_preset_ships_its_backends_own_block(preset: str) -> None:
+    """Each preset's [backend] block is the one init writes for its type (kept in sync),
+    and init with that same backend writes the preset unchanged."""
+    text = (preset_dir(preset) / "loop.toml").read_text()
+    own = next(b for b in BACKENDS if text.endswith(backend_block(b)))
+    shipped = plan_files(preset, None)
+    assert plan_files(preset, own) == shipped
