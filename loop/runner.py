@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -144,4 +144,4 @@ async def run_loop(
 
 def summary_dict(summary: RunSummary) -> dict[str, Any]:
     """The summary as JSON-ready data."""
-    return dict(summary.__dict__)
+    return asdict(summary)

@@ -490,4 +490,5 @@ class Engine:
             resumed=self.resume,
             session_dir=str(self.paths.dir),
             notes=notes,
+            usage_per_hat=dict(self.state.usage_per_hat),
         )

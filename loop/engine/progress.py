@@ -8,6 +8,7 @@ from typing import Any
 import structlog
 
 from loop.bus import EventBus
+from loop.engine.state import HatUsage
 from loop.events import Event
 from loop.extensions import Extension
 
@@ -32,10 +33,25 @@ class RunSummary:
     resumed: bool
     session_dir: str
     notes: list[str] = field(default_factory=list)
+    usage_per_hat: dict[str, HatUsage] = field(default_factory=dict)
+
+
+def _count(n: int) -> str:
+    return f"{n / 1000:.1f}k" if n >= 10_000 else str(n)
+
+
+def usage_text(
+    cost_usd: float | None, input_tokens: int | None, output_tokens: int | None
+) -> str | None:
+    """``$0.0123, 1200 in / 340 out tokens``: what a backend reported, or None for nothing."""
+    parts = [f"${cost_usd:.4f}"] if cost_usd is not None else []
+    if input_tokens is not None or output_tokens is not None:
+        parts.append(f"{_count(input_tokens or 0)} in / {_count(output_tokens or 0)} out tokens")
+    return ", ".join(parts) or None
 
 
 class ProgressReporter(Extension):
-    """Logs one line per iteration: number, hat, elapsed, events, status, cost."""
+    """Logs one line per iteration: number, hat, elapsed, events, status, cost, tokens."""
 
     name = "progress"
 
@@ -68,6 +84,8 @@ class ProgressReporter(Extension):
         }
         if rec.get("cost_usd") is not None:
             fields["cost"] = f"${rec['cost_usd']:.4f}"
+        if rec.get("input_tokens") is not None or rec.get("output_tokens") is not None:
+            fields["tokens"] = f"{rec.get('input_tokens') or 0}/{rec.get('output_tokens') or 0}"
         if rec.get("reason"):
             fields["reason"] = rec["reason"]
         for note in rec.get("notes", []):
@@ -95,6 +113,13 @@ def render_summary(summary: RunSummary, extra: list[str] | None = None) -> str:
     ]
     if summary.cost_usd:
         lines.append(f"  cost      ${summary.cost_usd:.4f}")
+    usage = [
+        f"{hat} {text}"
+        for hat, u in summary.usage_per_hat.items()
+        if (text := usage_text(u.cost_usd, u.input_tokens, u.output_tokens))
+    ]
+    if usage:
+        lines.append("  usage     " + " · ".join(usage))
     lines += [f"  note      {n}" for n in summary.notes]
     lines += [f"  {line}" for line in (extra or [])]
     if summary.exit_code != 0:

@@ -17,7 +17,7 @@ from typing import Any
 from loop.engine.routing import HatSpec, is_reserved, route
 from loop.events import Event
 
-__all__ = ["LoopState", "PendingEvent", "RouteContext", "apply", "fold"]
+__all__ = ["HatUsage", "LoopState", "PendingEvent", "RouteContext", "apply", "fold"]
 
 
 @dataclass(slots=True)
@@ -68,6 +68,24 @@ class RouteContext:  # not slotted: cached_property needs the instance __dict__
         return routes[key]
 
 
+@dataclass(slots=True)
+class HatUsage:
+    """What one hat's iterations cost, as far as its backend reported (None: never said)."""
+
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def add(self, cost: Any, input_tokens: Any, output_tokens: Any) -> None:
+        """Add one iteration's figures (a missing one leaves its total as it was)."""
+        if cost is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + float(cost)
+        if input_tokens is not None:
+            self.input_tokens = (self.input_tokens or 0) + int(input_tokens)
+        if output_tokens is not None:
+            self.output_tokens = (self.output_tokens or 0) + int(output_tokens)
+
+
 @dataclass
 class LoopState:
     """Plain data: what the journal says about a session so far."""
@@ -89,6 +107,7 @@ class LoopState:
     last_hat: str | None = None
     events_per_hat: dict[str, int] = field(default_factory=dict)
     cost_usd: float = 0.0
+    usage_per_hat: dict[str, HatUsage] = field(default_factory=dict)
     resumes: int = 0
 
 
@@ -161,7 +180,18 @@ def _apply_iteration_end(
     state.last_hat = hat
     state.activations[hat] = state.activations.get(hat, 0) + 1
     state.elapsed = float(record.get("elapsed", state.elapsed))
-    state.cost_usd += float(record.get("cost_usd") or 0.0)
+    cost, tokens_in, tokens_out = (
+        record.get("cost_usd"),
+        record.get("input_tokens"),
+        record.get("output_tokens"),
+    )
+    if cost is not None or tokens_in is not None or tokens_out is not None:
+        if cost is not None:
+            state.cost_usd += float(cost)
+        usage = state.usage_per_hat.get(hat)
+        if usage is None:
+            usage = state.usage_per_hat[hat] = HatUsage()
+        usage.add(cost, tokens_in, tokens_out)
     if record.get("status") == "ok":
         state.consecutive_failures = 0
         consumed = record.get("consumed")

@@ -1,0 +1,97 @@
+"""Cost and tokens: folded per hat from the journal, shown per iteration and per hat."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from loop.bus import EventBus
+from loop.engine.progress import ProgressReporter, RunSummary, render_summary, usage_text
+from loop.engine.state import HatUsage, fold
+from loop.events import Event
+from tests.engine.test_decide import CTX, end_record, start_record
+
+
+def _end(n: int, hat: str, **usage: Any) -> dict[str, Any]:
+    return {**end_record(n, hat, [], []), **usage}
+
+
+def test_usage_is_folded_per_hat_from_what_each_backend_reported() -> None:
+    """Costs and tokens add up per hat; a figure never reported stays None; the total cost
+    is the sum of the reported ones."""
+    state = fold(
+        [
+            start_record(),
+            _end(1, "planner", cost_usd=0.25, input_tokens=100, output_tokens=10),
+            _end(2, "builder", cost_usd=None, input_tokens=40, output_tokens=4),
+            _end(3, "planner", cost_usd=0.5, input_tokens=None, output_tokens=None),
+            _end(4, "builder", cost_usd=None, input_tokens=60, output_tokens=6),
+            _end(5, "checker", cost_usd=None, input_tokens=None, output_tokens=None),
+        ],
+        CTX,
+    )
+    assert state.usage_per_hat == {
+        "planner": HatUsage(cost_usd=0.75, input_tokens=100, output_tokens=10),
+        "builder": HatUsage(cost_usd=None, input_tokens=100, output_tokens=10),
+    }
+    assert state.cost_usd == 0.75
+
+
+def test_usage_text_says_only_what_was_reported() -> None:
+    """Cost and tokens, tokens alone, or nothing; large counts in thousands."""
+    assert usage_text(0.0123, 1200, 340) == "$0.0123, 1200 in / 340 out tokens"
+    assert usage_text(None, 123_456, 7) == "123.5k in / 7 out tokens"
+    assert usage_text(None, None, None) is None
+
+
+def _summary(usage: dict[str, HatUsage], cost: float = 0.0) -> RunSummary:
+    return RunSummary(
+        session_id="s",
+        reason="completed",
+        exit_code=0,
+        iterations=3,
+        elapsed=1.0,
+        failed_iterations=0,
+        events_per_hat={},
+        activations={"planner": 1, "builder": 2},
+        cost_usd=cost,
+        resumed=False,
+        session_dir="/s",
+        usage_per_hat=usage,
+    )
+
+
+def test_summary_shows_usage_per_hat() -> None:
+    """One usage line names each hat that reported something; none without usage."""
+    usage = {
+        "planner": HatUsage(cost_usd=0.25, input_tokens=100, output_tokens=10),
+        "builder": HatUsage(input_tokens=40, output_tokens=4),
+        "checker": HatUsage(),
+    }
+    text = render_summary(_summary(usage, cost=0.25))
+    assert "  cost      $0.2500" in text.splitlines()
+    assert (
+        "  usage     planner $0.2500, 100 in / 10 out tokens · builder 40 in / 4 out tokens"
+        in text.splitlines()
+    )
+    assert "usage" not in render_summary(_summary({}))
+
+
+async def test_progress_line_shows_cost_and_tokens() -> None:
+    """The iteration line carries cost and tokens when the backend reported them."""
+    bus = EventBus()
+    ProgressReporter().attach(bus)
+    record = {"iteration": 1, "hat": "planner", "status": "ok", "duration": 1.0, "elapsed": 1.0}
+    with capture_logs() as logs:
+        await bus.publish(
+            Event(
+                topic="loop.iteration.done",
+                source="loop",
+                payload={**record, "cost_usd": 0.5, "input_tokens": 1200, "output_tokens": 34},
+            )
+        )
+        await bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))
+    lines = [entry for entry in logs if entry["event"] == "iteration"]
+    assert (lines[0]["cost"], lines[0]["tokens"]) == ("$0.5000", "1200/34")
+    assert "cost" not in lines[1] and "tokens" not in lines[1]
