@@ -74,3 +74,54 @@ def test_keys_that_are_not_strings_are_written_as_strings() -> None:
     line = _json.dumps_line(value)
     assert json.loads(line) == json.loads(json.dumps(value))
     assert _json.loads(line) == {"a": {"1": "one", "2.5": "x", "false": "f", "null": "n"}}
+
+
+@pytest.mark.parametrize("depth", [1_100, 5_000, 100_000])
+@pytest.mark.parametrize("large", [False, True])
+def test_nesting_too_deep_to_parse_is_a_decode_error(depth: int, large: bool) -> None:
+    """No RecursionError escapes, whatever the depth, on the orjson and the large path."""
+    pad = " " * (_json.LARGE + 1) if large else ""
+    for text in ("[" * depth + "]" * depth + pad, "[" * depth + pad, '{"a":' * depth + "1"):
+        with pytest.raises(_json.JSONDecodeError, match="nested too deeply"):
+            _json.loads(text)
+        with pytest.raises(ValueError, match="nested deeper than 100 levels"):
+            _json.loads(text.encode(), max_depth=_json.INPUT_DEPTH)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 100, 200])
+def test_max_depth_is_exact(limit: int) -> None:
+    """A document nested exactly ``max_depth`` levels parses; one level more is refused."""
+    for open_, close in (("[", "]"), ('{"k":', "}")):
+        inner = "1" if open_.startswith("{") else ""
+        ok = open_ * limit + inner + close * limit
+        assert _json.too_deep(_json.loads(ok, max_depth=limit), limit) is False
+        deeper = open_ + ok + close
+        with pytest.raises(_json.TooDeep) as info:
+            _json.loads(deeper, max_depth=limit)
+        assert _json.error_text(info.value) == f"nested deeper than {limit} levels"
+
+
+def test_brackets_inside_strings_are_not_nesting() -> None:
+    """Only structure counts: a string full of brackets is depth 1."""
+    text = json.dumps({"code": "{[" * 5_000})
+    assert _json.loads(text, max_depth=1) == {"code": "{[" * 5_000}
+
+
+def test_error_text_is_one_line() -> None:
+    """Invalid JSON and too-deep JSON are each described on one line."""
+    with pytest.raises(ValueError) as bad:
+        _json.loads('{"a": \n  oops}')
+    assert _json.error_text(bad.value) == "Expecting value at line 2 column 3"
+    assert "\n" not in _json.error_text(_json.TooDeep(None))
+
+
+@given(JSON, st.integers(0, 6))
+def test_too_deep_agrees_with_the_text(value: Any, limit: int) -> None:
+    """too_deep on a value and max_depth on its text draw the line at the same depth."""
+    text = json.dumps(value)
+    deep = _json.too_deep(value, limit)
+    if deep:
+        with pytest.raises(_json.TooDeep):
+            _json.loads(text, max_depth=limit)
+    else:
+        assert _json.loads(text, max_depth=limit) == value
