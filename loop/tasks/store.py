@@ -22,7 +22,7 @@ from itertools import compress
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
-from loop._fs import atomic_write, file_lock
+from loop._fs import atomic_write, file_lock, make_folders, read_bytes
 from loop.errors import StoreError
 from loop.tasks.fileformat import (
     changed_positions,
@@ -173,15 +173,20 @@ def _fragments(tasks: Sequence[Task], old: _Snapshot | None) -> list[bytes]:
 
 
 class FileTaskStore:
-    """Tasks in one JSON file shared by every process that uses it."""
+    """Tasks in one JSON file shared by every process that uses it.
 
-    def __init__(self, path: Path, *, durable: bool = True) -> None:
+    The file, its lock (``<file>.lock``) and its temp file are reached from ``root``
+    without following links (see :mod:`loop._fs`); ``None`` trusts the file's folder.
+    """
+
+    def __init__(self, path: Path, *, root: Path | None = None, durable: bool = True) -> None:
         self.path = path
+        self.root = root
         self.durable = durable
 
     def _load(self) -> _Snapshot | None:
         try:
-            raw = self.path.read_bytes()
+            raw = read_bytes(self.path, root=self.root)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -196,12 +201,12 @@ class FileTaskStore:
     def change(self, fn: Change[R]) -> R:
         """Lock, re-read, apply ``fn``, replace the file atomically (if anything changed)."""
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_folders(self.path.parent, root=self.root or self.path.parent)
         except OSError as exc:
             raise StoreError(
                 f"cannot create its folder: {exc.strerror or exc}", file=self.path
             ) from exc
-        with file_lock(self.path):
+        with file_lock(self.path, root=self.root):
             old = self._load()
             before: list[Task] = [] if old is None else TaskList.of(old.index)
             after, result = fn(before)
@@ -211,7 +216,11 @@ class FileTaskStore:
                 parts = _fragments(index.tasks, old)
                 raw = join_fragments(parts)
                 try:
-                    atomic_write(self.path, raw, durable=self.durable)
+                    # under the lock: one fixed temp name, so a killed write leaves at
+                    # most one temp file, which the next write replaces
+                    atomic_write(
+                        self.path, raw, root=self.root, durable=self.durable, single_writer=True
+                    )
                 except OSError as exc:
                     raise StoreError(
                         f"cannot write: {exc.strerror or exc}", file=self.path
@@ -248,4 +257,4 @@ def store_for(ctx: ToolContext) -> FileTaskStore | MemoryTaskStore:
     """The file store for ``ctx.tasks_file``, or the in-memory store in ``ctx.state``."""
     if ctx.tasks_file is None:
         return MemoryTaskStore(ctx.state)
-    return FileTaskStore(ctx.tasks_file)
+    return FileTaskStore(ctx.tasks_file, root=ctx.trusted_root(ctx.tasks_file.parent))

@@ -81,6 +81,17 @@ class ToolContext:
         if not self.sessions_dir.is_absolute():
             self.sessions_dir = self.root / self.sessions_dir
 
+    def trusted_root(self, path: Path) -> Path:
+        """The folder whose links are the user's, for a state path: see :mod:`loop._fs`.
+
+        A path inside the project folder is reached from the project folder, so no
+        link below it (``.loop`` included) is followed; a path configured outside it is
+        trusted as given, and only what hatloop creates below it is checked.
+        """
+        if path == self.root or self.root in path.parents:
+            return self.root
+        return path
+
     @classmethod
     def from_env(
         cls,
