@@ -37,7 +37,7 @@ def _message(out: dict[str, Any]) -> str:
 def _heartbeat(args: argparse.Namespace) -> int:
     ctx = context_from_args(args)
     try:
-        print(write_heartbeat(Workspace(ctx.workspace)))
+        print(write_heartbeat(Workspace(ctx.workspace, ctx.trusted_root(ctx.workspace))))
     except (LoopError, OSError) as exc:
         print(f"error: heartbeat: {exc}", file=sys.stderr)
         return EXIT_USAGE

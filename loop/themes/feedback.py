@@ -6,14 +6,13 @@ heartbeat and turned into an interrupt event (see :mod:`loop.themes.extension`).
 
 from __future__ import annotations
 
-import re
-
+from loop import _fs
 from loop.errors import StoreError, ToolError
 from loop.themes import naming
 from loop.themes.lifecycle import repair
 from loop.themes.models import FeedbackOutput
 from loop.themes.ops import Operations
-from loop.themes.workspace import Workspace, read_text
+from loop.themes.workspace import Workspace
 
 __all__ = ["INTERRUPT_PREFIX", "interrupt_name", "process_feedback"]
 
@@ -22,7 +21,7 @@ INTERRUPT_PREFIX = "interrupt."
 
 def interrupt_name(name: str) -> str:
     """The item's name without ``interrupt.`` and ``.md`` (what an interrupt event shows)."""
-    return re.sub(r"\.md$", "", name.removeprefix(INTERRUPT_PREFIX))
+    return name.removeprefix(INTERRUPT_PREFIX).removesuffix(".md")
 
 
 def process_feedback(
@@ -44,17 +43,17 @@ def process_feedback(
             f'check_and_process_item only handles type "feedbackbox" (got {kind[:40]!r}); '
             "for themes use preview_next_theme, then start_theme and end_theme",
         )
-    if not interrupts_only and not ws.feedbackbox.is_dir():
-        try:
-            ws.feedbackbox.mkdir(parents=True, exist_ok=True)
+    if not interrupts_only and ws.kind(ws.feedbackbox) is None:
+        try:  # created without following a link, like every workspace folder
+            _fs.make_folders(ws.feedbackbox, root=ws.trusted)
         except OSError as exc:
             raise StoreError(f"cannot create: {exc.strerror or exc}", file=ws.feedbackbox) from exc
-        if not ws.intent_file.exists():
+        if not ws.exists(ws.intent_file):
             return FeedbackOutput(
                 found=False,
                 message="no feedback to process: created the empty feedbackbox folder",
             )
-    if not ws.intent_file.exists() and not naming.candidates(
+    if not ws.exists(ws.intent_file) and not naming.candidates(
         ws.list_md(ws.feedbackbox)
     ):  # nothing to do: answer without creating the lock file
         return FeedbackOutput(found=False, message="no feedback to process")
@@ -68,7 +67,7 @@ def process_feedback(
         first = names[0]
         src = ws.feedbackbox / first
         dst = ws.feedbackbox / (naming.PROCESSED_PREFIX + first)
-        content = read_text(src)
+        content = ws.read_text(src)
         try:
             ops.mark_processed(src, dst)
         except OSError as exc:

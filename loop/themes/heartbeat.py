@@ -9,12 +9,11 @@ so "one theme operation per heartbeat" holds however fast iterations run.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta
 
-from loop._fs import atomic_write
+from loop import _fs
 from loop.errors import StoreError, ToolError
-from loop.themes.naming import ID_PATTERN
+from loop.themes.naming import is_heartbeat_id
 from loop.themes.workspace import Workspace
 
 __all__ = ["FORMAT", "next_heartbeat_id", "read_heartbeat_id", "write_heartbeat"]
@@ -32,11 +31,9 @@ def next_heartbeat_id(now: datetime, last: str | None) -> str:
 
 def _read_raw(ws: Workspace) -> str | None:
     try:
-        return ws.heartbeat_file.read_text(encoding="utf-8").strip()
+        return _fs.read_text(ws.heartbeat_file, root=ws.trusted).strip()
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreError(f"cannot read the heartbeat ID: {exc}", file=ws.heartbeat_file) from exc
 
 
 def write_heartbeat(ws: Workspace, now: datetime | None = None) -> str:
@@ -47,12 +44,12 @@ def write_heartbeat(ws: Workspace, now: datetime | None = None) -> str:
     """
     with ws.locked():
         last = _read_raw(ws)
-        if last is not None and re.match(ID_PATTERN, last) is None:
+        if last is not None and not is_heartbeat_id(last):
             raise StoreError(f"not a 14-digit heartbeat ID: {last[:40]!r}", file=ws.heartbeat_file)
         new_id = next_heartbeat_id(now or datetime.now(), last)
         # Not fsynced: the next ID is derived from this one or the clock, and the history
         # files that the cooldown checks are written durably by the tools themselves.
-        atomic_write(ws.heartbeat_file, new_id + "\n", durable=False)
+        _fs.atomic_write(ws.heartbeat_file, new_id + "\n", root=ws.trusted, durable=False)
     return new_id
 
 
@@ -71,7 +68,7 @@ def read_heartbeat_id(ws: Workspace) -> str:
             "operations run inside the loop (each iteration is a heartbeat) or after "
             "`python -m loop theme heartbeat`",
         )
-    if re.match(ID_PATTERN, raw) is None:
+    if not is_heartbeat_id(raw):
         raise ToolError(
             "invalid_heartbeat",
             f"{ws.rel(ws.heartbeat_file)} does not hold a 14-digit heartbeat ID "

@@ -6,6 +6,12 @@ created and removed only when the start succeeded or was fully undone. A start
 that was killed (``kill -9``) leaves the intent behind; the next theme call finds
 it and rolls back, in reverse order, whatever of the plan is on disk. Because the
 plan only names paths that were absent, a rollback never touches what existed before.
+
+The intent is a pointer read from disk, so it is checked like input: every path in it
+must be a plain relative path inside the workspace, and each step reaches it without
+following links. Where a link (or a file) now stands in the way, nothing this start
+created can be there, so the step has nothing to undo. A name that cannot exist (too
+long) is absent too: no intent left by a crash blocks the theme tools for good.
 """
 
 from __future__ import annotations
@@ -16,10 +22,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import structlog
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from loop._fs import inside_root, read_json
-from loop.errors import StoreError, ToolError
+from loop._fs import check_name, read_json, remove_file
+from loop.errors import InputError, PathError, StoreError, ToolError
 from loop.themes.ops import Operations
 from loop.themes.workspace import Workspace
 
@@ -46,10 +52,54 @@ class StartPlan(BaseModel):
     themeDirectory: str
     createDirs: list[str]
 
+    @field_validator("target", "processed")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        return None if value is None else _plain(value, "a themebox name")
+
+    @field_validator("historyFile", "historyTemp", "themeDirectory")
+    @classmethod
+    def _relative(cls, value: str) -> str:
+        return _check_rel(value)
+
+    @field_validator("createDirs")
+    @classmethod
+    def _all_relative(cls, value: list[str]) -> list[str]:
+        return [_check_rel(v) for v in value]
+
+
+def _check_rel(rel: str) -> str:
+    """A path of the plan: plain names joined by ``/``, inside the workspace."""
+    for part in rel.split("/"):
+        _plain(part, "a path")
+    return rel
+
+
+def _plain(name: str, what: str) -> str:
+    try:
+        return check_name(name, what)
+    except PathError as exc:  # pydantic reports a ValueError as an invalid field
+        raise ValueError(exc.message) from exc
+
 
 def _path(ws: Workspace, rel: str) -> Path:
-    # Intent paths are re-checked: a hand-edited intent must not steer a deletion outside.
-    return inside_root(ws.root, rel, what="path in the start intent")
+    return ws.root.joinpath(*_check_rel(rel).split("/"))
+
+
+def _kind(ws: Workspace, path: Path, failures: list[str]) -> str | None:
+    """What is at ``path``, for a clean-up step: ``None`` when nothing of this start is.
+
+    A link on the way means nothing this start created is reachable there. An error
+    that says nothing about the path (EIO...) is a failure: the intent is kept.
+    """
+    try:
+        return ws.kind(path)
+    except PathError:
+        log.warning("theme clean-up: a link is in the way, nothing to undo", path=str(path))
+        return None
+    except (OSError, StoreError) as exc:
+        failures.append(f"check {ws.rel(path)} ({exc})")
+        return None
 
 
 def _step(
@@ -65,7 +115,7 @@ def _step(
 def _remove_dirs(ws: Workspace, rels: list[str], ops: Operations, failures: list[str]) -> None:
     for rel in reversed(rels):
         d = _path(ws, rel)
-        if d.is_dir():
+        if _kind(ws, d, failures) == "folder":
             _step(failures, "remove directory", d, ws, functools.partial(ops.remove_dir, d))
 
 
@@ -81,7 +131,7 @@ def rollback(
     if plan.target and plan.processed:
         src = _path(ws, f"themebox/{plan.target}")
         dst = _path(ws, f"themebox/{plan.processed}")
-        if dst.exists() and not src.exists():
+        if _kind(ws, dst, failures) is not None and _kind(ws, src, failures) is None:
             _step(failures, "rename back", dst, ws, lambda: ops.unmark_processed(dst, src))
     # Reverse of creation: theme directories, then the history file, then the folders
     # that hold the history (created before it in stage 3).
@@ -89,13 +139,13 @@ def rollback(
     history_dirs = [r for r in plan.createDirs if r in _HISTORY_DIRS]
     _remove_dirs(ws, theme_dirs, ops, failures)
     history = _path(ws, plan.historyFile)
-    if history.exists() and not keep_history:
+    if _kind(ws, history, failures) is not None and not keep_history:
         _step(failures, "remove history file", history, ws, lambda: ops.remove_history(history))
     temp = _path(ws, plan.historyTemp)
-    if temp.exists():
+    if _kind(ws, temp, failures) is not None:
         _step(failures, "remove temp file", temp, ws, lambda: ops.remove_history_temp(temp))
     _remove_dirs(ws, history_dirs, ops, failures)
-    if not failures and ws.intent_file.exists():
+    if not failures and _kind(ws, ws.intent_file, failures) is not None:
         _step(
             failures,
             "remove intent file",
@@ -143,8 +193,8 @@ def execute_start(ws: Workspace, plan: StartPlan, history_text: str, ops: Operat
     try:
         ops.write_intent(ws.intent_file, plan.model_dump())
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            ws.intent_file.unlink(missing_ok=True)
+        with contextlib.suppress(OSError, PathError, StoreError):
+            remove_file(ws.intent_file, root=ws.trusted, missing_ok=True)
         raise _stage_error(
             3, "history_write_failed", "could not record the start intent", exc, [], created=False
         ) from exc
@@ -175,7 +225,7 @@ def execute_start(ws: Workspace, plan: StartPlan, history_text: str, ops: Operat
             ops.mark_processed(
                 _path(ws, f"themebox/{plan.target}"), _path(ws, f"themebox/{plan.processed}")
             )
-    except OSError as exc:
+    except (OSError, InputError) as exc:  # an I/O error, or a link put in the way meanwhile
         failures = rollback(ws, plan, ops)
         what = {
             3: f"could not create the theme history file {plan.historyFile}",
@@ -206,15 +256,23 @@ def repair(ws: Workspace, ops: Operations) -> list[str]:
         StoreError: the intent file cannot be parsed (it names the file).
         ToolError: ``cleanup_failed`` when part of the repair failed.
     """
-    if not ws.intent_file.exists():
+    if not ws.exists(ws.intent_file):
         return []
     try:
-        plan = StartPlan.model_validate(read_json(ws.intent_file))
+        plan = StartPlan.model_validate(read_json(ws.intent_file, root=ws.trusted))
     except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
         raise StoreError(
-            f"not a start intent: {exc.error_count()} invalid fields", file=ws.intent_file
+            f"not a start intent ({where}: {first['msg'].removeprefix('Value error, ')}); "
+            "hatloop did not write it: check it and remove it",
+            file=ws.intent_file,
         ) from exc
-    present = [rel for rel in [plan.historyFile, *plan.createDirs] if _path(ws, rel).exists()]
+    present = [
+        rel
+        for rel in [plan.historyFile, *plan.createDirs]
+        if _kind(ws, _path(ws, rel), []) is not None
+    ]
     failures = rollback(ws, plan, ops)
     if failures:
         raise ToolError(

@@ -25,6 +25,8 @@ __all__ = [
     "HistoryEntry",
     "candidates",
     "end_history_name",
+    "is_heartbeat_id",
+    "is_history_name",
     "parse_history",
     "render_end_history",
     "render_start_history",
@@ -33,15 +35,28 @@ __all__ = [
     "theme_dir_parts",
 ]
 
-ID_PATTERN = r"^\d{14}$"
+# For pydantic's ``pattern`` (Rust regex: ``$`` is the end of the text, never before a
+# final newline). ASCII digits only: ``\d`` would take other scripts' digits too.
+ID_PATTERN = r"^[0-9]{14}$"
+_ID = re.compile(r"[0-9]{14}")
 DRAFT_PREFIX = "draft."
 PROCESSED_PREFIX = "processed."
-HISTORY_NAME = re.compile(r"^(?P<id>\d{14})_(?P<kind>start|end)_(?P<part>[a-z0-9_]+)\.md$")
+HISTORY_NAME = re.compile(r"(?P<id>[0-9]{14})_(?P<kind>start|end)_(?P<part>[a-z0-9_]+)\.md")
 
 _NOT_ALLOWED = re.compile(r"[^a-z0-9_]+")
 _UNDERSCORES = re.compile(r"_+")
 _FIELD = re.compile(r"^\*\*(?P<key>[A-Z_]+)\*\*: (?P<value>.*)$", re.MULTILINE)
 _TITLE = re.compile(r"^# (?P<sub>Sub)?[Tt]heme (?:start|end): (?P<name>.*)$", re.MULTILINE)
+
+
+def is_heartbeat_id(text: str) -> bool:
+    """Whether ``text`` is exactly 14 ASCII digits (a heartbeat or theme start ID)."""
+    return _ID.fullmatch(text) is not None
+
+
+def is_history_name(name: str) -> bool:
+    """Whether ``name`` is a start or end history file name."""
+    return HISTORY_NAME.fullmatch(name) is not None
 
 
 def sanitize_part(raw: str, what: str = "themeDirectoryPart") -> str:
@@ -187,7 +202,7 @@ def parse_history(file: str, text: str) -> HistoryEntry | None:
     Only the first occurrence of each header field counts: the header comes before the
     free-text blocks, so a reason that contains ``**THEME_START_ID**: ...`` cannot forge it.
     """
-    m = HISTORY_NAME.match(file)
+    m = HISTORY_NAME.fullmatch(file)
     if m is None:
         return None
     fields: dict[str, str] = {}
@@ -197,7 +212,7 @@ def parse_history(file: str, text: str) -> HistoryEntry | None:
     start_id = fields.get("THEME_START_ID")
     if m.group("kind") == "start":
         start_id = m.group("id")
-    elif start_id is not None and re.match(ID_PATTERN, start_id) is None:
+    elif start_id is not None and not is_heartbeat_id(start_id):
         start_id = None
     directory = fields.get("THEME_DIRECTORY")
     return HistoryEntry(

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import structlog
 
-from loop.errors import ToolError
+from loop import _fs
+from loop.errors import PathError, ToolError
 from loop.themes import naming
 from loop.themes.feedback import process_feedback
 from loop.themes.heartbeat import read_heartbeat_id, write_heartbeat
@@ -25,9 +26,9 @@ from loop.themes.models import (
     StartThemeOutput,
     StatusOutput,
 )
-from loop.themes.ops import Operations, write_new_file
+from loop.themes.ops import Operations
 from loop.themes.status import active_themes, render_active
-from loop.themes.workspace import Workspace, read_text
+from loop.themes.workspace import Workspace
 
 __all__ = ["ThemeService"]
 
@@ -35,11 +36,18 @@ log = structlog.get_logger(__name__)
 
 
 class ThemeService:
-    """The theme lifecycle over the workspace at ``root``; ``ops`` is the fault seam."""
+    """The theme lifecycle over the workspace at ``root``; ``ops`` is the fault seam.
 
-    def __init__(self, root: Path, ops: Operations | None = None) -> None:
-        self.ws = Workspace(root)
+    ``trusted_root`` is the folder below which no link is followed (the project folder
+    when the workspace lies in it); ``None`` trusts ``root`` itself.
+    """
+
+    def __init__(
+        self, root: Path, ops: Operations | None = None, *, trusted_root: Path | None = None
+    ) -> None:
+        self.ws = Workspace(root, trusted_root)
         self.ops = ops or Operations()
+        self.ops.root = self.ws.trusted
 
     # --- heartbeat ------------------------------------------------------------------
 
@@ -49,7 +57,7 @@ class ThemeService:
 
     def repair(self) -> list[str]:
         """Undo an interrupted start now, under the lock; return what was repaired."""
-        if not self.ws.intent_file.exists():
+        if not self.ws.exists(self.ws.intent_file):
             return []
         with self.ws.locked():
             return repair(self.ws, self.ops)
@@ -58,7 +66,7 @@ class ThemeService:
 
     def preview(self) -> PreviewOutput:
         """The oldest theme candidate; read-only (takes no lock, creates nothing)."""
-        pending = self.ws.intent_file.exists()
+        pending = self.ws.exists(self.ws.intent_file)
         names = naming.candidates(self.ws.list_md(self.ws.themebox))
         if not names:
             return PreviewOutput(
@@ -67,7 +75,7 @@ class ThemeService:
                 message="no theme to process: themebox has no candidate",
             )
         first = names[0]
-        content = read_text(self.ws.themebox / first)
+        content = self.ws.read_text(self.ws.themebox / first)
         more = len(names) - 1
         return PreviewOutput(
             found=True,
@@ -82,8 +90,8 @@ class ThemeService:
     def _entries(self) -> list[naming.HistoryEntry]:
         entries = []
         for name in sorted(self.ws.list_md(self.ws.histories)):
-            if naming.HISTORY_NAME.match(name):
-                entry = naming.parse_history(name, read_text(self.ws.histories / name))
+            if naming.is_history_name(name):
+                entry = naming.parse_history(name, self.ws.read_text(self.ws.histories / name))
                 if entry is not None:
                     entries.append(entry)
         return entries
@@ -92,7 +100,7 @@ class ThemeService:
         same = sorted(
             n
             for n in self.ws.list_md(self.ws.histories)
-            if n.startswith(f"{heartbeat_id}_") and naming.HISTORY_NAME.match(n)
+            if n.startswith(f"{heartbeat_id}_") and naming.is_history_name(n)
         )
         return same[0] if same else None
 
@@ -105,7 +113,7 @@ class ThemeService:
         active = active_themes(self._entries())
         themes = len(naming.candidates(self.ws.list_md(self.ws.themebox)))
         feedback = len(naming.candidates(self.ws.list_md(self.ws.feedbackbox)))
-        pending = self.ws.intent_file.exists()
+        pending = self.ws.exists(self.ws.intent_file)
         cooldown = hb is not None and self._cooldown_file(hb) is not None
         lines = [
             f"heartbeat: {hb or 'none (no heartbeat is running)'}",
@@ -150,7 +158,7 @@ class ThemeService:
         theme_dir = ws.artifacts.joinpath(*dir_parts)
         if parent is not None:
             parent_dir = ws.artifacts / dir_parts[0]
-            if not parent_dir.is_dir():
+            if ws.kind(parent_dir) != "folder":
                 raise ToolError(
                     "parent_theme_not_found",
                     f"stage 4/5 (theme directory) failed: the parent theme directory "
@@ -158,7 +166,7 @@ class ThemeService:
                     "parentThemeDirectoryPart (`theme status` lists the active themes). "
                     "Nothing was changed.",
                 )
-        if theme_dir.exists() or theme_dir.is_symlink():
+        if ws.exists(theme_dir):
             raise ToolError(
                 "theme_directory_exists",
                 f"stage 4/5 (theme directory) failed: {ws.rel(theme_dir)} already exists and "
@@ -179,7 +187,7 @@ class ThemeService:
             historyFile=ws.rel(history),
             historyTemp=ws.rel(history.with_name(f".{history.name}.tmp")),
             themeDirectory=ws.rel(theme_dir),
-            createDirs=[ws.rel(d) for d in wanted if not d.exists()],
+            createDirs=[ws.rel(d) for d in wanted if not ws.exists(d)],
         )
 
     def _check_target(self, name: str) -> None:
@@ -190,7 +198,10 @@ class ThemeService:
                 f"stage 1/5 (target) failed: themebox/{name} is already processed; call "
                 "preview_next_theme for the next candidate. Nothing was changed.",
             )
-        if not path.is_file():
+        kind = self.ws.kind(path)
+        if kind == "link":
+            raise _fs.link_error(path)
+        if kind != "file":
             raise ToolError(
                 "theme_file_not_found",
                 f"stage 1/5 (target) failed: themebox/{name} was not found (or was already "
@@ -285,7 +296,7 @@ class ThemeService:
             directory = start.directory or "/".join(
                 ("artifacts", *naming.theme_dir_parts(inp.themeStartId, part, *(parent or ())))
             )
-            if not (self.ws.root / directory).is_dir():
+            if not self._is_theme_dir(directory):
                 warnings.append(f"the theme directory {directory}/ does not exist")
             history = self.ws.histories / naming.end_history_name(hb, part)
             text = naming.render_end_history(
@@ -299,7 +310,7 @@ class ThemeService:
                 parent=parent,
             )
             try:
-                write_new_file(history, text)
+                _fs.write_new_file(history, text, root=self.ws.trusted)
             except OSError as exc:
                 raise ToolError(
                     "history_write_failed",
@@ -329,6 +340,20 @@ class ThemeService:
             parentThemeStartId=parent[0] if parent else None,
             warnings=warnings,
         )
+
+    def _is_theme_dir(self, directory: str) -> bool:
+        """Whether the directory a start history names is a folder of this workspace.
+
+        The name comes from a file an agent can edit: it is checked like input, and
+        anything that is not a plain relative path inside the workspace is not one.
+        """
+        parts = directory.split("/")
+        try:
+            for part in parts:
+                _fs.check_name(part, "THEME_DIRECTORY")
+            return self.ws.kind(self.ws.root.joinpath(*parts)) == "folder"
+        except PathError:
+            return False
 
     # --- feedbackbox ------------------------------------------------------------------
 

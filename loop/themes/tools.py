@@ -25,7 +25,11 @@ DOMAIN = "themes"
 def service_for(ctx: ToolContext) -> ThemeService:
     """The service over ``ctx.workspace``; ``ctx.state["themes"]`` may hold an Operations."""
     ops = ctx.state.get(DOMAIN)
-    return ThemeService(ctx.workspace, ops if isinstance(ops, Operations) else None)
+    return ThemeService(
+        ctx.workspace,
+        ops if isinstance(ops, Operations) else None,
+        trusted_root=ctx.trusted_root(ctx.workspace),
+    )
 
 
 def _preview(ctx: ToolContext, _: NoInput) -> PreviewOutput:

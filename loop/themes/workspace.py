@@ -1,31 +1,43 @@
-"""The theme workspace: where its folders are, and the lock every write takes."""
+"""The theme workspace: where its folders are, and the lock every write takes.
+
+Every file and folder of the workspace is reached from :attr:`Workspace.trusted`
+without following links (see :mod:`loop._fs`): a link an agent put in place of
+``stats/``, ``themebox/``, ``feedbackbox/`` or ``artifacts/`` (or of a file in them)
+is refused, so nothing outside the workspace is written, and nothing outside it is read
+and shown.
+"""
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop._fs import file_lock, safe_join
+from loop import _fs
 from loop.errors import StoreError
 
-__all__ = ["Workspace", "read_text"]
-
-
-def read_text(path: Path) -> str:
-    """A workspace file as UTF-8 text; failure is a ``StoreError`` naming the file."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreError(f"cannot read: {exc}", file=path) from exc
+__all__ = ["Workspace"]
 
 
 @dataclass(frozen=True)
 class Workspace:
-    """Paths of one theme workspace; folders are created on demand, never on a read."""
+    """Paths of one theme workspace; folders are created on demand, never on a read.
+
+    Attributes:
+        root: the workspace folder.
+        trusted_root: the folder its paths are reached from without links (the
+            project folder when the workspace is inside it); ``None``: ``root``.
+    """
 
     root: Path
+    trusted_root: Path | None = None
+
+    @property
+    def trusted(self) -> Path:
+        """The folder below which no link is followed."""
+        return self.trusted_root or self.root
 
     @property
     def themebox(self) -> Path:
@@ -67,25 +79,59 @@ class Workspace:
         return path.relative_to(self.root).as_posix()
 
     def join(self, folder: Path, name: str, what: str) -> Path:
-        """A plain name inside ``folder``; traversal, separators and NUL are refused."""
-        return safe_join(folder, name, what=what)
+        """A plain name inside ``folder``; traversal, separators, NUL and length refused."""
+        return _fs.safe_join(folder, name, what=what)
+
+    # --- reads, never through a link ---------------------------------------------------
+
+    def kind(self, path: Path) -> str | None:
+        """``"file"``, ``"folder"``, ``"link"`` or ``"other"``; ``None`` when nothing is there.
+
+        Raises:
+            PathError: a folder on the way is a link.
+        """
+        st = _fs.stat_nofollow(path, root=self.trusted)
+        if st is None:
+            return None
+        if stat.S_ISREG(st.st_mode):
+            return "file"
+        if stat.S_ISDIR(st.st_mode):
+            return "folder"
+        return "link" if stat.S_ISLNK(st.st_mode) else "other"
+
+    def exists(self, path: Path) -> bool:
+        """Whether anything (a link included) is at ``path``."""
+        return self.kind(path) is not None
+
+    def read_text(self, path: Path) -> str:
+        """A workspace file as UTF-8 text; failure is an error naming the file."""
+        try:
+            return _fs.read_text(path, root=self.trusted)
+        except FileNotFoundError as exc:
+            raise StoreError("cannot read: no such file", file=path) from exc
 
     def list_md(self, folder: Path) -> list[str]:
-        """Names of regular files in ``folder`` (empty when it does not exist)."""
-        if not folder.is_dir():
-            return []
+        """Names of regular files in ``folder`` (empty when it does not exist).
+
+        Links are skipped: a link could expose a file outside the workspace.
+
+        Raises:
+            PathError: ``folder`` (or a folder above it) is a link.
+            StoreError: ``folder`` is not a folder, or cannot be listed.
+        """
         try:
-            # Symlinks are skipped: a link could expose a file outside the workspace.
-            return [p.name for p in folder.iterdir() if p.is_file() and not p.is_symlink()]
+            return [e.name for e in _fs.list_folder(folder, root=self.trusted) if e.kind == "file"]
         except OSError as exc:
             raise StoreError(f"cannot list: {exc.strerror or exc}", file=folder) from exc
+
+    # --- the lock ------------------------------------------------------------------------
 
     @contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the workspace lock (``stats/themes.lock``) for a read-modify-write."""
         try:
-            self.stats.mkdir(parents=True, exist_ok=True)
+            _fs.make_folders(self.stats, root=self.trusted)
         except OSError as exc:
             raise StoreError(f"cannot create: {exc.strerror or exc}", file=self.stats) from exc
-        with file_lock(self.stats / "themes"):
+        with _fs.file_lock(self.stats / "themes", root=self.trusted):
             yield
