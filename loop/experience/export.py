@@ -17,7 +17,8 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
-from loop._fs import atomic_write, file_lock, fsync_dir, json_text, read_json
+from loop import _fs
+from loop._fs import json_text
 from loop.errors import StoreError, ToolError
 from loop.experience.layout import (
     CONVERSATION_BATCH_LIMIT,
@@ -32,6 +33,7 @@ from loop.experience.layout import (
     derive_status,
     experience_dir,
     scan,
+    trusted_root,
 )
 from loop.experience.models import (
     ConversationsInput,
@@ -77,15 +79,20 @@ def _now() -> str:
 
 
 @contextmanager
-def _locked(directory: Path) -> Iterator[DirState]:
+def _locked(directory: Path, root: Path) -> Iterator[DirState]:
     """Hold the directory's lock and yield a listing taken inside it."""
-    with file_lock(directory / ".export"):
-        yield scan(directory)
+    with _fs.file_lock(directory / ".export", root=root):
+        yield scan(directory, root=root)
+
+
+def _read(path: Path, root: Path) -> Any:
+    """A JSON file of the export (no link followed; anything wrong names the file)."""
+    return _fs.read_json(path, root=root)
 
 
 def _existing_dir(ctx: ToolContext, session_id: str) -> Path:
     directory = experience_dir(ctx, session_id)
-    if not directory.is_dir():
+    if not scan(directory, root=trusted_root(ctx)).exists:
         raise ToolError(
             "session_not_found",
             f"no export session {session_id!r} in {ctx.experiences_base}: "
@@ -122,10 +129,14 @@ def _check_sizes(state: DirState, name: str, data: bytes, *, freed: int = 0) -> 
         )
 
 
-def _write(path: Path, data: bytes) -> None:
-    """Replace ``path`` atomically; an OS failure (disk full...) is a ``write_failed``."""
+def _write(path: Path, data: bytes, root: Path) -> None:
+    """Replace ``path`` atomically; an OS failure (disk full...) is a ``write_failed``.
+
+    Called under the directory's lock, so the temp file has one fixed name: a killed
+    write leaves at most one, which the next write (or finalize) removes.
+    """
     try:
-        atomic_write(path, data)
+        _fs.atomic_write(path, data, root=root, single_writer=True)
     except OSError as exc:
         raise ToolError(
             "write_failed",
@@ -137,7 +148,7 @@ def _write(path: Path, data: bytes) -> None:
 def export_status(ctx: ToolContext, inp: SessionInput) -> StatusOutput:
     """``get_export_status``: derive the export's state from its files."""
     directory = experience_dir(ctx, inp.session_id)
-    state = scan(directory)
+    state = scan(directory, root=trusted_root(ctx))
     status, next_batch = derive_status(state)
     return StatusOutput(
         status=status,
@@ -158,6 +169,7 @@ def export_init(ctx: ToolContext, inp: InitInput) -> InitOutput:
         check_session_id(inp.session_id) if inp.session_id is not None else str(uuid.uuid4())
     )
     directory = experience_dir(ctx, session_id)
+    root = trusted_root(ctx)
     summary = inp.summary.model_dump(mode="json", exclude_none=True)
     record = {
         "summary": summary,
@@ -168,18 +180,17 @@ def export_init(ctx: ToolContext, inp: InitInput) -> InitOutput:
     data = encode(record)
     _check_sizes(DirState(exists=False), SUMMARY, data)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ToolError(
-            "write_failed", f"cannot create {directory}: {exc.strerror or exc}"
-        ) from exc
+        _fs.make_folders(directory, root=root)
+    except (OSError, StoreError) as exc:
+        reason = exc.message if isinstance(exc, StoreError) else exc.strerror or exc
+        raise ToolError("write_failed", f"cannot create {directory}: {reason}") from exc
     out = InitOutput(
         session_id=session_id, directory_path=str(directory), expected_files=EXPECTED_FILES
     )
-    with _locked(directory) as state:
+    with _locked(directory, root) as state:
         _refuse_completed(state, session_id)
         if SUMMARY in state.files:
-            existing = read_json(directory / SUMMARY)
+            existing = _read(directory / SUMMARY, root)
             if (
                 isinstance(existing, dict)
                 and existing.get("summary") == summary
@@ -195,13 +206,13 @@ def export_init(ctx: ToolContext, inp: InitInput) -> InitOutput:
                 "session_id",
             )
         _check_sizes(state, SUMMARY, data)
-        _write(directory / SUMMARY, data)
+        _write(directory / SUMMARY, data, root)
     log.info("experience export started", session_id=session_id, directory=str(directory))
     return out
 
 
-def _batch_length(path: Path) -> int:
-    raw = read_json(path)
+def _batch_length(path: Path, root: Path) -> int:
+    raw = _read(path, root)
     conversations = raw.get("conversations") if isinstance(raw, dict) else None
     if not isinstance(conversations, list):
         raise ToolError(
@@ -230,7 +241,8 @@ def export_conversations(ctx: ToolContext, inp: ConversationsInput) -> Conversat
             details={"count": count, "limit": CONVERSATION_BATCH_LIMIT},
         )
     name = batch_file_name(number)
-    with _locked(directory) as state:
+    root = trusted_root(ctx)
+    with _locked(directory, root) as state:
         _refuse_completed(state, inp.session_id)
         batches = state.batches
         expected = max(batches) + 1 if batches else 1
@@ -240,7 +252,9 @@ def export_conversations(ctx: ToolContext, inp: ConversationsInput) -> Conversat
                 f"batch_number {number} is out of order: the next batch is {expected}",
                 details={"batch_number": number, "next_batch_number": expected},
             )
-        start = 1 + sum(_batch_length(directory / n) for b, n in batches.items() if b < number)
+        start = 1 + sum(
+            _batch_length(directory / n, root) for b, n in batches.items() if b < number
+        )
         content = {
             "batch_info": {
                 "batch_number": number,
@@ -253,7 +267,7 @@ def export_conversations(ctx: ToolContext, inp: ConversationsInput) -> Conversat
         data = encode(content)
         path = directory / name
         overwritten = number in batches
-        if overwritten and _same_json(path, content):
+        if overwritten and _same_json(path, content, root):
             return ConversationsOutput(
                 file_path=str(path),
                 processed_count=count,
@@ -262,7 +276,7 @@ def export_conversations(ctx: ToolContext, inp: ConversationsInput) -> Conversat
                 already_existed=True,
             )
         _check_sizes(state, name, data)
-        _write(path, data)  # atomic: a reader sees the old batch or the new one
+        _write(path, data, root)  # atomic: a reader sees the old batch or the new one
     if overwritten:
         log.info("experience batch overwritten", session_id=inp.session_id, file=name)
     return ConversationsOutput(
@@ -274,10 +288,10 @@ def export_conversations(ctx: ToolContext, inp: ConversationsInput) -> Conversat
     )
 
 
-def _same_json(path: Path, content: dict[str, Any]) -> bool:
+def _same_json(path: Path, content: dict[str, Any], root: Path) -> bool:
     """Whether ``path`` already holds ``content`` (a file that does not parse does not)."""
     try:
-        return bool(read_json(path) == content)
+        return bool(_read(path, root) == content)
     except StoreError:
         return False
 
@@ -286,10 +300,11 @@ def export_thoughts(ctx: ToolContext, inp: ThoughtsInput) -> ThoughtsOutput:
     """``export_experience_thoughts``: write thoughts.json (free form; the last one wins)."""
     directory = _existing_dir(ctx, inp.session_id)
     data = encode(inp.thoughts)
-    with _locked(directory) as state:
+    root = trusted_root(ctx)
+    with _locked(directory, root) as state:
         _refuse_completed(state, inp.session_id)
         _check_sizes(state, THOUGHTS, data)
-        _write(directory / THOUGHTS, data)
+        _write(directory / THOUGHTS, data, root)
     return ThoughtsOutput(file_path=str(directory / THOUGHTS), replaced=THOUGHTS in state.files)
 
 
@@ -302,14 +317,14 @@ def _file_error(code: str, name: str, exc: ValidationError) -> ToolError:
     )
 
 
-def _load_summary(directory: Path) -> SummaryFile:
+def _load_summary(directory: Path, root: Path) -> SummaryFile:
     try:
-        return SummaryFile.model_validate(read_json(directory / SUMMARY))
+        return SummaryFile.model_validate(_read(directory / SUMMARY, root))
     except ValidationError as exc:
         raise _file_error("invalid_summary", SUMMARY, exc) from exc
 
 
-def _count_batches(directory: Path, batches: dict[int, str]) -> int:
+def _count_batches(directory: Path, batches: dict[int, str], root: Path) -> int:
     numbers = list(batches)
     if numbers != list(range(1, len(numbers) + 1)):
         raise ToolError(
@@ -319,11 +334,39 @@ def _count_batches(directory: Path, batches: dict[int, str]) -> int:
     total = 0
     for name in batches.values():
         try:
-            batch = ConversationBatch.model_validate(read_json(directory / name), strict=True)
+            batch = ConversationBatch.model_validate(_read(directory / name, root), strict=True)
         except ValidationError as exc:
             raise _file_error("invalid_batch", name, exc) from exc
         total += len(batch.conversations)
     return total
+
+
+def _check_manifest(directory: Path, root: Path, total: int) -> list[str]:
+    """Refuse to call a corrupt manifest finalized; return its warnings.
+
+    A manifest that does not parse or does not match the schema is an error naming
+    what is wrong; a ``total_conversations`` that is not the batches' sum is a warning,
+    as validation reports it.
+    """
+    try:
+        manifest = Manifest.model_validate(_read(directory / MANIFEST, root), strict=True)
+    except StoreError as exc:
+        raise ToolError(
+            "invalid_manifest",
+            f"{MANIFEST} exists but is corrupt: {exc.message}",
+            details={"file": MANIFEST},
+        ) from exc
+    except ValidationError as exc:
+        err = _file_error("invalid_manifest", MANIFEST, exc)
+        raise ToolError(
+            err.code, f"{MANIFEST} exists but is corrupt: {err.message}", err.details
+        ) from exc
+    if manifest.total_conversations != total:
+        return [
+            f"{MANIFEST}: total_conversations says {manifest.total_conversations} but the "
+            f"batches hold {total}"
+        ]
+    return []
 
 
 def _text(value: Any) -> str | None:
@@ -362,35 +405,38 @@ def export_finalize(ctx: ToolContext, inp: SessionInput) -> FinalizeOutput:
     killed between the two steps).
     """
     directory = _existing_dir(ctx, inp.session_id)
+    root = trusted_root(ctx)
     warnings: list[str] = []
-    with _locked(directory) as state:
+    with _locked(directory, root) as state:
         if MANIFEST in state.files:
+            total = _count_batches(directory, state.batches, root)
+            warnings += _check_manifest(directory, root, total)
             warnings.append("already finalized")
-            total = _count_batches(directory, state.batches)
         else:
             if SUMMARY not in state.files:
                 raise ToolError(
                     "summary_missing", f"{SUMMARY} is missing: call export_experience_init first"
                 )
-            loaded = _load_summary(directory)
+            loaded = _load_summary(directory, root)
             if not state.batches:
                 raise ToolError(
                     "no_conversations",
                     "no conversation batch yet: send batch 1 with "
                     "export_experience_conversations before finalizing",
                 )
-            total = _count_batches(directory, state.batches)
+            total = _count_batches(directory, state.batches, root)
             thoughts = THOUGHTS if THOUGHTS in state.files else ""
             if not thoughts:
                 warnings.append("no thoughts.json: the importer's most valuable file is missing")
             data = encode(_build_manifest(loaded, state.batches, thoughts, total))
             _check_sizes(state, MANIFEST, data, freed=state.size_of(SUMMARY))
-            _write(directory / MANIFEST, data)
-        (directory / SUMMARY).unlink(missing_ok=True)
-        for stale in directory.glob(".*.tmp"):  # left by a writer killed mid-write
-            stale.unlink(missing_ok=True)
-        fsync_dir(directory)
-    final = scan(directory)
+            _write(directory / MANIFEST, data, root)
+        _fs.remove_file(directory / SUMMARY, root=root, missing_ok=True, durable=False)
+        for stale in _fs.list_folder(directory, root=root):  # left by a writer killed mid-write
+            if stale.name.startswith(".") and stale.name.endswith(".tmp"):
+                _fs.remove_file(directory / stale.name, root=root, missing_ok=True, durable=False)
+        _fs.fsync_dir(directory)
+    final = scan(directory, root=root)
     log.info("experience export finalized", session_id=inp.session_id, conversations=total)
     return FinalizeOutput(
         directory_path=str(directory),

@@ -3,16 +3,21 @@
 There is no export manager: the ``session_id`` names the directory, and the state
 of an export is derived from the files in it on every call. :func:`scan` reads the
 directory listing once; :func:`derive_status` is a pure function of that listing.
+
+Every file and folder of an experience is reached from its trusted root without
+following links (:mod:`loop._fs`): a link in place of ``experience_<id>/`` or of a
+file in it is refused or skipped, never followed.
 """
 
 from __future__ import annotations
 
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from loop._fs import inside_root, safe_join
+from loop._fs import check_path, inside_root, link_error, list_folder, stat_nofollow
 from loop.errors import PathError, ToolError
 from loop.tools.registry import ToolContext
 
@@ -35,6 +40,7 @@ __all__ = [
     "experience_dir",
     "resolve_in_roots",
     "scan",
+    "trusted_root",
 ]
 
 ExportStatus = Literal["not_found", "initializing", "in_progress", "completed"]
@@ -43,7 +49,7 @@ MANIFEST = "manifest.json"
 THOUGHTS = "thoughts.json"
 SUMMARY = "summary.json"
 DIR_PREFIX = "experience_"
-BATCH_RE = re.compile(r"^conversations_(\d{3,})\.json$")
+BATCH_RE = re.compile(r"conversations_([0-9]{3,})\.json")  # with fullmatch
 
 # Limits the original declared but never enforced.
 CONVERSATION_BATCH_LIMIT = 50
@@ -51,7 +57,7 @@ MAX_FILE_BYTES = 10 * 1024 * 1024
 MAX_DIRECTORY_BYTES = 100 * 1024 * 1024
 SESSION_ID_MAX = 100
 
-_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # with fullmatch: no final newline
 
 
 def check_session_id(session_id: str) -> str:
@@ -70,7 +76,7 @@ def check_session_id(session_id: str) -> str:
             "invalid_session_id",
             f"session_id is {len(session_id)} characters long; at most {SESSION_ID_MAX} allowed",
         )
-    if ".." in session_id or not _SESSION_ID.match(session_id):
+    if ".." in session_id or not _SESSION_ID.fullmatch(session_id):
         raise ToolError(
             "invalid_session_id",
             f"invalid session_id {session_id!r}: use letters, digits, '.', '_' and '-' only, "
@@ -79,13 +85,24 @@ def check_session_id(session_id: str) -> str:
     return session_id
 
 
+def trusted_root(ctx: ToolContext) -> Path:
+    """The folder below which no link of the experiences base is followed."""
+    return ctx.trusted_root(ctx.experiences_base)
+
+
 def experience_dir(ctx: ToolContext, session_id: str) -> Path:
-    """The directory of ``session_id`` under the configured experiences base."""
+    """The directory of ``session_id`` under the configured experiences base.
+
+    Raises:
+        ToolError: ``invalid_session_id`` for a bad id, or when a link stands in the
+            directory's place (it is never followed).
+    """
     check_session_id(session_id)
-    try:
-        return safe_join(ctx.experiences_base, DIR_PREFIX + session_id, what="session_id")
-    except PathError as exc:  # a symlinked directory pointing outside the base
-        raise ToolError("invalid_session_id", exc.message) from exc
+    directory = ctx.experiences_base / (DIR_PREFIX + session_id)
+    st = stat_nofollow(directory, root=trusted_root(ctx))
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise ToolError("invalid_session_id", link_error(directory).message)
+    return directory
 
 
 def resolve_in_roots(ctx: ToolContext, raw: str, *, what: str) -> Path:
@@ -96,8 +113,10 @@ def resolve_in_roots(ctx: ToolContext, raw: str, *, what: str) -> Path:
     Raises:
         ToolError: ``path_outside_roots`` when it leaves both roots.
     """
-    if "\x00" in raw:
-        raise ToolError("invalid_path", f"{what} must not contain NUL")
+    try:
+        check_path(raw, what)
+    except PathError as exc:
+        raise ToolError("invalid_path", exc.message) from exc
     path = Path(raw).expanduser()
     candidate = path if path.is_absolute() else ctx.root / path
     for root in (ctx.experiences_base, ctx.root):
@@ -129,7 +148,7 @@ class DirState:
         """Batch number -> file name, for every ``conversations_NNN.json``."""
         out: dict[int, str] = {}
         for name in self.files:
-            match = BATCH_RE.match(name)
+            match = BATCH_RE.fullmatch(name)
             if match:
                 out[int(match.group(1))] = name
         return dict(sorted(out.items()))
@@ -144,16 +163,27 @@ class DirState:
         return self.files.get(name, 0)
 
 
-def scan(directory: Path) -> DirState:
-    """List the visible regular files of ``directory`` (lock and temp files are hidden)."""
-    if not directory.is_dir():
+def scan(directory: Path, *, root: Path | None = None) -> DirState:
+    """List the visible regular files of ``directory`` (lock and temp files are hidden).
+
+    ``directory`` is reached from ``root`` without links (``None``: its parent is
+    trusted); links inside it are not files, so they are never listed or read.
+
+    Raises:
+        PathError: ``directory`` or a folder above it is a link.
+        StoreError: ``directory`` is a file.
+    """
+    st = stat_nofollow(directory, root=root)
+    if st is None:
         return DirState(exists=False)
-    files: dict[str, int] = {}
-    for entry in directory.iterdir():
-        if entry.name.startswith(".") or not entry.is_file():
-            continue
-        files[entry.name] = entry.stat().st_size
-    return DirState(exists=True, files=dict(sorted(files.items())))
+    if stat.S_ISLNK(st.st_mode):
+        raise link_error(directory)
+    files = {
+        e.name: e.size
+        for e in list_folder(directory, root=root)
+        if e.kind == "file" and not e.name.startswith(".")
+    }
+    return DirState(exists=True, files=files)
 
 
 COMPLETED_NEXT_BATCH = -1  # next_batch_number of a completed export (the original's value)

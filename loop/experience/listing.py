@@ -9,9 +9,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from loop._fs import read_json
-from loop.errors import StoreError, ToolError
-from loop.experience.layout import BATCH_RE, DIR_PREFIX, MANIFEST, THOUGHTS, resolve_in_roots
+from loop import _fs
+from loop.errors import PathError, StoreError, ToolError
+from loop.experience.layout import (
+    BATCH_RE,
+    DIR_PREFIX,
+    MANIFEST,
+    THOUGHTS,
+    resolve_in_roots,
+    trusted_root,
+)
 from loop.experience.models import DirectorySummary, ExperienceFilters, ListInput, ListOutput
 from loop.experience.schemas import Manifest, parse_timestamp
 from loop.tools.registry import ToolContext
@@ -71,21 +78,21 @@ def matches(manifest: Manifest, filters: ExperienceFilters) -> bool:
     return filters.max_conversations is None or total <= filters.max_conversations
 
 
-def _file_count(directory: Path) -> int:
+def _file_count(directory: Path, root: Path) -> int:
     return sum(
         1
-        for p in directory.iterdir()
-        if p.is_file() and (p.name in (MANIFEST, THOUGHTS) or BATCH_RE.match(p.name))
+        for e in _fs.list_folder(directory, root=root)
+        if e.kind == "file" and (e.name in (MANIFEST, THOUGHTS) or BATCH_RE.fullmatch(e.name))
     )
 
 
 def list_experiences(ctx: ToolContext, inp: ListInput) -> ListOutput:
     """List the experiences under the base directory whose manifest is valid and matches."""
-    base = (
-        resolve_in_roots(ctx, inp.base_directory, what="base_directory")
-        if inp.base_directory
-        else ctx.experiences_base
-    )
+    if inp.base_directory:  # resolved and checked: its real path is trusted from here on
+        base = resolve_in_roots(ctx, inp.base_directory, what="base_directory")
+        root = base
+    else:
+        base, root = ctx.experiences_base, trusted_root(ctx)
     filters = inp.filters or ExperienceFilters()
     # Check the date filters once up front, so a bad one fails even with nothing to list.
     _filter_date(filters.created_after, "created_after")
@@ -93,22 +100,30 @@ def list_experiences(ctx: ToolContext, inp: ListInput) -> ListOutput:
     found: list[dict[str, Any]] = []
     summaries: list[DirectorySummary] = []
     warnings: list[str] = []
-    if not base.is_dir():
+    if _fs.stat_nofollow(base, root=root) is None:
         return ListOutput(
             experience_directories=[],
             directory_summaries=[],
             warnings=[f"no experiences yet: {base} does not exist"],
         )
-    for directory in sorted(base.iterdir()):
-        if not directory.name.startswith(DIR_PREFIX) or not directory.is_dir():
-            continue
-        if not (directory / MANIFEST).is_file():
-            warnings.append(f"{directory.name}: not finalized (no manifest.json)")
-            continue
+    # links are not folders here: an experience_* link is skipped, never followed
+    names = [
+        e.name
+        for e in _fs.list_folder(base, root=root)
+        if e.kind == "folder" and e.name.startswith(DIR_PREFIX)
+    ]
+    for name in names:
+        directory = base / name
         try:
-            raw = read_json(directory / MANIFEST)
+            raw = _fs.read_json(directory / MANIFEST, root=root)
             manifest = Manifest.model_validate(raw, strict=True)
         except StoreError as exc:
+            if _fs.stat_nofollow(directory / MANIFEST, root=root) is None:
+                warnings.append(f"{directory.name}: not finalized (no manifest.json)")
+            else:
+                warnings.append(f"{directory.name}: {exc.message}")
+            continue
+        except PathError as exc:
             warnings.append(f"{directory.name}: {exc.message}")
             continue
         except ValidationError as exc:
@@ -128,7 +143,7 @@ def list_experiences(ctx: ToolContext, inp: ListInput) -> ListOutput:
             DirectorySummary(
                 directory=str(directory),
                 summary=f"{manifest.ai_name}: {manifest.experience_summary}",
-                file_count=_file_count(directory),
+                file_count=_file_count(directory, root),
             )
         )
     return ListOutput(

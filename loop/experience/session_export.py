@@ -28,7 +28,13 @@ from loop.experience.export import (
     export_thoughts,
 )
 from loop.experience.journal import IterationRecord, SessionJournal, read_journal
-from loop.experience.layout import CONVERSATION_BATCH_LIMIT, MANIFEST, check_session_id
+from loop.experience.layout import (
+    CONVERSATION_BATCH_LIMIT,
+    MANIFEST,
+    check_session_id,
+    scan,
+    trusted_root,
+)
 from loop.experience.models import (
     ConversationInput,
     ConversationsInput,
@@ -288,7 +294,7 @@ def export_session(
     total = sum(len(b) for b in plan.batches)
     status = export_status(ctx, SessionInput(session_id=sid))
     if status.status == "completed":
-        manifest = read_json(Path(status.directory_path) / MANIFEST)
+        manifest = read_json(Path(status.directory_path) / MANIFEST, root=trusted_root(ctx))
         done = manifest.get("total_conversations") if isinstance(manifest, dict) else None
         if done != total:
             raise ToolError(
@@ -304,11 +310,7 @@ def export_session(
             conversations=total,
             batches=len(plan.batches),
             thoughts=plan.thought_count,
-            total_size=sum(
-                p.stat().st_size
-                for p in directory.iterdir()
-                if p.is_file() and not p.name.startswith(".")
-            ),
+            total_size=scan(directory, root=trusted_root(ctx)).total_bytes,
             already_exported=True,
         )
     export_init(ctx, plan.init)

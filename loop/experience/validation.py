@@ -14,14 +14,14 @@ Every error names the file and the field (a dotted path such as
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from loop.errors import ToolError
+from loop import _fs, _json
+from loop.errors import InputError, ToolError
 from loop.experience.layout import (
     BATCH_RE,
     CONVERSATION_BATCH_LIMIT,
@@ -76,7 +76,13 @@ def _load(directory: Path, name: str, check: _Check) -> Any:
     """Parse one file; a syntax error is recorded and yields ``_MISSING``."""
     check.file(name)
     path = directory / name
-    size = path.stat().st_size
+    try:  # from the directory itself: a link put in a file's place is never read
+        raw = _fs.read_bytes(path, root=directory)
+    except (OSError, InputError) as exc:
+        reason = exc.message if isinstance(exc, InputError) else exc.strerror or str(exc)
+        check.error(name, "syntax", "(file)", f"cannot read: {reason}")
+        return _MISSING
+    size = len(raw)
     if size > MAX_FILE_BYTES:
         check.error(
             name,
@@ -86,16 +92,11 @@ def _load(directory: Path, name: str, check: _Check) -> Any:
             size,
         )
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        return _json.loads(raw.decode("utf-8"), max_depth=_json.MAX_DEPTH)
     except UnicodeDecodeError as exc:
         check.error(name, "syntax", "(file)", f"not UTF-8 text ({exc.reason})")
-    except json.JSONDecodeError as exc:
-        check.error(
-            name,
-            "syntax",
-            "(file)",
-            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
-        )
+    except ValueError as exc:
+        check.error(name, "syntax", "(file)", f"invalid JSON: {_json.error_text(exc)}")
     return _MISSING
 
 
@@ -189,7 +190,7 @@ def _check_cross(
 ) -> None:
     listed = manifest.files.conversations
     for i, name in enumerate(listed):
-        if not BATCH_RE.match(name):
+        if not BATCH_RE.fullmatch(name):
             check.error(
                 MANIFEST,
                 "cross_file",
@@ -240,9 +241,9 @@ def validate_directory(directory: Path) -> DirectoryValidationResult:
     Raises:
         ToolError: ``directory_not_found`` when ``directory`` is not a directory.
     """
-    if not directory.is_dir():
+    if not directory.is_dir():  # resolved by the caller: no link is left in it
         raise ToolError("directory_not_found", f"not a directory: {directory}")
-    state, check = scan(directory), _Check()
+    state, check = scan(directory, root=directory), _Check()
     if state.total_bytes > MAX_DIRECTORY_BYTES:
         check.dir_errors.append(
             (
