@@ -25,6 +25,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic.fields import FieldInfo
 
+from loop import _json
 from loop.errors import EXIT_OK, LoopError, ToolError, UsageError
 from loop.tools.registry import ToolContext, get_tool
 
@@ -77,11 +78,9 @@ def _add_field_option(parser: argparse.ArgumentParser, name: str, info: FieldInf
 
 def _json_arg(raw: str) -> Any:
     try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(
-            f"not valid JSON: {exc.msg} at column {exc.colno}"
-        ) from exc
+        return _json.loads(raw, max_depth=_json.INPUT_DEPTH)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {_json.error_text(exc)}") from exc
 
 
 def add_context_options(parser: argparse.ArgumentParser) -> None:
@@ -200,21 +199,30 @@ def add_tool_group(
     return ToolGroup(parent, sub)
 
 
+def _input_bytes(spec: str) -> bytes:
+    """The bytes ``--input`` names: inline JSON, ``@FILE`` or ``-`` (stdin)."""
+    if spec == "-":
+        return sys.stdin.buffer.read()
+    if spec.startswith("@"):
+        try:
+            return Path(spec[1:]).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"--input {spec[:80]}: {exc.strerror or exc}") from exc
+    return spec.encode("utf-8", "surrogateescape")
+
+
 def _collect_input(args: argparse.Namespace) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if args.input:
-        raw = args.input
-        if raw == "-":
-            raw = sys.stdin.read()
-        elif raw.startswith("@"):
-            try:
-                raw = Path(raw[1:]).read_text(encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"--input {raw}: {exc.strerror or exc}") from exc
+        raw = _input_bytes(args.input)
         try:
-            loaded = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"--input is not valid JSON: {exc.msg} at column {exc.colno}") from exc
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"--input is not UTF-8 text ({exc.reason})") from exc
+        try:
+            loaded = _json.loads(text, max_depth=_json.INPUT_DEPTH)
+        except ValueError as exc:
+            raise UsageError(f"--input is not valid JSON: {_json.error_text(exc)}") from exc
         if not isinstance(loaded, dict):
             raise UsageError("--input must be a JSON object")
         data.update(loaded)

@@ -32,7 +32,7 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnno
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel
 
-from loop import __version__
+from loop import __version__, _json
 from loop.errors import LoopError, ToolError
 from loop.tools.registry import Tool, ToolContext, all_tools
 
@@ -97,6 +97,10 @@ def pre_parse(model: type[BaseModel], arguments: Mapping[str, Any]) -> dict[str,
 
     Some clients send structured arguments as JSON strings (the SDK's own tools accept
     that too). A field that accepts text keeps its string as it is.
+
+    Raises:
+        ToolError: ``invalid_input`` when the text is JSON nested deeper than
+            :data:`loop._json.INPUT_DEPTH` (it names the argument).
     """
     fields = {info.alias or name: info for name, info in model.model_fields.items()}
     out = dict(arguments)
@@ -107,7 +111,9 @@ def pre_parse(model: type[BaseModel], arguments: Mapping[str, Any]) -> dict[str,
         if not value.lstrip().startswith(("{", "[")):
             continue
         try:
-            decoded = json.loads(value)
+            decoded = _json.loads(value, max_depth=_json.INPUT_DEPTH)
+        except _json.TooDeep as exc:
+            raise ToolError("invalid_input", f"{key}: JSON {exc.msg}") from exc
         except ValueError:
             continue  # not JSON after all: validation names the field
         if isinstance(decoded, dict | list):
@@ -156,8 +162,8 @@ class HatloopMCPServer(MCPServer[Any]):
                 details={"known": sorted(t.name for t in await self.list_tools())},
             )
             return _text_result(err.to_dict(), is_error=True)
-        args = pre_parse(tool.input_model, arguments)
         try:
+            args = pre_parse(tool.input_model, arguments)
             # Not abandoned on cancel: a started write always finishes (atomic either way).
             result = await anyio.to_thread.run_sync(tool.run, self.ctx, args)
         except ToolError as exc:

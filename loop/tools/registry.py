@@ -10,7 +10,6 @@ subscribers all call :func:`call_tool`, so no rule exists twice.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from loop import _json
 from loop.errors import InputError, ToolError
 
 __all__ = [
@@ -141,8 +141,16 @@ class Tool:
         """Validate raw arguments strictly; a failure is a ``ToolError`` naming the fields.
 
         Strict: nothing is coerced (``"5"`` is not an integer, ``1`` is not a boolean),
-        and every bound of the input model holds.
+        and every bound of the input model holds. Arguments nested deeper than
+        :data:`loop._json.INPUT_DEPTH` are refused first, whichever way they came (CLI,
+        MCP, bus): the files and records that keep an argument stay readable.
         """
+        if _json.too_deep(args, _json.INPUT_DEPTH + 1):
+            raise ToolError(
+                "invalid_input",
+                f"invalid arguments for {self.name}: a value is nested deeper than "
+                f"{_json.INPUT_DEPTH} levels",
+            )
         try:
             return self.input_model.model_validate(args, strict=True)
         except ValidationError as exc:
@@ -153,7 +161,13 @@ class Tool:
             ) from exc
 
     def run(self, ctx: ToolContext, args: dict[str, Any]) -> BaseModel:
-        """Validate ``args``, call the tool, return its output model."""
+        """Validate ``args``, call the tool, return its output model.
+
+        Raises:
+            ToolError: every failure a caller can act on: bad arguments, a path or a
+                state file the tool refused (``invalid_path``, ``store_error``), and a
+                file system error no domain rule expected (``io_error``, naming the file).
+        """
         parsed = self.parse_input(args)
         try:
             return self.func(ctx, parsed)
@@ -161,6 +175,9 @@ class Tool:
             raise
         except InputError as exc:  # paths, stores: still the caller's to fix
             raise ToolError(_code_for(exc), exc.message) from exc
+        except OSError as exc:  # the file system said no where no rule expected it
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise ToolError("io_error", f"{self.name}: {where}{exc.strerror or exc}") from exc
 
 
 def payload_arguments(
@@ -199,9 +216,9 @@ def payload_arguments(
                 return {}
         elif lenient or text.startswith("{"):
             try:
-                payload = json.loads(payload if lenient else text)
-            except json.JSONDecodeError as exc:
-                raise ToolError(code, f"{bad_json}: {exc.msg}") from exc
+                payload = _json.loads(payload if lenient else text, max_depth=_json.INPUT_DEPTH)
+            except ValueError as exc:
+                raise ToolError(code, f"{bad_json}: {_json.error_text(exc)}") from exc
         elif bare_id is not None:
             return {bare_id: text}
     if payload is None and lenient:
