@@ -2,7 +2,8 @@
 
 ``python -m loop emit TOPIC [PAYLOAD] [--json]`` appends one JSON line to the file
 named by ``LOOP_EVENTS_FILE``. Agents call it often, so this module imports only the
-standard library (the whole command starts in a few tens of milliseconds).
+standard library and the leaf module ``_fs`` (the whole command starts in a few tens
+of milliseconds); ``_json`` (and orjson) only for a ``--json`` payload.
 """
 
 from __future__ import annotations
@@ -15,8 +16,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loop import _fs
+from loop.errors import InputError
+
 ENV_EVENTS_FILE = "LOOP_EVENTS_FILE"
-_SEGMENT = re.compile(r"^[A-Za-z0-9_\-]+$")
+_SEGMENT = re.compile(r"[A-Za-z0-9_\-]+")  # with fullmatch: a final newline is refused
 
 USAGE = """usage: python -m loop emit TOPIC [PAYLOAD] [--json] [--target HAT]
 
@@ -32,22 +36,29 @@ exit codes: 0 emitted, 2 bad usage or input
 def append_event(path: Path, topic: str, payload: Any, target: str | None = None) -> None:
     """Append one event line with a single ``write`` on an ``O_APPEND`` descriptor.
 
-    One write per line keeps concurrent emitters from interleaving within a line.
+    One write per line keeps concurrent emitters from interleaving within a line. The
+    file is opened without following a link (:func:`loop._fs.append_bytes`).
+
+    Raises:
+        OSError: the file cannot be written.
+        InputError: a link (or something else than a file) is at ``path``.
     """
     record: dict[str, Any] = {"topic": topic, "payload": payload, "ts": time.time()}
     if target:
         record["target"] = target
-    line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+        text = json.dumps(record, ensure_ascii=False)
+        line = (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: escaped, the line stays valid UTF-8
+        line = (json.dumps(record) + "\n").encode("ascii")
+    _fs.append_bytes(path, line)
 
 
 def _valid_topic(topic: object) -> bool:
     return (
-        isinstance(topic, str) and bool(topic) and all(_SEGMENT.match(s) for s in topic.split("."))
+        isinstance(topic, str)
+        and bool(topic)
+        and all(_SEGMENT.fullmatch(s) for s in topic.split("."))
     )
 
 
@@ -79,6 +90,8 @@ def main(argv: list[str]) -> int:
         i += 1
     if len(positional) not in (1, 2):
         return _fail("expected TOPIC and an optional PAYLOAD")
+    if not _utf8(*positional, target or ""):
+        return _fail("the arguments are not UTF-8 text")
     topic = positional[0]
     if not _valid_topic(topic):
         return _fail(
@@ -86,13 +99,18 @@ def main(argv: list[str]) -> int:
         )
     raw = positional[1] if len(positional) == 2 else ""
     if raw == "-":
-        raw = sys.stdin.read()
+        try:
+            raw = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return _fail(f"the payload on stdin is not UTF-8 text ({exc.reason})")
     payload: Any = raw
     if as_json:
+        from loop import _json  # noqa: PLC0415 - orjson is slow to import: only for --json
+
         try:
-            payload = json.loads(raw) if raw else None
-        except json.JSONDecodeError as exc:
-            return _fail(f"--json payload is not valid JSON: {exc.msg} at column {exc.colno}")
+            payload = _json.loads(raw, max_depth=_json.INPUT_DEPTH) if raw else None
+        except ValueError as exc:
+            return _fail(f"--json payload is not valid JSON: {_json.error_text(exc)}")
     target_file = os.environ.get(ENV_EVENTS_FILE)
     if not target_file:
         return _fail(f"{ENV_EVENTS_FILE} is not set: run emit inside a hatloop iteration")
@@ -100,7 +118,19 @@ def main(argv: list[str]) -> int:
         append_event(Path(target_file), topic, payload, target)
     except OSError as exc:
         return _fail(f"cannot append to {target_file}: {exc.strerror or exc}")
+    except InputError as exc:
+        return _fail(exc.message)
     return 0
+
+
+def _utf8(*texts: str) -> bool:
+    """Whether every text is valid UTF-8 (argv bytes that are not arrive as surrogates)."""
+    try:
+        for text in texts:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _fail(message: str) -> int:

@@ -31,7 +31,7 @@ __all__ = [
 
 EventPayload = Any  # a string or any JSON value (dict, list, number, bool, null)
 
-_SEGMENT = re.compile(r"^[A-Za-z0-9_\-]+$")
+_SEGMENT = re.compile(r"[A-Za-z0-9_\-]+")  # with fullmatch: a final newline is refused
 
 
 @dataclass(slots=True)
@@ -107,7 +107,9 @@ def validate_topic(topic: str) -> str:
 
 def is_valid_pattern(pattern: str) -> bool:
     """A pattern is a topic whose segments may also be ``*``."""
-    return bool(pattern) and all(seg == "*" or _SEGMENT.match(seg) for seg in pattern.split("."))
+    return bool(pattern) and all(
+        seg == "*" or _SEGMENT.fullmatch(seg) for seg in pattern.split(".")
+    )
 
 
 def topic_matches(pattern: str, topic: str) -> bool:
@@ -162,8 +164,8 @@ _SIMPLE_TAG = re.compile(r'<event topic="([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)
 def _payload(body: str) -> EventPayload:
     body = body.strip()
     if body[:1] in ("{", "["):
-        try:
-            return _json.loads(body)
+        try:  # a payload nested too deep stays text, as invalid JSON does
+            return _json.loads(body, max_depth=_json.INPUT_DEPTH)
         except ValueError:
             pass
     return body
