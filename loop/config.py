@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from loop._json import too_deep
 from loop.backends.claude import ClaudeConfig
 from loop.backends.configs import (
     CodexConfig,
@@ -216,18 +217,36 @@ class LoadedConfig:
         return config_digest(self.snapshot())
 
 
+# Deepest nesting of tables and arrays in a config or hat file: far more than any real
+# one needs, and far from what the recursive TOML parser can take.
+MAX_TOML_DEPTH = 32
+
+
 def _load_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; every problem is a ``ConfigError`` naming the file."""
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        raw = path.read_bytes()
     except FileNotFoundError as exc:
         raise ConfigError("file not found", file=path) from exc
     except IsADirectoryError as exc:
         raise ConfigError("is a folder, expected a TOML file", file=path) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", file=path) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"not UTF-8 text (byte {exc.start}: {exc.reason}); TOML files are UTF-8", file=path
+        ) from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"invalid TOML: {exc}", file=path) from exc
+    except RecursionError as exc:
+        raise ConfigError(f"nested deeper than {MAX_TOML_DEPTH} levels", file=path) from exc
+    if too_deep(data, MAX_TOML_DEPTH):
+        raise ConfigError(f"nested deeper than {MAX_TOML_DEPTH} levels", file=path)
+    return data
 
 
 def _translate(exc: ValidationError, path: Path) -> ConfigError:
