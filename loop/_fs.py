@@ -25,15 +25,12 @@ import errno
 import fcntl
 import json
 import os
-import secrets
 import stat
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from loop import _json
 from loop.errors import PathError, StoreError
 
 __all__ = [
@@ -60,6 +57,7 @@ __all__ = [
     "remove_file",
     "remove_folder",
     "rename",
+    "require_folder",
     "safe_join",
     "stat_nofollow",
     "write_all",
@@ -296,8 +294,7 @@ def remove_folder(path: Path, *, root: Path | None = None) -> None:
         os.fsync(parent)
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):  # not a dataclass: `emit` imports this module, keep it light
     """One entry of a folder, as :func:`list_folder` saw it (links are not followed)."""
 
     name: str
@@ -353,6 +350,26 @@ def stat_nofollow(path: Path, *, root: Path | None = None) -> os.stat_result | N
         if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ENAMETOOLONG):
             return None
         raise
+
+
+def require_folder(path: Path, *, root: Path | None = None) -> bool:
+    """Whether the folder ``path`` exists; anything else in its place is an error.
+
+    For commands that list a folder hatloop owns (``.loop/sessions``...): a missing
+    folder is simply empty, a file or a link there is a one-line error.
+
+    Raises:
+        PathError: ``path`` or a folder above it (below ``root``) is a link.
+        StoreError: something that is not a folder is at ``path``.
+    """
+    st = stat_nofollow(path, root=root)
+    if st is None:
+        return False
+    if stat.S_ISLNK(st.st_mode):
+        raise link_error(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise StoreError("not a folder (something else is in its place)", file=path)
+    return True
 
 
 def fsync_dir(path: Path) -> None:
@@ -455,20 +472,24 @@ def read_text(path: Path, *, root: Path | None = None) -> str:
         raise StoreError(f"cannot read: {exc.strerror or exc}", file=path) from exc
 
 
-def read_json(path: Path, *, root: Path | None = None, max_depth: int = _json.MAX_DEPTH) -> Any:
+def read_json(path: Path, *, root: Path | None = None, max_depth: int | None = None) -> Any:
     """Read a JSON state file; anything wrong is an error that names it.
+
+    ``max_depth`` defaults to :data:`loop._json.MAX_DEPTH`.
 
     Raises:
         StoreError: missing, unreadable, not UTF-8, not JSON or nested deeper than
             ``max_depth``.
         PathError: a link on the way or at ``path``.
     """
+    from loop import _json  # noqa: PLC0415 - orjson is slow to import; `emit` needs none of it
+
     try:
         text = read_text(path, root=root)
     except FileNotFoundError as exc:
         raise StoreError("cannot read: no such file", file=path) from exc
     try:
-        return _json.loads(text, max_depth=max_depth)
+        return _json.loads(text, max_depth=max_depth or _json.MAX_DEPTH)
     except ValueError as exc:
         raise StoreError(f"invalid JSON: {_json.error_text(exc)}", file=path) from exc
 
@@ -539,7 +560,7 @@ def atomic_write(
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp, dir_fd=parent)
         else:
-            tmp = f".{path.name}.{secrets.token_hex(4)}.tmp"
+            tmp = f".{path.name}.{os.urandom(4).hex()}.tmp"
         fd = _create_temp(parent, tmp, path.with_name(tmp))
         try:
             with os.fdopen(fd, "wb") as fh:

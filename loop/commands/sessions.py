@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
+from loop._fs import require_folder
 from loop.session.store import latest_session, list_sessions, session_status
 
 __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
@@ -14,12 +16,21 @@ SESSIONS_DIR_HELP = "default: [loop] sessions_dir of ./loop.toml, else .loop/ses
 
 
 def sessions_root(flag: str | None) -> Path:
-    """The sessions folder: the flag, else ``[loop] sessions_dir`` of ``./loop.toml``."""
-    if flag:
-        return Path(flag)
-    from loop.config import tool_settings_from_project  # noqa: PLC0415 - on use
+    """The sessions folder: the flag, else ``[loop] sessions_dir`` of ``./loop.toml``.
 
-    return Path(tool_settings_from_project(Path.cwd()).get("sessions_dir", ".loop/sessions"))
+    Raises:
+        StoreError: a file is where the folder belongs; PathError: a link is (inside
+            the project, no link is followed).
+    """
+    if flag:
+        root = Path(flag)
+    else:
+        from loop.config import tool_settings_from_project  # noqa: PLC0415 - on use
+
+        root = Path(tool_settings_from_project(Path.cwd()).get("sessions_dir", ".loop/sessions"))
+    full, project = Path(os.path.abspath(root)), Path.cwd()  # noqa: PTH100 - lexical
+    require_folder(full, root=project if project in (full, *full.parents) else full)
+    return root
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

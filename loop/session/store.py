@@ -39,7 +39,7 @@ __all__ = [
     "validate_session_id",
 ]
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")  # with fullmatch: no final newline
 LATEST = "latest"
 
 
@@ -51,7 +51,7 @@ def new_session_id() -> str:
 def validate_session_id(session_id: str) -> str:
     """Refuse ids that are not plain names of letters, digits, ``_ . -`` (max 128)."""
     check_name(session_id, "session id")
-    if not _ID.match(session_id) or session_id == LATEST:
+    if not _ID.fullmatch(session_id) or session_id == LATEST:
         raise PathError(
             f"invalid session id {session_id!r}: use 1-128 letters, digits, "
             "'_', '.' or '-', starting with a letter or digit"

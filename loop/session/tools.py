@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from loop._fs import require_folder
 from loop.emit import append_event
 from loop.errors import SessionError, ToolError
 from loop.events import is_valid_topic
@@ -130,6 +131,7 @@ def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStat
             (from the registry) for a session id that is not a plain name.
     """
     sessions_dir, session_id = _where(ctx, inp.session_id)
+    require_folder(sessions_dir, root=ctx.trusted_root(sessions_dir))  # a file there: an error
     if session_id is None:
         return SessionStatus(session_id=None, status="not_found")
     try:
