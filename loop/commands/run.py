@@ -89,9 +89,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument("--record-session", metavar="FILE", help="record the session as JSONL")
     r.add_argument(
         "--record-max-bytes",
-        type=int,
+        type=_record_cap,
         metavar="N",
-        help="stop recording at N bytes (default: [recording] max_bytes, 100 MB)",
+        help="stop recording at N bytes, at least 1024 (default: [recording] max_bytes, 100 MB)",
     )
     r.add_argument("--force", action="store_true", help="overwrite an existing recording")
     r.add_argument(
@@ -110,6 +110,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=_run)
 
 
+MIN_RECORD_BYTES = 1024  # the same floor as [recording] max_bytes
+
+
+def _record_cap(raw: str) -> int:
+    """``--record-max-bytes``: a whole number of bytes, at least the configured floor."""
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a whole number of bytes: {raw!r}") from exc
+    if value < MIN_RECORD_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"{value} is below the smallest cap, {MIN_RECORD_BYTES} bytes "
+            "(leave the option out for the default, 100 MB)"
+        )
+    return value
+
+
 def _recorder(args: argparse.Namespace, config: Any, resume: bool) -> list[Extension]:
     if not args.record_session:
         return []
@@ -118,7 +135,11 @@ def _recorder(args: argparse.Namespace, config: Any, resume: bool) -> list[Exten
     return [
         Recorder(
             Path(args.record_session),
-            max_bytes=args.record_max_bytes or config.recording.max_bytes,
+            max_bytes=(
+                config.recording.max_bytes
+                if args.record_max_bytes is None
+                else args.record_max_bytes
+            ),
             force=args.force,
             append=resume,
             redact=config.recording.redact_secrets and not args.no_redact,
