@@ -91,9 +91,20 @@ def _command_of(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+def _check_utf8(argv: list[str]) -> None:
+    """Refuse arguments that are not UTF-8 (they arrive as lone surrogates): every
+    name, file and message hatloop writes is UTF-8."""
+    for arg in argv:
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise UsageError(f"argument {arg[:60]!r} is not UTF-8 text") from exc
+
+
 def main(argv: list[str]) -> int:
     """Parse ``argv``, run the command, return its exit code."""
     try:
+        _check_utf8(argv)
         parser = build_parser(_command_of(argv))
         args = parser.parse_args(argv)
         from loop._log import configure_logging  # noqa: PLC0415 - structlog only when running

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from loop._fs import check_name
+from loop._fs import check_name, check_path
 from loop.errors import EXIT_OK, LoopError
 from loop.experience.guides import load_guide
 from loop.experience.session_export import export_session
@@ -141,7 +141,7 @@ def register_export(subparsers: Any) -> None:
 def _export(args: argparse.Namespace) -> int:
     try:
         ctx = context_from_args(args)
-        candidate = Path(args.session)
+        candidate = Path(check_path(args.session, "SESSION"))
         if not candidate.is_dir():
             root = Path(args.sessions_dir) if args.sessions_dir else ctx.sessions_dir
             candidate = root / check_name(args.session, "session id")
