@@ -380,7 +380,7 @@ def _names(
     warnings for any name that sanitising changed."""
     part = naming.sanitize_part(inp.themeDirectoryPart)
     parent = None
-    if inp.parentThemeStartId and inp.parentThemeDirectoryPart:
+    if inp.parentThemeStartId is not None and inp.parentThemeDirectoryPart is not None:
         parent = (
             inp.parentThemeStartId,
             naming.sanitize_part(inp.parentThemeDirectoryPart, "parentThemeDirectoryPart"),
