@@ -206,8 +206,9 @@ def _input_bytes(spec: str) -> bytes:
     if spec.startswith("@"):
         try:
             return Path(spec[1:]).read_bytes()
-        except OSError as exc:
-            raise UsageError(f"--input {spec[:80]}: {exc.strerror or exc}") from exc
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+            reason = exc.strerror if isinstance(exc, OSError) else str(exc)
+            raise UsageError(f"--input {spec[:80]!r}: {reason or exc}") from exc
     return spec.encode("utf-8", "surrogateescape")
 
 

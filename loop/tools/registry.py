@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from loop import _json
+from loop._fs import check_path
 from loop.errors import InputError, ToolError
 
 __all__ = [
@@ -71,6 +72,14 @@ class ToolContext:
     state: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for what, path in (
+            ("tasks file", self.tasks_file),
+            ("workspace", self.workspace),
+            ("experiences folder", self.experiences_base),
+            ("sessions folder", self.sessions_dir),
+        ):
+            if path is not None:  # from flags, environment or config: still checked
+                check_path(str(path), what)
         self.root = self.root.resolve()
         if self.tasks_file is not None and not self.tasks_file.is_absolute():
             self.tasks_file = self.root / self.tasks_file
