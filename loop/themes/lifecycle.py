@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import structlog
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from loop._fs import check_name, read_json, remove_file
 from loop.errors import InputError, PathError, StoreError, ToolError
+from loop.themes.naming import PROCESSED_PREFIX
 from loop.themes.ops import Operations
 from loop.themes.workspace import Workspace
 
@@ -34,8 +36,13 @@ __all__ = ["StartPlan", "execute_start", "repair", "rollback"]
 log = structlog.get_logger(__name__)
 
 # Created before the history file (stage 3); the other planned directories are stage 4.
-_HISTORY_DIRS = frozenset({"artifacts", "artifacts/theme_histories"})
+_HISTORY_DIRS = frozenset({"artifacts", "artifacts/theme_histories"})  # HISTORIES
 STAGES = {3: "history file", 4: "theme directory", 5: "mark processed"}
+HISTORIES = "artifacts/theme_histories"
+_HISTORY = re.compile(HISTORIES + r"/(?P<id>[0-9]{14})_start_(?P<part>[a-z0-9_]+)\.md")
+_THEME_DIR = re.compile(
+    r"artifacts/(?:(?P<parent>[0-9]{14}_[a-z0-9_]+)/subthemes/)?(?P<own>[0-9]{14}_[a-z0-9_]+)"
+)
 
 
 class StartPlan(BaseModel):
@@ -66,6 +73,30 @@ class StartPlan(BaseModel):
     @classmethod
     def _all_relative(cls, value: list[str]) -> list[str]:
         return [_check_rel(v) for v in value]
+
+    @model_validator(mode="after")
+    def _what_a_start_creates(self) -> StartPlan:
+        """Only what a start at ``heartbeatId`` creates: a forged intent cannot point the
+        rollback at another file (it removes nothing but that start's own paths)."""
+        history = _HISTORY.fullmatch(self.historyFile)
+        if history is None or history["id"] != self.heartbeatId:
+            raise ValueError(f"historyFile is not this start's history: {self.historyFile!r}")
+        name = self.historyFile.rsplit("/", 1)[1]
+        if self.historyTemp != f"{HISTORIES}/.{name}.tmp":
+            raise ValueError(f"historyTemp is not the history's temp file: {self.historyTemp!r}")
+        own = f"{self.heartbeatId}_{history['part']}"
+        theme = _THEME_DIR.fullmatch(self.themeDirectory)
+        if theme is None or theme["own"] != own:
+            raise ValueError(f"themeDirectory is not this start's: {self.themeDirectory!r}")
+        allowed = {"artifacts", HISTORIES, self.themeDirectory, f"{self.themeDirectory}/histories"}
+        if theme["parent"]:
+            allowed.add(f"artifacts/{theme['parent']}/subthemes")
+        if not set(self.createDirs) <= allowed:
+            raise ValueError(f"createDirs names folders a start never creates: {self.createDirs}")
+        expected = None if self.target is None else PROCESSED_PREFIX + self.target
+        if self.processed != expected:
+            raise ValueError(f"processed is not the target's processed name: {self.processed!r}")
+        return self
 
 
 def _check_rel(rel: str) -> str:
@@ -263,8 +294,9 @@ def repair(ws: Workspace, ops: Operations) -> list[str]:
     except ValidationError as exc:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(p) for p in first["loc"])
+        reason = first["msg"].removeprefix("Value error, ")
         raise StoreError(
-            f"not a start intent ({where}: {first['msg'].removeprefix('Value error, ')}); "
+            f"not a start intent ({f'{where}: ' if where else ''}{reason}); "
             "hatloop did not write it: check it and remove it",
             file=ws.intent_file,
         ) from exc
