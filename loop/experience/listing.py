@@ -25,7 +25,7 @@ from loop.tools.registry import ToolContext
 
 __all__ = ["list_experiences", "matches"]
 
-_DATE_ONLY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE_ONLY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")  # with fullmatch, ASCII digits
 
 
 def _filter_date(value: str | None, name: str) -> datetime | None:
@@ -39,7 +39,7 @@ def _filter_date(value: str | None, name: str) -> datetime | None:
         raise ToolError(
             "invalid_input", f"filters.{name}: not an ISO 8601 date or date-time: {value!r}"
         ) from exc
-    if name == "created_before" and _DATE_ONLY.match(value.strip()):
+    if name == "created_before" and _DATE_ONLY.fullmatch(value.strip()):
         instant += timedelta(days=1) - timedelta(microseconds=1)
     return instant
 
