@@ -150,7 +150,11 @@ def test_lock_failure_is_a_store_error_naming_the_file_and_cause(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError(errno_, cause)
 
-    monkeypatch.setattr(_fs.os if failing == "open" else _fs.fcntl, failing, broken)
+    # the lock file is opened through _fs.open_file (no links); flock is the kernel's
+    if failing == "open":
+        monkeypatch.setattr(_fs, "open_file", broken)
+    else:
+        monkeypatch.setattr(_fs.fcntl, failing, broken)
     path = tmp_path / "tasks.json"
     with pytest.raises(StoreError) as exc:
         FileTaskStore(path).change(lambda tasks: (two_tasks(), None))
