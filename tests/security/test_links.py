@@ -5,7 +5,8 @@ there), then runs the domain's operations through the CLI and through MCP. Every
 operation either refuses with one clean error or succeeds without following the link;
 afterwards the victim's bytes and the outside folder are unchanged and the victim's
 content was never shown. Add session-level rows (the journal, the lock, ``latest``,
-iteration files) to ``CASES`` with their own preparation.
+iteration files) to ``CASES`` with their own preparation, and ``commands`` for what
+is no tool (``run --resume``...).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.security.harness import (
+    CLI_COMMANDS,
     HB1,
     HB2,
     Prepare,
@@ -106,6 +108,7 @@ class LinkCase:
     prepare: Prepare
     calls: list[Call]
     heartbeat: bool = False  # also run `theme heartbeat` (a CLI command, no tool)
+    commands: tuple[tuple[str, ...], ...] = ()  # commands that are no tool (CLI only)
 
     @property
     def id(self) -> str:
@@ -153,12 +156,22 @@ CASES = [
     LinkCase(f"{E}/manifest.json", "file", finalized, EXPORT_OPS),
     LinkCase(f"{E}/.thoughts.json.tmp", "file", exported, EXPORT_OPS),
     LinkCase(".loop/experiences/experience_s2", "dir", finalized, EXPORT_OPS),
+    # the sessions folder, as the commands that list sessions see it
+    LinkCase(
+        ".loop/sessions",
+        "dir",
+        nothing,
+        [("get_session_status", {})],
+        commands=(("status",), ("sessions",), ("status", "s1")),
+    ),
 ]
 
 
 # every link to a file is also planted dangling: a write through it would create a file
 CASES += [
-    LinkCase(c.at, "missing", c.prepare, c.calls, c.heartbeat) for c in CASES if c.kind == "file"
+    LinkCase(c.at, "missing", c.prepare, c.calls, c.heartbeat, c.commands)
+    for c in CASES
+    if c.kind == "file"
 ]
 
 
@@ -173,7 +186,8 @@ def _prepared(tmp_path: Path, case: LinkCase) -> Project:
 def test_link_through_the_cli(case: LinkCase, tmp_path: Path) -> None:
     """Through ``python -m loop``: clean outcomes, nothing outside changed or shown."""
     project = _prepared(tmp_path, case)
-    argvs = [cli_argv(name, args) for name, args in case.calls]
+    argvs = [cli_argv(name, args) for name, args in case.calls if name in CLI_COMMANDS]
+    argvs += [list(command) for command in case.commands]
     if case.heartbeat:
         argvs.insert(0, ["theme", "heartbeat"])
     for argv in argvs:
