@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "export": ("loop.experience.cli:register_export", "export a loop session as an experience"),
     "replay": ("loop.commands.replay", "replay recordings through the real engine and compare"),
-    "show": ("loop.commands.replay", "a recorded session at a glance"),
+    "show": ("loop.commands.inspect", "a session at a glance, from its journal or recording"),
     "schema": ("loop.commands.replay", "print a file format's JSON Schema"),
     "mcp": ("loop.commands.mcp", "serve every tool over MCP (stdio) for an agent"),
 }

@@ -1,4 +1,4 @@
-"""``loop replay``, ``loop show`` and ``loop schema``: recordings from the command line."""
+"""``loop replay`` and ``loop schema``: recordings from the command line."""
 
 from __future__ import annotations
 
@@ -12,15 +12,14 @@ from xml.etree import ElementTree as ET
 
 from loop._fs import atomic_write
 from loop.errors import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE, LoopError
-from loop.session.recording import FooterRecord, IterationRecord, MarkerRecord
 
-__all__ = ["collect_recordings", "junit_xml", "register", "render_show"]
+__all__ = ["collect_recordings", "junit_xml", "register"]
 
 SUITE = "hatloop.replay"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``replay``, ``show`` and ``schema``."""
+    """Add ``replay`` and ``schema``."""
     p = sub.add_parser(
         "replay",
         help="replay recordings through the real engine and compare",
@@ -34,14 +33,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--junit-xml", metavar="PATH", help="also write a JUnit XML report")
     p.add_argument("--log-format", choices=["auto", "console", "json"], default="auto")
     p.set_defaults(handler=_replay)
-
-    s = sub.add_parser(
-        "show",
-        help="a recorded session at a glance",
-        description="Print a recording's timeline and footer.",
-    )
-    s.add_argument("file", metavar="FILE")
-    s.set_defaults(handler=_show)
 
     sc = sub.add_parser("schema", help="print a file format's JSON Schema")
     sc.add_argument("format", choices=["recording"], help="which format")
@@ -142,62 +133,6 @@ def junit_xml(outcomes: list[tuple[Path, Any]], elapsed: float) -> bytes:
     root.append(suite)
     data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
     return data + b"\n"
-
-
-# -- show ---------------------------------------------------------------------------------
-
-
-def _show(args: argparse.Namespace) -> int:
-    from loop.session.replay import RecordingReader  # noqa: PLC0415 - import on use
-
-    with RecordingReader(Path(args.file)) as reader:
-        print(render_show(reader))
-    return EXIT_OK
-
-
-def _cell(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def render_show(reader: Any) -> str:
-    """The timeline of a recording: header, one row per iteration, markers, footer."""
-    h = reader.header
-    lines = [
-        f"recording  {reader.path}",
-        f"  schema {h.schema_version} · hatloop {h.hatloop_version} · Python "
-        f"{h.python_version} · started {h.started_at}",
-        f"  session {h.session_id} · config {h.config_digest[:19]}… · hats "
-        f"{', '.join(h.hats)}" + (" · redacted" if h.redacted else ""),
-        "",
-        f"  {'iter':>4}  {'hat':<14} {'duration':>9}  {'status':<24} {'cost':>9}  events",
-    ]
-    footer: FooterRecord | None = None
-    for _, record in reader.records():
-        if isinstance(record, IterationRecord):
-            status = record.status + (f": {record.reason}" if record.reason else "")
-            cost = f"${record.cost_usd:.4f}" if record.cost_usd is not None else "-"
-            events = ", ".join(e.topic for e in record.events) or "-"
-            lines.append(
-                f"  {record.iteration:>4}  {_cell(record.hat, 14):<14} "
-                f"{record.duration:>8.2f}s  {_cell(status, 24):<24} {cost:>9}  "
-                f"{events}"
-            )
-        elif isinstance(record, MarkerRecord):
-            lines.append(f"    --  {record.marker}: {record.message}")
-        elif isinstance(record, FooterRecord):
-            footer = record
-    lines.append("")
-    if footer is None:
-        lines.append("  end   (no footer: the recording was cut off)")
-    else:
-        lines.append(
-            f"  end   {footer.reason} after {footer.iterations} iteration(s) in "
-            f"{footer.elapsed:.2f}s (exit {footer.exit_code}) · {footer.records} "
-            f"records · {footer.write_failures} write failure(s)"
-            + (" · size cap reached" if footer.cap_reached else "")
-        )
-    lines += [f"  warning: {w}" for w in reader.warnings]
-    return "\n".join(lines)
 
 
 # -- schema -------------------------------------------------------------------------------

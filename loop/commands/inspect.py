@@ -1,0 +1,245 @@
+"""``loop show``: a session from its journal or its recording.
+
+It takes a session id, a session folder, a journal or a recording (default: the most
+recent session) and read it through :func:`loop.session.load.load_session`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from loop.commands.sessions import SESSIONS_DIR_HELP, sessions_root
+from loop.errors import EXIT_OK, UsageError
+from loop.session.view import (
+    EventView,
+    IterationView,
+    MarkerView,
+    SessionView,
+    outcome,
+)
+
+__all__ = [
+    "iteration_detail",
+    "iteration_summary",
+    "load_target",
+    "register",
+    "render_iteration",
+    "render_show",
+    "session_summary",
+]
+
+TARGET_HELP = "a session id, a session folder, a journal or a recording (default: the most recent)"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``show``."""
+    s = sub.add_parser(
+        "show",
+        help="a session at a glance, from its journal or its recording",
+        description="Print a session's timeline (one row per iteration) and how it ended, "
+        "or with --iteration N that iteration's prompt, output, events, tool calls and "
+        "timings. Reads a session id, a journal or a recording.",
+    )
+    s.add_argument("target", nargs="?", metavar="ID|FILE", help=TARGET_HELP)
+    s.add_argument("--iteration", "-i", type=int, metavar="N", help="one iteration in full")
+    s.add_argument("--json", action="store_true", help="the same as JSON")
+    s.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    s.set_defaults(handler=_show)
+
+
+def load_target(target: str | None, sessions_dir: str | None) -> SessionView:
+    """The session ``target`` names (see :func:`loop.session.load.resolve_session`)."""
+    from loop.session.load import load_session, resolve_session  # noqa: PLC0415 - on use
+
+    return load_session(resolve_session(target, sessions_root(sessions_dir)))
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _check_iteration(view: SessionView, number: int) -> IterationView:
+    found = view.iteration(number)
+    if found is None:
+        have = (
+            f"it has iterations 1-{view.iterations[-1].iteration}"
+            if view.iterations
+            else "it has no iteration"
+        )
+        raise UsageError(f"iteration {number} is not in session {view.session_id} ({have})")
+    return found
+
+
+# -- show ---------------------------------------------------------------------------------
+
+
+def _show(args: argparse.Namespace) -> int:
+    view = load_target(args.target, args.sessions_dir)
+    if args.iteration is not None:
+        it = _check_iteration(view, args.iteration)
+        if args.json:
+            _print_json(iteration_detail(it))
+        else:
+            print(render_iteration(view, it))
+        return EXIT_OK
+    if args.json:
+        _print_json(session_summary(view))
+    else:
+        print(render_show(view))
+    return EXIT_OK
+
+
+def _cell(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _tokens(it: IterationView) -> str:
+    if it.input_tokens is None and it.output_tokens is None:
+        return "-"
+    return f"{it.input_tokens or 0}/{it.output_tokens or 0}"
+
+
+def _end_line(view: SessionView) -> str:
+    end = view.end
+    if end is None:
+        if view.source == "recording":
+            head = "(no footer: the recording was cut off)"
+        else:
+            head = "(no end record: the session is running, or was stopped without one)"
+    else:
+        head = (
+            f"{end.reason} after {end.iterations} iteration(s) in {end.elapsed:.2f}s "
+            f"(exit {end.exit_code})"
+        )
+    parts = [head, f"{view.records} records"]
+    if view.last_run_records is not None and view.last_run_records != view.records:
+        parts[-1] += f" (its last run wrote {view.last_run_records})"
+    if view.source == "recording":
+        parts.append(f"{view.write_failures} write failure(s)")
+        if view.cap_reached:
+            parts.append("size cap reached")
+    return "  end   " + " · ".join(parts)
+
+
+def render_show(view: SessionView) -> str:
+    """The timeline: where it comes from, one row per iteration, markers, how it ended."""
+    if view.source == "recording":
+        first = (
+            f"  schema {view.schema_version} · hatloop {view.hatloop_version} · Python "
+            f"{view.python_version} · started {view.started_at}"
+        )
+    else:
+        first = f"  hatloop {view.hatloop_version} · started {view.started_at}"
+    lines = [
+        f"{view.source:<9}  {view.path}",
+        first,
+        f"  session {view.session_id} · config {view.config_digest[:19]}… · hats "
+        f"{', '.join(view.hats)}" + (" · redacted" if view.redacted else ""),
+        "",
+        f"  {'iter':>4}  {'hat':<14} {'duration':>9}  {'status':<24} {'cost':>9}  "
+        f"{'tokens':>11}  events",
+    ]
+    markers = list(view.markers)
+
+    def flush(upto: int) -> None:
+        while markers and markers[0].after <= upto:
+            lines.append(_marker_line(markers.pop(0)))
+
+    for it in view.iterations:
+        flush(it.iteration - 1)
+        status = it.status + (f": {it.reason}" if it.reason else "")
+        cost = f"${it.cost_usd:.4f}" if it.cost_usd is not None else "-"
+        events = ", ".join(e.topic for e in it.events) or "-"
+        lines.append(
+            f"  {it.iteration:>4}  {_cell(it.hat, 14):<14} {it.duration:>8.2f}s  "
+            f"{_cell(status, 24):<24} {cost:>9}  {_tokens(it):>11}  {events}"
+        )
+    flush(sys.maxsize)
+    lines += ["", _end_line(view)]
+    lines += [f"  warning: {w}" for w in view.warnings]
+    return "\n".join(lines)
+
+
+def _marker_line(marker: MarkerView) -> str:
+    return f"    --  {marker.kind}: {marker.message}"
+
+
+def _event_text(event: EventView, *, with_source: bool = True) -> str:
+    source = f" from {event.source}" if with_source else ""
+    target = f" → {event.target}" if event.target else ""
+    return f"{event.topic}{source}{target}: {event.payload_text()}"
+
+
+def render_iteration(view: SessionView, it: IterationView) -> str:
+    """One iteration in full: what ran, why, how it went, then its prompt and output."""
+    status = it.status + (f": {it.reason}" if it.reason else "")
+    backend = "backend ok" if it.backend_ok else "backend failed"
+    if it.exit_code is not None:
+        backend += f", exit {it.exit_code}"
+    usage = []
+    if it.cost_usd is not None:
+        usage.append(f"${it.cost_usd:.4f}")
+    if it.input_tokens is not None or it.output_tokens is not None:
+        usage.append(f"tokens {it.input_tokens or 0} in / {it.output_tokens or 0} out")
+    if it.turns is not None:
+        usage.append(f"{it.turns} turn(s)")
+    lines = [
+        f"iteration {it.iteration} of session {view.session_id} · hat {it.hat} (its run "
+        f"#{it.activation + 1}) · backend {it.backend or '-'}",
+        f"  status      {status} ({backend})" + (" · completed the loop" if it.completed else ""),
+        f"  timings     took {it.duration:.3f}s · from {it.started:.3f}s to "
+        f"{it.elapsed:.3f}s of the session",
+        f"  usage       {' · '.join(usage) or '-'}",
+    ]
+
+    def block(title: str, items: list[str]) -> None:
+        lines.append(f"  {title:<11} {items[0] if items else '-'}")
+        lines.extend(f"  {'':<11} {item}" for item in items[1:])
+
+    block("triggers", [_event_text(e) for e in it.triggers])
+    block("events", [_event_text(e, with_source=False) for e in it.events])
+    others = [e for e in it.published if e.source != it.hat]
+    if others:
+        block("also", [_event_text(e) for e in others])
+    block("tool calls", list(it.tool_calls))
+    if it.notes:
+        block("notes", list(it.notes))
+    for title, text in (("prompt", it.prompt), ("output", it.output)):
+        lines += ["", f"── {title} " + "─" * (60 - len(title)), text.rstrip("\n")]
+    return "\n".join(lines)
+
+
+def iteration_summary(it: IterationView) -> dict[str, Any]:
+    """An iteration's row of the timeline, as JSON-ready data."""
+    return {
+        "iteration": it.iteration,
+        "hat": it.hat,
+        "status": it.status,
+        "reason": it.reason,
+        "duration": it.duration,
+        "elapsed": it.elapsed,
+        "cost_usd": it.cost_usd,
+        "input_tokens": it.input_tokens,
+        "output_tokens": it.output_tokens,
+        "events": [e.topic for e in it.events],
+        "completed": it.completed,
+    }
+
+
+def iteration_detail(it: IterationView) -> dict[str, Any]:
+    """An iteration in full, as JSON-ready data (with its tool calls and start time)."""
+    data = it.model_dump(mode="json")
+    data["tool_calls"] = list(it.tool_calls)
+    data["started"] = round(it.started, 6)
+    return data
+
+
+def session_summary(view: SessionView) -> dict[str, Any]:
+    """What ``show`` prints, as JSON-ready data."""
+    data = view.model_dump(mode="json", exclude={"iterations", "loop_events"})
+    data["outcome"] = outcome(view)
+    data["iterations"] = [iteration_summary(it) for it in view.iterations]
+    return data

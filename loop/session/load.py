@@ -1,0 +1,345 @@
+"""Read a session's journal or recording into a :class:`~loop.session.view.SessionView`.
+
+The one module that reads those files for ``show``, ``events`` and ``report``: it tells
+a journal (first record ``session.start``) from a recording (first record ``header``),
+reads either, and builds the view. Bad input is one line naming the file (and the
+line): an unknown session, a file that is neither a journal nor a recording, a corrupt
+line before the last. A torn last line (a crash mid-write) is a warning, and the rest
+is read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from loop import _json
+from loop.engine.decide import exit_code_for
+from loop.errors import InputError, LoopError, PathError, RecordingError, SessionError
+from loop.session.journal import read_journal
+from loop.session.reader import RecordingReader
+from loop.session.store import latest_session, validate_session_id
+from loop.session.view import (
+    EndView,
+    EventView,
+    HatView,
+    IterationView,
+    LoopEvent,
+    MarkerView,
+    SessionView,
+)
+
+__all__ = ["JOURNAL_NAME", "load_session", "resolve_session"]
+
+JOURNAL_NAME = "journal.jsonl"
+
+
+# -- finding the file ---------------------------------------------------------------------
+
+
+def resolve_session(target: str | None, sessions_dir: Path) -> Path:
+    """The file ``target`` names: a journal or recording, a session folder, or a session id.
+
+    ``None`` is the most recent session in ``sessions_dir``.
+
+    Raises:
+        InputError: nothing of that name, or no session at all.
+    """
+    if target is None:
+        sid = latest_session(sessions_dir)
+        if sid is None:
+            raise InputError(f"no session in {sessions_dir}: give a session id or a file")
+        return sessions_dir / sid / JOURNAL_NAME
+    path = Path(target)
+    if path.is_dir():
+        if (path / JOURNAL_NAME).is_file():
+            return path / JOURNAL_NAME
+        raise InputError(f"{path}: a folder without a {JOURNAL_NAME}; give a file or an id")
+    if path.exists():
+        return path
+    try:
+        validate_session_id(target)
+    except PathError:
+        raise InputError(f"{target}: no such file") from None
+    journal = sessions_dir / target / JOURNAL_NAME
+    if journal.is_file():
+        return journal
+    raise InputError(
+        f"unknown session {target!r}: no such file, and no session of that id in {sessions_dir}"
+    )
+
+
+def load_session(path: Path) -> SessionView:
+    """Read a journal or a recording into a :class:`SessionView`.
+
+    Raises:
+        InputError: missing, empty, neither a journal nor a recording, or corrupt before
+            its last line (the message names the file and the line).
+    """
+    kind = _first_kind(path)
+    if kind == "header":
+        return _from_recording(path)
+    if kind == "session.start":
+        return _from_journal(path)
+    raise InputError(
+        f"{path}: neither a session journal nor a recording (its first record is {kind!r})"
+    )
+
+
+def _first_kind(path: Path) -> object:
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, expected a journal or a recording") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not first.strip():
+        raise InputError(f"{path}: empty file: neither a session journal nor a recording")
+    try:
+        data = _json.loads(first)
+    except ValueError:
+        raise InputError(
+            f"{path}:1: neither a session journal nor a recording (the line is not JSON)"
+        ) from None
+    if not isinstance(data, dict) or "kind" not in data:
+        raise InputError(
+            f'{path}:1: neither a session journal nor a recording (a record has no "kind")'
+        )
+    return data["kind"]
+
+
+# -- building the view --------------------------------------------------------------------
+
+
+def _problem(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    loc = ".".join(str(p) for p in err["loc"])
+    return f"{loc}: {err['msg']}" if loc else str(err["msg"])
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+class _Start(BaseModel):
+    """What the view needs of a journal's ``session.start`` record."""
+
+    session_id: str
+    started_at: str = ""
+    version: str = ""
+    config_digest: str = ""
+    starting_event: str = ""
+    completion_event: str = ""
+    hats: dict[str, HatView] = {}
+    start_event: EventView | None = None
+
+
+class _Builder:
+    """Collects a session's parts record by record, in file order."""
+
+    def __init__(self, path: Path, error: type[LoopError]) -> None:
+        self.path = path
+        self.error = error
+        self.iterations: list[IterationView] = []
+        self.loop_events: list[LoopEvent] = []
+        self.markers: list[MarkerView] = []
+        self.end: EndView | None = None
+        self.in_flight: int | None = None
+
+    def fail(self, message: str, line: int) -> LoopError:
+        return self.error(f"{self.path}:{line}: {message}")
+
+    def validate(self, model: type[_M], data: Any, line: int) -> _M:
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            raise self.fail(f"invalid record: {_problem(exc)}", line) from None
+
+    def iteration(self, data: Any, line: int) -> None:
+        it = self.validate(IterationView, data, line)
+        self.iterations.append(it)
+        self.in_flight = None
+
+    def ended(self, end: EndView) -> None:
+        if self.end is not None:  # ended before, then resumed: the earlier end is history
+            self.markers.append(_end_marker(self.end))
+        self.end = end
+
+    def resumed(self, message: str) -> None:
+        if self.end is not None:
+            self.markers.append(_end_marker(self.end))
+            self.end = None
+        self.markers.append(MarkerView(kind="resumed", after=self.done, message=message))
+
+    @property
+    def done(self) -> int:
+        return self.iterations[-1].iteration if self.iterations else 0
+
+
+def _end_marker(end: EndView) -> MarkerView:
+    return MarkerView(
+        kind="ended",
+        after=end.iterations,
+        message=f"{end.reason} after {end.iterations} iteration(s) (exit {end.exit_code})",
+    )
+
+
+def _from_journal(path: Path) -> SessionView:
+    contents = read_journal(path)  # SessionError on a corrupt line before the last
+    records = contents.records
+    if not records:
+        raise SessionError(f"{path}:1: no complete record (the first line is torn)")
+    build = _Builder(path, SessionError)
+    start = build.validate(_Start, records[0], 1)
+    if start.start_event is not None:
+        build.loop_events.append(LoopEvent(after=0, event=start.start_event))
+    for line, rec in enumerate(records[1:], start=2):
+        kind = rec.get("kind")
+        if kind == "iteration.end":
+            build.iteration(rec, line)
+        elif kind == "iteration.start":
+            build.in_flight = _int(rec.get("iteration"))
+        elif kind == "hat.exhausted":
+            event = build.validate(EventView, rec.get("event"), line)
+            build.loop_events.append(LoopEvent(after=build.done, event=event))
+            build.markers.append(
+                MarkerView(
+                    kind="hat_exhausted",
+                    after=build.done,
+                    message=f"hat {rec.get('hat')} reached its max_activations: "
+                    f"{len(rec.get('dropped') or [])} pending event(s) dropped, "
+                    f"{event.topic} published",
+                )
+            )
+        elif kind == "resume":
+            was = rec.get("in_flight")
+            build.resumed(
+                f"resumed by pid {rec.get('pid')} after iteration {rec.get('iteration')}"
+                + (f" (iteration {was} was in flight and ran again)" if was else "")
+            )
+        elif kind == "session.end":
+            reason = str(rec.get("reason", "unknown"))
+            build.ended(
+                EndView(
+                    reason=reason,
+                    iterations=_int(rec.get("iterations")) or build.done,
+                    elapsed=float(rec.get("elapsed") or 0.0),
+                    exit_code=exit_code_for(reason),
+                )
+            )
+    in_flight = build.in_flight if build.end is None else None
+    if in_flight is not None:
+        build.markers.append(
+            MarkerView(
+                kind="in_flight",
+                after=build.done,
+                message=f"iteration {in_flight} started and has not ended "
+                "(still running, or stopped by a crash or a kill)",
+            )
+        )
+    warnings = (f"{path}: torn last line ignored (a crash mid-write)",) if contents.torn else ()
+    return SessionView(
+        source="journal",
+        path=str(path),
+        session_id=start.session_id,
+        started_at=start.started_at,
+        hatloop_version=start.version,
+        config_digest=start.config_digest,
+        starting_event=start.starting_event,
+        completion_event=start.completion_event,
+        hats=start.hats,
+        iterations=tuple(build.iterations),
+        loop_events=tuple(build.loop_events),
+        markers=tuple(build.markers),
+        end=build.end,
+        in_flight=in_flight,
+        records=len(records),
+        warnings=warnings,
+    )
+
+
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _from_recording(path: Path) -> SessionView:
+    with RecordingReader(path) as reader:  # the header, every kind, a torn last line
+        header, torn, warnings = reader.header, reader.torn, list(reader.warnings)
+    build = _Builder(path, RecordingError)
+    records = 0
+    last_footer_records: int | None = None
+    bad: tuple[int, str] | None = None
+    with path.open("rb") as fh:
+        for line, raw in enumerate(fh, start=1):
+            if not raw.strip():
+                continue
+            if bad is not None:
+                raise build.fail(bad[1], bad[0])
+            try:
+                data = _json.loads(raw)
+            except ValueError as exc:
+                bad = (line, f"corrupt record (not JSON: {exc})")
+                continue
+            records += 1
+            kind = data.get("kind") if isinstance(data, dict) else None
+            if kind == "iteration":
+                build.iteration(data, line)
+            elif kind == "marker":
+                marker = str(data.get("marker"))
+                message = str(data.get("message", ""))
+                if marker == "resumed":
+                    build.resumed(message)
+                else:
+                    build.markers.append(MarkerView(kind=marker, after=build.done, message=message))
+            elif kind == "footer":
+                end = build.validate(EndView, data, line)
+                last_footer_records = _int(data.get("records"))
+                build.ended(end)
+    if bad is not None and not torn:  # the reader's scan already refused this
+        raise build.fail(bad[1], bad[0])
+    footer = reader.footer
+    markers = tuple(build.markers)
+    return SessionView(
+        source="recording",
+        path=str(path),
+        session_id=header.session_id,
+        started_at=header.started_at,
+        hatloop_version=header.hatloop_version,
+        python_version=header.python_version,
+        schema_version=header.schema_version,
+        config_digest=header.config_digest,
+        starting_event=header.starting_event,
+        completion_event=header.completion_event,
+        hats={name: HatView.model_validate(hat.model_dump()) for name, hat in header.hats.items()},
+        iterations=tuple(build.iterations),
+        loop_events=(_start_event(header.starting_event, header.config, build.iterations),),
+        markers=markers,
+        end=build.end,
+        records=records,
+        # the run summary counts the footer it writes; the footer counts what came before
+        last_run_records=(
+            last_footer_records + 1
+            if last_footer_records is not None and build.end is not None
+            else None
+        ),
+        write_failures=footer.write_failures if footer is not None else 0,
+        cap_reached=any(m.kind == "cap_reached" for m in markers),
+        redacted=header.redacted,
+        warnings=tuple(warnings),
+    )
+
+
+def _start_event(topic: str, config: dict[str, Any], its: list[IterationView]) -> LoopEvent:
+    """The starting event of a recording (which has no record of its own): as the first
+    iteration received it, else as its header and configuration imply it."""
+    for event in its[0].triggers if its else ():
+        if event.source == "loop" and event.topic == topic:
+            return LoopEvent(after=0, event=event)
+    prompt = config.get("prompt", "")
+    return LoopEvent(
+        after=0, event=EventView(topic=topic, payload=prompt if isinstance(prompt, str) else "")
+    )

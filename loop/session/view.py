@@ -1,0 +1,298 @@
+"""A session as one typed view: what ``show``, ``events`` and ``report`` work on.
+
+:mod:`loop.session.load` is the one module that reads a journal or a recording and
+builds a :class:`SessionView`; everything here is plain data and pure functions of it
+(per-hat figures, the events that flowed between hats, the event list).
+
+The iteration fields carry the records' own names, so an iteration is one validation of
+its record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from loop import _json
+from loop.errors import EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_OK
+from loop.events import topic_matches
+
+__all__ = [
+    "END",
+    "EndView",
+    "EventRow",
+    "EventView",
+    "Flow",
+    "HatStats",
+    "HatView",
+    "IterationView",
+    "LoopEvent",
+    "MarkerView",
+    "SessionView",
+    "event_rows",
+    "flows",
+    "hat_stats",
+    "outcome",
+]
+
+END = "(end)"  # the node a completion event flows to, in flows()
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class EventView(_View):
+    """An event as the files keep it."""
+
+    topic: str
+    payload: Any = ""
+    source: str = "loop"
+    target: str | None = None
+    ts: float | None = None
+
+    def payload_text(self) -> str:
+        """The payload as text: a string as it is, anything else as compact JSON."""
+        if isinstance(self.payload, str):
+            return self.payload
+        return _json.dumps_line(self.payload).decode().rstrip("\n")
+
+
+class HatView(_View):
+    """One hat as the session recorded it."""
+
+    description: str = ""
+    triggers: tuple[str, ...] = ()
+    publishes: tuple[str, ...] = ()
+    default_publishes: str | None = None
+    max_activations: int | None = None
+    backend: str = ""
+
+
+class IterationView(_View):
+    """One committed iteration: what the hat was asked, what it answered, what it cost."""
+
+    iteration: int
+    hat: str
+    activation: int = 0
+    backend: str = ""
+    backend_ok: bool = True
+    status: Literal["ok", "failed"]
+    reason: str | None = None
+    exit_code: int | None = None
+    prompt: str = ""
+    output: str = ""
+    triggers: tuple[EventView, ...] = ()
+    events: tuple[EventView, ...] = ()
+    emitted: tuple[EventView, ...] = ()
+    published: tuple[EventView, ...] = ()
+    completed: bool = False
+    notes: tuple[str, ...] = ()
+    duration: float = 0.0
+    elapsed: float = 0.0
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    turns: int | None = None
+    meta: dict[str, Any] = {}
+    ts: float | None = None
+
+    @property
+    def tool_calls(self) -> tuple[str, ...]:
+        """The tools the agent called, in order, as its backend reported them."""
+        uses = self.meta.get("tool_uses")
+        return tuple(str(u) for u in uses) if isinstance(uses, list) else ()
+
+    @property
+    def started(self) -> float:
+        """When it started, in seconds since the session started."""
+        return max(0.0, self.elapsed - self.duration)
+
+
+class LoopEvent(_View):
+    """An event the loop itself published: the starting event, a hat-exhausted notice."""
+
+    after: int  # the iterations done when it was published
+    event: EventView
+
+
+class MarkerView(_View):
+    """Something that happened between iterations, or to the file itself."""
+
+    # resumed, ended (before a resume), hat_exhausted, in_flight (journal), and a
+    # recording's own: cap_reached, write_failed
+    kind: str
+    after: int  # the iterations done at the time
+    message: str
+
+
+class EndView(_View):
+    """How the session ended."""
+
+    reason: str
+    iterations: int
+    elapsed: float
+    exit_code: int
+
+
+class SessionView(_View):
+    """A whole session: its configuration, its iterations, its markers and its end."""
+
+    source: Literal["journal", "recording"]
+    path: str
+    session_id: str
+    started_at: str
+    hatloop_version: str
+    python_version: str | None = None
+    schema_version: int | None = None  # a recording's format version
+    config_digest: str
+    starting_event: str
+    completion_event: str
+    hats: dict[str, HatView]
+    iterations: tuple[IterationView, ...]
+    loop_events: tuple[LoopEvent, ...] = ()
+    markers: tuple[MarkerView, ...] = ()
+    end: EndView | None = None
+    in_flight: int | None = None  # an iteration started and not ended (journal only)
+    records: int  # the records in the file (a recording's run summary counts the same)
+    last_run_records: int | None = None  # a resumed recording: what its last run wrote
+    write_failures: int = 0
+    cap_reached: bool = False
+    redacted: bool | None = None
+    warnings: tuple[str, ...] = ()
+
+    def iteration(self, number: int) -> IterationView | None:
+        """Iteration ``number``, or None."""
+        index = number - 1
+        its = self.iterations
+        if 0 <= index < len(its) and its[index].iteration == number:  # the usual layout
+            return its[index]
+        return next((it for it in its if it.iteration == number), None)
+
+
+# -- derived figures ----------------------------------------------------------------------
+
+Outcome = Literal["completed", "limit", "failed", "interrupted", "unfinished"]
+
+
+def outcome(view: SessionView) -> Outcome:
+    """How the session ended, in one word: its exit code's meaning, or ``unfinished``."""
+    end = view.end
+    if end is None:
+        return "unfinished"
+    if end.exit_code == EXIT_OK:
+        return "completed"
+    if end.exit_code == EXIT_LIMIT:
+        return "limit"
+    return "interrupted" if end.exit_code == EXIT_INTERRUPTED else "failed"
+
+
+class HatStats(_View):
+    """One hat's iterations, time, cost and tokens (None: its backend never said)."""
+
+    hat: str
+    iterations: int = 0
+    failed: int = 0
+    duration: float = 0.0
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    events: int = 0  # events the hat itself published
+
+
+def _add(total: Any, value: Any) -> Any:
+    return total if value is None else (value if total is None else total + value)
+
+
+def hat_stats(view: SessionView) -> list[HatStats]:
+    """A row per hat: the configured hats in order, then any other hat that ran."""
+    rows: dict[str, dict[str, Any]] = {name: {"hat": name} for name in view.hats}
+    for it in view.iterations:
+        row = rows.setdefault(it.hat, {"hat": it.hat})
+        row["iterations"] = row.get("iterations", 0) + 1
+        row["failed"] = row.get("failed", 0) + (it.status == "failed")
+        row["duration"] = row.get("duration", 0.0) + it.duration
+        for key in ("cost_usd", "input_tokens", "output_tokens"):
+            row[key] = _add(row.get(key), getattr(it, key))
+        row["events"] = row.get("events", 0) + sum(1 for e in it.published if e.source == it.hat)
+    return [HatStats.model_validate(row) for row in rows.values()]
+
+
+class Flow(_View):
+    """Events of one topic that went from ``source`` (a hat, or ``loop``) to ``target``."""
+
+    source: str
+    target: str  # a hat, or END for the completion event
+    topic: str
+    count: int
+
+
+def flows(view: SessionView) -> list[Flow]:
+    """The events that actually flowed: each iteration's triggers, into its hat, and each
+    completion event, into :data:`END`. An event tried again after a failed iteration
+    counts once per iteration that ran on it."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for it in view.iterations:
+        for event in it.triggers:
+            key = (event.source, it.hat, event.topic)
+            counts[key] = counts.get(key, 0) + 1
+        if it.completed:
+            key = (it.hat, END, view.completion_event)
+            counts[key] = counts.get(key, 0) + 1
+    return [Flow(source=s, target=t, topic=p, count=n) for (s, t, p), n in counts.items()]
+
+
+class EventRow(_View):
+    """One published event, where it came from and which iteration ran on it."""
+
+    iteration: int  # the iteration that published it (0: before the first)
+    hat: str | None  # that iteration's hat (None: the loop published it)
+    event: EventView
+    to: int | None = None  # the iteration that consumed it (or, if none did, ran on it)
+
+
+def event_rows(
+    view: SessionView,
+    *,
+    topic: str | None = None,
+    hat: str | None = None,
+    iteration: int | None = None,
+) -> Iterator[EventRow]:
+    """Every event published in the session, in order, filtered.
+
+    ``topic``: a topic pattern (``*`` matches one segment); ``hat``: events published
+    during that hat's iterations; ``iteration``: events published by that iteration.
+    """
+    consumed: dict[tuple[str, str, float | None], int] = {}
+    tried: dict[tuple[str, str, float | None], int] = {}
+    for it in view.iterations:
+        for event in it.triggers:
+            key = (event.topic, event.source, event.ts)
+            tried.setdefault(key, it.iteration)
+            if it.status == "ok":
+                consumed.setdefault(key, it.iteration)
+
+    def row(number: int, by: str | None, event: EventView) -> EventRow | None:
+        if topic is not None and not topic_matches(topic, event.topic):
+            return None
+        if (hat is not None and by != hat) or (iteration is not None and number != iteration):
+            return None
+        key = (event.topic, event.source, event.ts)
+        return EventRow(iteration=number, hat=by, event=event, to=consumed.get(key, tried.get(key)))
+
+    loop_events = iter(view.loop_events)
+    pending = next(loop_events, None)
+    for it in view.iterations:
+        while pending is not None and pending.after < it.iteration:
+            if (found := row(pending.after, None, pending.event)) is not None:
+                yield found
+            pending = next(loop_events, None)
+        for event in it.published:
+            if (found := row(it.iteration, it.hat, event)) is not None:
+                yield found
+    while pending is not None:
+        if (found := row(pending.after, None, pending.event)) is not None:
+            yield found
+        pending = next(loop_events, None)

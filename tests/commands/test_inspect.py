@@ -1,0 +1,350 @@
+"""`loop show`: a session from its id, its journal or its recording.
+
+The sessions are made by real runs of the CLI (`python -m loop run`, the default preset,
+with `--record-session`); `show` then runs in-process on their files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import structlog
+
+from loop.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+
+
+def loop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "loop", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        env=ENV,
+        timeout=120,
+        check=False,
+    )
+
+
+@dataclass(frozen=True)
+class Made:
+    """A folder where real runs left sessions, and what their summaries said."""
+
+    folder: Path
+    summary: str  # stdout of the recorded run
+    resumed_summary: str  # stdout of the resumed run of session `split`
+
+    @property
+    def journal(self) -> Path:
+        return self.folder / ".loop/sessions/demo/journal.jsonl"
+
+    @property
+    def recording(self) -> Path:
+        return self.folder / "demo.jsonl"
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Made:
+    """Session `demo`, recorded; session `split`, stopped by a limit then resumed, both
+    into one recording."""
+    folder = tmp_path_factory.mktemp("runs")
+    first = loop("run", "-q", "--session-id", "demo", "--record-session", "demo.jsonl", cwd=folder)
+    assert first.returncode == 0, first.stderr
+    args = ("-q", "--record-session", "split.jsonl")
+    stopped = loop("run", "--session-id", "split", "--max-iterations", "2", *args, cwd=folder)
+    assert stopped.returncode == 3, stopped.stderr
+    resumed = loop("run", "--resume", "split", "--max-iterations", "20", *args, cwd=folder)
+    assert resumed.returncode == 0, resumed.stderr
+    return Made(folder, first.stdout, resumed.stdout)
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`main()` configures structlog for the process; put the previous set-up back."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def rows_of(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.strip()[:1].isdigit()]
+
+
+# -- show -----------------------------------------------------------------------------------
+
+
+def test_show_reads_a_session_id_its_journal_and_its_recording(
+    made: Made, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same five iterations from the id (in its folder), the journal and the recording."""
+    monkeypatch.chdir(made.folder)
+    expected = ["planner", "builder", "reviewer", "builder", "reviewer"]
+    for target, source in (
+        ("demo", "journal"),
+        (str(made.journal), "journal"),
+        (str(made.journal.parent), "journal"),
+        (str(made.recording), "recording"),
+    ):
+        code, out, err = run(capsys, "show", target)
+        assert (code, err) == (0, ""), target
+        assert out.startswith(source)
+        rows = rows_of(out)
+        assert [r[1] for r in rows] == expected, target
+        assert [r[0] for r in rows] == ["1", "2", "3", "4", "5"]
+        assert rows[2][-1] == "review.rejected"
+        assert "end   completed after 5 iteration(s)" in out
+
+
+def test_show_without_a_target_is_the_most_recent_session(
+    made: Made, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No argument: the session the last run wrote (`split`, resumed last)."""
+    monkeypatch.chdir(made.folder)
+    code, out, _ = run(capsys, "show")
+    assert code == 0
+    assert "session split ·" in out
+
+
+def test_show_counts_the_records_the_run_summary_counted(
+    made: Made, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run summary's "N records" is the records in the file, footer included; show
+    says the same (the footer's own `records` field counts those before it)."""
+    said = re.search(r"recording demo\.jsonl: (\d+) records", made.summary)
+    assert said is not None, made.summary
+    lines = made.recording.read_text(encoding="utf-8").splitlines()
+    assert int(said.group(1)) == len(lines) == 7
+    assert json.loads(lines[-1])["records"] == 6
+    _, out, _ = run(capsys, "show", str(made.recording))
+    assert "(exit 0) · 7 records · 0 write failure(s)" in out
+    _, out, _ = run(capsys, "show", str(made.recording), "--json")
+    assert json.loads(out)["records"] == 7
+
+
+def test_show_of_a_resumed_recording_counts_the_file_and_its_last_run(
+    made: Made, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recording that was resumed: every record in it, and what the last run wrote (what
+    its summary said); the first end and the resume sit in the timeline where they were."""
+    path = made.folder / "split.jsonl"
+    said = re.search(r"recording split\.jsonl: (\d+) records", made.resumed_summary)
+    assert said is not None, made.resumed_summary
+    total = len(path.read_text(encoding="utf-8").splitlines())
+    _, out, _ = run(capsys, "show", str(path))
+    assert f"· {total} records (its last run wrote {said.group(1)})" in out
+    lines = out.splitlines()
+    ended = lines.index("    --  ended: max_iterations after 2 iteration(s) (exit 3)")
+    assert lines[ended - 1].split()[0] == "2"
+    assert lines[ended + 1].startswith("    --  resumed: ")
+    assert lines[ended + 2].split()[0] == "3"
+    _, out, _ = run(capsys, "show", str(made.folder / ".loop/sessions/split"))
+    assert "    --  resumed: resumed by pid " in out
+    assert "completed after 5 iteration(s)" in out
+
+
+def test_show_iteration_prints_prompt_output_events_and_timings(
+    made: Made, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--iteration N`: what triggered it, its events, its timings, its prompt and output;
+    the journal and the recording say the same."""
+    outs = []
+    for target in (made.journal, made.recording):
+        code, out, _ = run(capsys, "show", str(target), "--iteration", "3")
+        assert code == 0
+        outs.append(out)
+    assert outs[0] == outs[1]
+    out = outs[0]
+    assert out.startswith("iteration 3 of session demo · hat reviewer (its run #1)")
+    assert "  triggers    build.done from builder: reverse_words added; tests: 3 passed" in out
+    assert "  events      review.rejected: missing test: extra spaces between words" in out
+    assert re.search(r"  timings     took \d+\.\d{3}s · from \d+\.\d{3}s to \d+\.\d{3}s", out)
+    prompt = out.split("── prompt ", 1)[1].split("── output ", 1)
+    assert "# hatloop · iteration 3 · hat `reviewer`" in prompt[0]
+    assert '<event topic="review.rejected">missing test' in prompt[1]
+
+
+def test_show_iteration_json_is_the_whole_iteration(
+    made: Made, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--iteration N --json`: prompt, output, events, tool calls and timings as JSON."""
+    _, out, _ = run(capsys, "show", str(made.recording), "-i", "2", "--json")
+    data = json.loads(out)
+    assert data["iteration"] == 2 and data["hat"] == "builder" and data["status"] == "ok"
+    assert data["prompt"].startswith("# hatloop · iteration 2 · hat `builder`")
+    assert "reverse_words" in data["output"]
+    assert [e["topic"] for e in data["events"]] == ["build.done"]
+    assert [e["topic"] for e in data["triggers"]] == ["plan.ready"]
+    assert data["tool_calls"] == []
+    assert data["started"] == pytest.approx(data["elapsed"] - data["duration"], abs=1e-5)
+
+
+def test_show_iteration_lists_an_agents_tool_calls(capsys: pytest.CaptureFixture[str]) -> None:
+    """The committed Claude Code recording: the MCP tools the agent called, in order."""
+    path = str(REPO / "recordings" / "claude.jsonl")
+    _, out, _ = run(capsys, "show", path, "-i", "1")
+    assert "  tool calls  mcp__hatloop__createTask" in out
+    assert "              mcp__hatloop__emit_event" in out
+    _, out, _ = run(capsys, "show", path, "-i", "1", "--json")
+    assert json.loads(out)["tool_calls"] == ["mcp__hatloop__createTask", "mcp__hatloop__emit_event"]
+
+
+def test_show_json_is_the_timeline(made: Made, capsys: pytest.CaptureFixture[str]) -> None:
+    """`show --json`: the session, one entry per iteration, how it ended, the record count."""
+    _, out, _ = run(capsys, "show", str(made.journal), "--json")
+    data = json.loads(out)
+    assert data["source"] == "journal" and data["session_id"] == "demo"
+    assert data["outcome"] == "completed"
+    assert data["end"] == {
+        "reason": "completed",
+        "iterations": 5,
+        "elapsed": data["end"]["elapsed"],
+        "exit_code": 0,
+    }
+    assert [i["hat"] for i in data["iterations"]] == [
+        "planner",
+        "builder",
+        "reviewer",
+        "builder",
+        "reviewer",
+    ]
+    assert data["iterations"][4]["completed"] is True
+    assert data["records"] == len(made.journal.read_text(encoding="utf-8").splitlines())
+    assert set(data["hats"]) == {"planner", "builder", "reviewer"}
+
+
+def test_show_marks_failures_cost_and_markers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failed iteration shows its reason, a cost shows in dollars, the cap marker shows."""
+    src = REPO / "recordings" / "command.jsonl"
+    records = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines()]
+    records[1]["cost_usd"] = 0.0123
+    records[1]["input_tokens"], records[1]["output_tokens"] = 1200, 340
+    records.insert(
+        -1,
+        {
+            "kind": "marker",
+            "marker": "cap_reached",
+            "ts": 1.0,
+            "message": "recording stopped: the next record would pass the cap",
+        },
+    )
+    records[-1]["cap_reached"] = True
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "$0.0123" in out
+    assert "1200/340" in out
+    assert "failed: exit status 3" in out
+    assert "--  cap_reached: recording stopped" in out
+    assert "size cap reached" in out
+
+
+def test_show_of_a_torn_recording_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A recording cut off mid-write shows what it has, says it has no footer, and warns."""
+    data = (REPO / "recordings" / "default.jsonl").read_bytes()
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data[: data.rstrip(b"\n").rfind(b"\n") + 1] + b'{"kind":"foo')
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert len(rows_of(out)) == 5
+    assert "(no footer: the recording was cut off)" in out
+    assert "warning: " in out
+    assert "torn last line" in out
+
+
+def test_show_of_a_torn_journal_warns_and_shows_the_in_flight_iteration(
+    made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A journal killed mid-iteration (its last line torn): the committed iterations, the
+    iteration in flight, no end, and a warning."""
+    lines = made.journal.read_bytes().splitlines(keepends=True)
+    starts = [n for n, line in enumerate(lines) if line.startswith(b'{"kind":"iteration.start"')]
+    cut = [*lines[: starts[3] + 1], lines[starts[3] + 1][:40]]  # iteration 4 in flight, torn
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b"".join(cut))
+    code, out, _ = run(capsys, "show", str(path))
+    assert code == 0
+    assert [r[0] for r in rows_of(out)] == ["1", "2", "3"]
+    assert "--  in_flight: iteration 4 started and has not ended" in out
+    assert "(no end record: the session is running, or was stopped without one)" in out
+    assert "warning: " in out and "torn last line" in out
+
+
+@pytest.mark.parametrize("kind", ["journal", "recording"])
+def test_a_corrupt_line_before_the_last_is_a_one_line_error(
+    made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """Bad JSON in the middle of a journal or a recording: exit 2, one line naming the line."""
+    source = made.journal if kind == "journal" else made.recording
+    lines = source.read_bytes().splitlines(keepends=True)
+    lines[2] = b'{"kind": "iteration' + b"\n"
+    path = tmp_path / f"{kind}.jsonl"
+    path.write_bytes(b"".join(lines))
+    for command in (["show"], ["show", "-i", "1"]):
+        code, out, err = run(capsys, *command, str(path))
+        assert (code, out) == (2, "")
+        assert err.count("\n") == 1 and err.startswith(f"error: {path}:3: corrupt")
+
+
+def test_an_invalid_iteration_record_is_a_one_line_error(
+    made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An iteration line that is JSON but not an iteration names the field."""
+    lines = made.journal.read_text(encoding="utf-8").splitlines()
+    rec = json.loads(lines[2])
+    del rec["hat"]
+    lines[2] = json.dumps(rec)
+    path = tmp_path / "journal.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, _, err = run(capsys, "show", str(path))
+    assert code == 2
+    assert err == f"error: {path}:3: invalid record: hat: Field required\n"
+
+
+def test_bad_targets_are_one_line_errors_with_exit_2(
+    made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unknown id, missing file, empty file, not JSON, another JSONL, an empty folder, no
+    session at all, an iteration the session does not have."""
+    (tmp_path / "text.txt").write_text("just text\n", encoding="utf-8")
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    (tmp_path / "other.jsonl").write_text('{"kind": "task", "id": 1}\n', encoding="utf-8")
+    (tmp_path / "folder").mkdir()
+    cases = {
+        ("show", "nope"): "unknown session 'nope': no such file, and no session of that id in",
+        ("show", str(tmp_path / "none.jsonl")): "none.jsonl: no such file",
+        ("show", str(tmp_path / "empty.jsonl")): "empty file: neither a session journal nor",
+        ("show", str(tmp_path / "text.txt")): "text.txt:1: neither a session journal nor a "
+        "recording (the line is not JSON)",
+        ("show", str(tmp_path / "other.jsonl")): "neither a session journal nor a recording "
+        "(its first record is 'task')",
+        ("show", str(tmp_path / "folder")): "a folder without a journal.jsonl",
+        ("show", "--sessions-dir", str(tmp_path / "folder")): "no session in",
+        ("show", str(made.journal), "-i", "6"): "iteration 6 is not in session demo (it has "
+        "iterations 1-5)",
+    }
+    monkeypatch.chdir(made.folder)
+    for args, message in cases.items():
+        code, out, err = run(capsys, *args)
+        assert (code, out) == (2, ""), args
+        assert err.startswith("error: ") and err.count("\n") == 1, (args, err)
+        assert message in err, (args, err)
