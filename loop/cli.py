@@ -39,6 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("loop.experience.cli:register_export", "export a loop session as an experience"),
     "replay": ("loop.commands.replay", "replay recordings through the real engine and compare"),
     "show": ("loop.commands.inspect", "a session at a glance, from its journal or recording"),
+    "events": ("loop.commands.inspect", "a session's events, filtered by topic, hat, iteration"),
     "schema": ("loop.commands.replay", "print a file format's JSON Schema"),
     "mcp": ("loop.commands.mcp", "serve every tool over MCP (stdio) for an agent"),
 }

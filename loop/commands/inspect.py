@@ -1,6 +1,6 @@
-"""``loop show``: a session from its journal or its recording.
+"""``loop show`` and ``loop events``: a session from its journal or its recording.
 
-It takes a session id, a session folder, a journal or a recording (default: the most
+Both take a session id, a session folder, a journal or a recording (default: the most
 recent session) and read it through :func:`loop.session.load.load_session`.
 """
 
@@ -8,24 +8,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from typing import Any
 
 from loop.commands.sessions import SESSIONS_DIR_HELP, sessions_root
 from loop.errors import EXIT_OK, UsageError
+from loop.events import is_valid_pattern
 from loop.session.view import (
+    EventRow,
     EventView,
     IterationView,
     MarkerView,
     SessionView,
+    event_rows,
     outcome,
 )
 
 __all__ = [
+    "event_json",
     "iteration_detail",
     "iteration_summary",
     "load_target",
     "register",
+    "render_events",
     "render_iteration",
     "render_show",
     "session_summary",
@@ -35,7 +41,7 @@ TARGET_HELP = "a session id, a session folder, a journal or a recording (default
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``show``."""
+    """Add ``show`` and ``events``."""
     s = sub.add_parser(
         "show",
         help="a session at a glance, from its journal or its recording",
@@ -48,6 +54,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     s.add_argument("--json", action="store_true", help="the same as JSON")
     s.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     s.set_defaults(handler=_show)
+
+    e = sub.add_parser(
+        "events",
+        help="a session's events, from its journal or its recording",
+        description="List the events published in a session, in order: the iteration "
+        "that published each (0: the loop, before the first), its hat, topic, source, "
+        "the iteration that ran on it, and the payload.",
+    )
+    e.add_argument("target", nargs="?", metavar="ID|FILE", help=TARGET_HELP)
+    e.add_argument(
+        "--topic", metavar="PATTERN", help="only topics matching PATTERN ('*' = one segment)"
+    )
+    e.add_argument("--hat", metavar="HAT", help="only events published in HAT's iterations")
+    e.add_argument("--iteration", "-i", type=int, metavar="N", help="only iteration N's events")
+    e.add_argument("--json", action="store_true", help="JSON lines, one event per line")
+    e.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    e.set_defaults(handler=_events)
 
 
 def load_target(target: str | None, sessions_dir: str | None) -> SessionView:
@@ -243,3 +266,69 @@ def session_summary(view: SessionView) -> dict[str, Any]:
     data["outcome"] = outcome(view)
     data["iterations"] = [iteration_summary(it) for it in view.iterations]
     return data
+
+
+# -- events -------------------------------------------------------------------------------
+
+
+def _events(args: argparse.Namespace) -> int:
+    if args.topic is not None and not is_valid_pattern(args.topic):
+        raise UsageError(
+            f"--topic {args.topic!r}: not a topic pattern (dot-separated segments of "
+            "letters, digits, '_' or '-', or '*' for one segment)"
+        )
+    view = load_target(args.target, args.sessions_dir)
+    if args.hat is not None and args.hat not in view.hats:
+        raise UsageError(
+            f"--hat {args.hat!r}: session {view.session_id} has no such hat "
+            f"(its hats: {', '.join(view.hats)})"
+        )
+    if args.iteration is not None and args.iteration != 0:
+        _check_iteration(view, args.iteration)
+    rows = event_rows(view, topic=args.topic, hat=args.hat, iteration=args.iteration)
+    if args.json:
+        for row in rows:
+            print(json.dumps(event_json(row), ensure_ascii=False))
+        return EXIT_OK
+    width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+    text = render_events(list(rows), width=width)
+    print(text or f"no event in session {view.session_id} matches", flush=True)
+    return EXIT_OK
+
+
+def event_json(row: EventRow) -> dict[str, Any]:
+    """One event row as a JSON line's data."""
+    return {
+        "iteration": row.iteration,
+        "hat": row.hat,
+        "topic": row.event.topic,
+        "source": row.event.source,
+        "target": row.event.target,
+        "payload": row.event.payload,
+        "ts": row.event.ts,
+        "to": row.to,
+    }
+
+
+def render_events(rows: list[EventRow], *, width: int | None = None) -> str:
+    """A table of events; payloads on one line, cut to ``width`` columns when given."""
+    if not rows:
+        return ""
+    hat_w = max(3, *(len(r.hat or "-") for r in rows))
+    topic_w = max(5, *(len(r.event.topic) for r in rows))
+    source_w = max(6, *(len(r.event.source) for r in rows))
+    head = (
+        f"{'iter':>5}  {'hat':<{hat_w}}  {'topic':<{topic_w}}  {'source':<{source_w}}  {'to':>5}  "
+    )
+    lines = [head + "payload"]
+    for r in rows:
+        target = f" → {r.event.target}" if r.event.target else ""
+        payload = r.event.payload_text().replace("\r", "\\r").replace("\n", "\\n") + target
+        line = (
+            f"{r.iteration:>5}  {r.hat or '-':<{hat_w}}  {r.event.topic:<{topic_w}}  "
+            f"{r.event.source:<{source_w}}  {r.to if r.to is not None else '-':>5}  {payload}"
+        )
+        if width is not None and len(line) > width:
+            line = line[: max(width - 1, len(head))] + "…"
+        lines.append(line)
+    return "\n".join(lines)

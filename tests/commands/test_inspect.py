@@ -1,7 +1,7 @@
-"""`loop show`: a session from its id, its journal or its recording.
+"""`loop show` and `loop events`: a session from its id, its journal or its recording.
 
 The sessions are made by real runs of the CLI (`python -m loop run`, the default preset,
-with `--record-session`); `show` then runs in-process on their files.
+with `--record-session`); `show` and `events` then run in-process on their files.
 """
 
 from __future__ import annotations
@@ -299,7 +299,7 @@ def test_a_corrupt_line_before_the_last_is_a_one_line_error(
     lines[2] = b'{"kind": "iteration' + b"\n"
     path = tmp_path / f"{kind}.jsonl"
     path.write_bytes(b"".join(lines))
-    for command in (["show"], ["show", "-i", "1"]):
+    for command in (["show"], ["events"], ["show", "-i", "1"]):
         code, out, err = run(capsys, *command, str(path))
         assert (code, out) == (2, "")
         assert err.count("\n") == 1 and err.startswith(f"error: {path}:3: corrupt")
@@ -331,16 +331,18 @@ def test_bad_targets_are_one_line_errors_with_exit_2(
     (tmp_path / "folder").mkdir()
     cases = {
         ("show", "nope"): "unknown session 'nope': no such file, and no session of that id in",
+        ("events", "nope"): "unknown session 'nope'",
         ("show", str(tmp_path / "none.jsonl")): "none.jsonl: no such file",
         ("show", str(tmp_path / "empty.jsonl")): "empty file: neither a session journal nor",
         ("show", str(tmp_path / "text.txt")): "text.txt:1: neither a session journal nor a "
         "recording (the line is not JSON)",
-        ("show", str(tmp_path / "other.jsonl")): "neither a session journal nor a recording "
+        ("events", str(tmp_path / "other.jsonl")): "neither a session journal nor a recording "
         "(its first record is 'task')",
         ("show", str(tmp_path / "folder")): "a folder without a journal.jsonl",
         ("show", "--sessions-dir", str(tmp_path / "folder")): "no session in",
         ("show", str(made.journal), "-i", "6"): "iteration 6 is not in session demo (it has "
         "iterations 1-5)",
+        ("events", str(made.journal), "-i", "9"): "iteration 9 is not in session demo",
     }
     monkeypatch.chdir(made.folder)
     for args, message in cases.items():
@@ -348,3 +350,139 @@ def test_bad_targets_are_one_line_errors_with_exit_2(
         assert (code, out) == (2, ""), args
         assert err.startswith("error: ") and err.count("\n") == 1, (args, err)
         assert message in err, (args, err)
+
+
+# -- events ---------------------------------------------------------------------------------
+
+
+def test_events_lists_every_event_with_who_ran_on_it(
+    made: Made, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The starting event, then each iteration's events, with the iteration that ran on
+    each; the journal and the recording list the same."""
+    outs = [run(capsys, "events", str(p))[1] for p in (made.journal, made.recording)]
+    assert outs[0] == outs[1]
+    lines = outs[0].splitlines()
+    assert lines[0].split() == ["iter", "hat", "topic", "source", "to", "payload"]
+    rows = [line.split(maxsplit=5) for line in lines[1:]]
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in rows] == [
+        ("0", "-", "task.start", "loop", "1"),
+        ("1", "planner", "plan.ready", "planner", "2"),
+        ("2", "builder", "build.done", "builder", "3"),
+        ("3", "reviewer", "review.rejected", "reviewer", "4"),
+        ("4", "builder", "build.done", "builder", "5"),
+        ("5", "reviewer", "LOOP_COMPLETE", "reviewer", "-"),
+    ]
+    assert rows[3][5] == "missing test: extra spaces between words"
+
+
+def test_events_filters_by_topic_pattern_hat_and_iteration(
+    made: Made, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--topic` takes hatloop's `*` patterns; `--hat` and `--iteration` narrow to where an
+    event was published; filters combine; no argument is the most recent session."""
+    monkeypatch.chdir(made.folder)
+
+    def topics(*args: str) -> list[tuple[int, str]]:
+        code, out, _ = run(capsys, "events", "demo", "--json", *args)
+        assert code == 0
+        return [(d["iteration"], d["topic"]) for d in map(json.loads, out.splitlines())]
+
+    assert topics("--topic", "build.*") == [(2, "build.done"), (4, "build.done")]
+    assert topics("--topic", "*.done") == [(2, "build.done"), (4, "build.done")]
+    assert topics("--topic", "review.*", "--hat", "reviewer") == [(3, "review.rejected")]
+    assert topics("--hat", "planner") == [(1, "plan.ready")]
+    assert topics("--iteration", "5") == [(5, "LOOP_COMPLETE")]
+    assert topics("--iteration", "0") == [(0, "task.start")]
+    assert topics("--topic", "nothing.here") == []
+    code, out, _ = run(capsys, "events", "--topic", "nothing.here")
+    assert (code, out) == (0, "no event in session split matches\n")
+
+
+def test_events_json_lines_carry_the_whole_event(
+    made: Made, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--json`: one JSON object per line, with payload, source, target, time and `to`."""
+    _, out, _ = run(capsys, "events", str(made.recording), "--json")
+    first, *rest = map(json.loads, out.splitlines())
+    assert first["topic"] == "task.start" and first["source"] == "loop" and first["to"] == 1
+    assert first["payload"] == "Write a function that reverses the words of a sentence, with tests."
+    assert len(rest) == 5
+    assert all(isinstance(d["ts"], float) and d["target"] is None for d in rest)
+
+
+def test_events_rejects_a_bad_pattern_or_an_unknown_hat(
+    made: Made, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A topic pattern that is not one, or a hat the session does not have: exit 2."""
+    code, _, err = run(capsys, "events", str(made.journal), "--topic", "a..b")
+    assert code == 2 and "not a topic pattern" in err
+    code, _, err = run(capsys, "events", str(made.journal), "--hat", "tester")
+    assert code == 2
+    assert err == (
+        "error: --hat 'tester': session demo has no such hat (its hats: builder, planner, "
+        "reviewer)\n"
+    )
+
+
+def test_events_keeps_a_multi_line_payload_on_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a terminal: payloads are whole, each on one line (newlines shown as \\n)."""
+    src = REPO / "recordings" / "default.jsonl"
+    records = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines()]
+    records[1]["published"][0]["payload"] = "line one\nline two"
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    _, out, _ = run(capsys, "events", str(path), "-i", "1")
+    assert out.splitlines()[1].endswith("line one\\nline two")
+    assert len(out.splitlines()) == 2
+
+
+def test_show_and_events_run_as_a_user_runs_them(made: Made) -> None:
+    """The real CLI in a child process: results on stdout, exit codes as documented."""
+    res = loop("show", "demo", cwd=made.folder)
+    assert res.returncode == 0 and res.stderr == ""
+    assert "end   completed after 5 iteration(s)" in res.stdout
+    res = loop("events", "demo", "--topic", "review.*", cwd=made.folder)
+    assert res.returncode == 0 and "review.rejected" in res.stdout
+    res = loop("events", "nope", cwd=made.folder)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.startswith("error: unknown session 'nope'")
+
+
+def test_events_on_a_terminal_cuts_payloads_to_its_width(made: Made) -> None:
+    """On a terminal (a real pseudo-terminal here), each line fits its width."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "loop", "events", "demo"],
+            cwd=made.folder,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            env={**ENV, "COLUMNS": "60"},
+            timeout=120,
+            check=False,
+        )
+        os.close(follower)
+        follower = -1
+        data = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child's side is closed and everything was read
+                break
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert proc.returncode == 0, proc.stderr
+    lines = data.decode().splitlines()
+    assert len(lines) == 7
+    assert all(len(line) <= 60 for line in lines), lines
+    assert lines[1].endswith("…")
