@@ -40,6 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("loop.commands.replay", "replay recordings through the real engine and compare"),
     "show": ("loop.commands.inspect", "a session at a glance, from its journal or recording"),
     "events": ("loop.commands.inspect", "a session's events, filtered by topic, hat, iteration"),
+    "report": ("loop.commands.report", "write a session as one self-contained HTML page"),
     "schema": ("loop.commands.replay", "print a file format's JSON Schema"),
     "mcp": ("loop.commands.mcp", "serve every tool over MCP (stdio) for an agent"),
 }

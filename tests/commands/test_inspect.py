@@ -19,22 +19,9 @@ import pytest
 import structlog
 
 from loop.cli import main
+from tests.commands.helpers import ENV, loop
 
 REPO = Path(__file__).resolve().parents[2]
-ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
-
-
-def loop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a child process."""
-    return subprocess.run(
-        [sys.executable, "-m", "loop", *args],
-        cwd=cwd,
-        text=True,
-        capture_output=True,
-        env=ENV,
-        timeout=120,
-        check=False,
-    )
 
 
 @dataclass(frozen=True)

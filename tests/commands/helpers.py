@@ -1,0 +1,95 @@
+"""Sessions made by real runs of the CLI, for the show, events and report tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ENV", "HOSTILE", "hostile_recording", "loop", "pingpong_session"]
+
+ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+
+# Text that would break or inject into a page that pasted it as markup.
+HOSTILE = (
+    '</script><script>window.__pwned = "script"</script>'
+    '<img src=x onerror="window.__pwned = &quot;img&quot;"><!-- <b>bold?</b> & \u2028 end'
+)
+
+
+def loop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "loop", *args],
+        cwd=cwd,
+        text=True,
+        capture_output=True,
+        env=ENV,
+        timeout=300,
+        check=False,
+    )
+
+
+PINGPONG = """\
+[loop]
+prompt = "ping-pong, {n} iterations"
+max_iterations = {n}
+stale_threshold = 1000000
+max_runtime_seconds = 3600
+durable = false
+
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+
+[hats.ping]
+description = "ping"
+triggers = ["task.start", "pong.x"]
+publishes = ["ping.x"]
+backend = {{ type = "scripted", outputs_file = "ping.json" }}
+
+[hats.pong]
+description = "pong"
+triggers = ["ping.x"]
+publishes = ["pong.x"]
+backend = {{ type = "scripted", outputs_file = "pong.json" }}
+"""
+
+
+def pingpong_session(folder: Path, n: int) -> Path:
+    """Run a two-hat loop of ``n`` iterations for real (ended by max_iterations, exit 3),
+    recorded; return the recording."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for hat, topic in (("ping", "ping.x"), ("pong", "pong.x")):
+        outputs = [f'{hat} {k}\n<event topic="{topic}">{k}</event>' for k in range(n // 2 + 1)]
+        (folder / f"{hat}.json").write_text(json.dumps(outputs), encoding="utf-8")
+    (folder / "loop.toml").write_text(PINGPONG.format(n=n), encoding="utf-8")
+    res = loop("run", "-q", "--record-session", "big.jsonl", cwd=folder)
+    assert res.returncode == 3, res.stderr
+    return folder / "big.jsonl"
+
+
+def hostile_recording(source: Path, target: Path) -> None:
+    """``source`` with :data:`HOSTILE` in every free text: prompts, outputs, payloads,
+    reasons, notes and meta of every iteration."""
+    out = []
+    for line in source.read_text(encoding="utf-8").splitlines():
+        rec: dict[str, Any] = json.loads(line)
+        if rec["kind"] == "iteration":
+            rec["prompt"] = HOSTILE + "\n" + rec["prompt"]
+            rec["output"] = HOSTILE + "\n" + rec["output"]
+            for key in ("events", "published", "triggers"):
+                for event in rec[key]:
+                    event["payload"] = HOSTILE
+            rec["notes"] = [HOSTILE]
+            rec["meta"] = {"stderr_tail": HOSTILE}
+            if rec["status"] == "failed":
+                rec["reason"] = HOSTILE
+        out.append(json.dumps(rec, ensure_ascii=False))
+    target.write_text("\n".join(out) + "\n", encoding="utf-8")
