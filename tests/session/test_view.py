@@ -1,0 +1,105 @@
+"""The session view: loaded from journals and recordings of real runs, and its figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loop.errors import InputError
+from loop.session.load import load_session, resolve_session
+from loop.session.view import END, event_rows, flows, hat_stats, outcome
+from tests.commands.helpers import loop
+
+REPO = Path(__file__).resolve().parents[2]
+
+EXHAUST = """\
+[loop]
+prompt = "exhaust"
+max_iterations = 10
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.a]
+description = "a"
+triggers = ["task.start", "b.x"]
+publishes = ["a.x"]
+max_activations = 2
+[hats.a.backend]
+type = "scripted"
+outputs = ['<event topic="a.x">1</event>', '<event topic="a.x">2</event>']
+[hats.b]
+description = "b"
+triggers = ["a.x"]
+publishes = ["b.x"]
+[hats.b.backend]
+type = "scripted"
+outputs = ['<event topic="b.x">1</event>', '<event topic="b.x">2</event>']
+"""
+
+
+def test_a_hat_exhausted_is_a_marker_and_the_loops_notice_an_event(tmp_path: Path) -> None:
+    """A real run where hat `a` reaches max_activations: the journal's hat.exhausted is a
+    marker after iteration 4, and the notice the loop published is listed with the loop
+    as its publisher; the event it dropped went nowhere."""
+    (tmp_path / "loop.toml").write_text(EXHAUST, encoding="utf-8")
+    res = loop("run", "-q", "--session-id", "ex", cwd=tmp_path)
+    assert res.returncode == 3, res.stderr
+    view = load_session(resolve_session("ex", tmp_path / ".loop/sessions"))
+    assert outcome(view) == "limit" and view.end is not None
+    assert view.end.reason == "no_pending_events"
+    assert [(m.kind, m.after) for m in view.markers] == [("hat_exhausted", 4)]
+    rows = list(event_rows(view))
+    assert [(r.iteration, r.hat, r.event.topic, r.to) for r in rows] == [
+        (0, None, "task.start", 1),
+        (1, "a", "a.x", 2),
+        (2, "b", "b.x", 3),
+        (3, "a", "a.x", 4),
+        (4, "b", "b.x", None),
+        (4, None, "a.exhausted", None),
+    ]
+    [notice] = event_rows(view, topic="*.exhausted", iteration=4)
+    assert notice.event.source == "loop" and notice.hat is None
+
+
+def test_a_failed_iteration_is_retried_on_the_same_events() -> None:
+    """The command recording: iteration 2 failed and 3 ran on the same events, so they
+    went to 3 (the one that consumed them); flows count both runs."""
+    view = load_session(REPO / "recordings" / "command.jsonl")
+    rows = list(event_rows(view, iteration=1))
+    assert [(r.event.topic, r.to) for r in rows] == [("count.step", 3), ("count.logged", 3)]
+    counts = {(f.source, f.target, f.topic): f.count for f in flows(view)}
+    assert counts[("counter", "checker", "count.step")] == 4  # iterations 2, 3, 5, 7
+    assert counts[("checker", END, "LOOP_COMPLETE")] == 1
+
+
+def test_hat_stats_add_what_backends_reported() -> None:
+    """Per hat: iterations, failures, time, events; cost and tokens only where reported."""
+    view = load_session(REPO / "recordings" / "claude.jsonl")
+    stats = {s.hat: s for s in hat_stats(view)}
+    writer, finisher = stats["writer"], stats["finisher"]
+    it = view.iterations[0]
+    assert (writer.iterations, writer.failed, writer.events) == (1, 0, 1)
+    assert writer.cost_usd == it.cost_usd and writer.input_tokens == it.input_tokens
+    assert finisher.cost_usd is None and finisher.input_tokens is None
+    assert writer.duration == it.duration
+    view = load_session(REPO / "recordings" / "command.jsonl")
+    assert {s.hat: s.failed for s in hat_stats(view)} == {"counter": 0, "checker": 1}
+
+
+def test_resolve_prefers_a_file_then_an_id(tmp_path: Path) -> None:
+    """A file or a session folder by path; otherwise a session id in the sessions folder;
+    an id that is not a plain name is just a missing file."""
+    sessions = tmp_path / "sessions"
+    (sessions / "s1").mkdir(parents=True)
+    (sessions / "s1" / "journal.jsonl").write_text("{}\n", encoding="utf-8")
+    assert resolve_session("s1", sessions) == sessions / "s1" / "journal.jsonl"
+    assert resolve_session(str(sessions / "s1"), sessions) == sessions / "s1" / "journal.jsonl"
+    assert resolve_session(None, sessions) == sessions / "s1" / "journal.jsonl"
+    with pytest.raises(InputError, match=r"^\.\./x: no such file$"):
+        resolve_session("../x", sessions)
+    with pytest.raises(InputError, match="unknown session 's2'"):
+        resolve_session("s2", sessions)
