@@ -102,7 +102,7 @@ def timeline_svg(view: SessionView) -> str:
     height = LANE * len(hats) + 34
     by_number = {i.iteration: i for i in view.iterations}
     parts = [
-        f'<svg class="timeline" viewBox="0 0 {LABEL + WIDTH + 10:.0f} {height:.0f}" '
+        f'<svg class="timeline" viewBox="0 0 {LABEL + WIDTH + 30:.0f} {height:.0f}" '
         f'role="img" aria-label="iterations per hat over time">'
     ]
     step = _nice_step(total)
