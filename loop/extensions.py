@@ -12,19 +12,50 @@ extension, at fixed points of an iteration, for:
 * :meth:`committed`: an iteration just reached the journal (its record, and the exact
   line written), before ``loop.iteration.done`` is published;
 * :meth:`flush`: write out anything buffered; the loop is about to wait (a hat that is
-  not instant, a turn of the event loop) or to end.
+  not instant, a turn of the event loop) or to end;
+* :meth:`child_env`: variables for the child processes of a running iteration (an
+  endpoint's address and a secret that names the iteration), and
+  :meth:`release_child_env`: the iteration's backend call is over, so what
+  :meth:`child_env` handed out is void.
 
 The engine calls a per-iteration hook only on the extensions that override it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from loop.bus import EventBus
 from loop.events import Event
 
-__all__ = ["Extension"]
+__all__ = ["Extension", "RunningIteration", "overrides"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunningIteration:
+    """One iteration whose hat is running: who runs it, and where its files are.
+
+    Several may be running at once (each is its own record); ``(session_id,
+    iteration)`` names one.
+
+    Attributes:
+        session_id: the session's id.
+        session_dir: the session's folder (absolute).
+        hat: the hat running the iteration.
+        iteration: the iteration's number (1 for the session's first).
+        activation: how many times the hat ran before (0 for its first run).
+        events_file: the iteration's events file (``LOOP_EVENTS_FILE``).
+    """
+
+    session_id: str
+    session_dir: Path
+    hat: str
+    iteration: int
+    activation: int
+    events_file: Path
 
 
 class Extension:
@@ -53,5 +84,23 @@ class Extension:
     def flush(self) -> None:
         """Write out what is buffered (called before the loop waits, and at the end)."""
 
+    def child_env(self, iteration: RunningIteration) -> Mapping[str, str]:
+        """Variables for the child processes of ``iteration``.
+
+        Called at most once per iteration, when its backend builds a child's
+        environment (in-process backends never do). The engine's own ``LOOP_*``
+        variables win over a name given here.
+        """
+        return {}
+
+    def release_child_env(self, iteration: RunningIteration) -> None:
+        """``iteration``'s backend call returned or was cancelled: revoke what
+        :meth:`child_env` gave it. Called only for an iteration it was asked about."""
+
     async def aclose(self) -> None:
         """Release what the extension holds when the run ends."""
+
+
+def overrides(ext: Extension, hook: str) -> bool:
+    """Whether ``ext``'s class overrides the hook ``hook`` (the engine calls only those)."""
+    return getattr(type(ext), hook) is not getattr(Extension, hook)

@@ -25,7 +25,7 @@ import anyio.lowlevel
 import structlog
 
 from loop._faults import ARMED, crash_point
-from loop.backends.base import Backend, BackendRequest
+from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.bus import EventBus
 from loop.config import LoadedConfig
 from loop.engine.collect import collect_events
@@ -38,10 +38,10 @@ from loop.engine.decide import (
     select_next,
 )
 from loop.engine.invoke import (
+    ChildEnvironments,
     base_env,
     call_backend,
     call_with_timeout,
-    child_env,
     hat_limits,
     prepare_events_file,
 )
@@ -58,7 +58,7 @@ from loop.engine.routing import hat_specs
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
-from loop.extensions import Extension
+from loop.extensions import Extension, overrides
 from loop.session.journal import Journal, read_journal
 from loop.session.store import SessionLock, SessionPaths, mark_latest
 
@@ -70,10 +70,6 @@ log = structlog.get_logger("loop.engine")
 # often (seconds), so signals, the progress display and other tasks still run.
 YIELD_INTERVAL = 0.005
 CANCEL_CHECK_EVERY = 8  # iterations (an anyio cancellation check costs over a microsecond)
-
-
-def _overrides(ext: Extension, hook: str) -> bool:
-    return getattr(type(ext), hook) is not getattr(Extension, hook)
 
 
 class Engine:
@@ -119,7 +115,9 @@ class Engine:
         self.journal = Journal(paths.journal, durable=config.loop.durable)
         self._lock = SessionLock(paths.lock)
         self._collecting: list[Event] | None = None
-        self._env: dict[str, str] = {}
+        self._children = ChildEnvironments(
+            self.extensions, session_id=paths.session_id, session_dir=paths.dir
+        )
         self._rerun: int | None = None
         self._iterations_root = str(paths.iteration_dir(0).parent)
         self._templates = {
@@ -141,11 +139,11 @@ class Engine:
         }
         self._timeouts, self._deadlines = hat_limits(config, backends)
         # only the extensions that override a per-iteration hook are called (hot path)
-        self._starters = [e for e in self.extensions if _overrides(e, "on_iteration_start")]
-        self._prompters = [e for e in self.extensions if _overrides(e, "prompt_section")]
-        self._blockers = [e for e in self.extensions if _overrides(e, "completion_blocker")]
-        self._flushers = [e for e in self.extensions if _overrides(e, "flush")]
-        self._committers = [e for e in self.extensions if _overrides(e, "committed")]
+        self._starters = [e for e in self.extensions if overrides(e, "on_iteration_start")]
+        self._prompters = [e for e in self.extensions if overrides(e, "prompt_section")]
+        self._blockers = [e for e in self.extensions if overrides(e, "completion_blocker")]
+        self._flushers = [e for e in self.extensions if overrides(e, "flush")]
+        self._committers = [e for e in self.extensions if overrides(e, "committed")]
         self._next_yield = 0.0
         self._planned: tuple[int, Selection] | None = None
         self._turns = 0
@@ -244,7 +242,7 @@ class Engine:
             self.journal.open()
             self._record(session_start_record(self.config, self.paths.session_id))
         mark_latest(self.paths.sessions_dir, self.paths.session_id)
-        self._env = base_env(
+        self._children.base = base_env(
             self.child_env, session_id=self.paths.session_id, session_dir=self.paths.dir
         )
 
@@ -392,11 +390,21 @@ class Engine:
             activation=activation,
             events_file=events_file,
             workdir=self.workdir,
-            env=partial(child_env, self._env, hat, iteration, events_file),
+            env=partial(self._children.build, hat, iteration, activation, events_file),
             timeout_seconds=self._timeouts[hat],
             iteration_dir=it_dir,
             triggers=trigger_events,
         )
+
+    async def _call(self, backend: Backend, request: BackendRequest) -> BackendResult:
+        """Run the hat; once it returns (or is cancelled) what its children got is void."""
+        try:
+            if self._instant[request.hat]:  # it never suspends: no timeout could ever fire
+                return await call_backend(backend, request)
+            self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
+            return await call_with_timeout(backend, request, self._deadlines[request.hat])
+        finally:  # a late tool call of its agent is refused from here on
+            self._children.release(request.iteration)
 
     async def _iteration(self, hat: str, triggers: tuple[PendingEvent, ...]) -> None:
         iteration = self.state.iteration + 1
@@ -419,11 +427,7 @@ class Engine:
             finally:
                 self._collecting = None
         request = self._request(hat, iteration, activation, triggers)
-        if self._instant[hat]:  # it never suspends: no timeout could ever fire
-            result = await call_backend(backend, request)
-        else:
-            self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
-            result = await call_with_timeout(backend, request, self._deadlines[hat])
+        result = await self._call(backend, request)
         emitted, events, problems = collect_events(
             hat, result.output, None if result.wrote_events_file is False else request.events_file
         )
@@ -477,18 +481,12 @@ class Engine:
 
     def summary(self, reason: str, notes: list[str]) -> RunSummary:
         """The run summary for ``reason``."""
-        return RunSummary(
+        return RunSummary.of(
+            self.state,
+            reason,
             session_id=self.paths.session_id,
-            reason=reason,
-            exit_code=exit_code_for(reason),
-            iterations=self.state.iteration,
-            elapsed=self._elapsed(),
-            failed_iterations=self.state.failed_iterations,
-            events_per_hat=dict(self.state.events_per_hat),
-            activations=dict(self.state.activations),
-            cost_usd=self.state.cost_usd,
-            resumed=self.resume,
             session_dir=str(self.paths.dir),
+            elapsed=self._elapsed(),
+            resumed=self.resume,
             notes=notes,
-            usage_per_hat=dict(self.state.usage_per_hat),
         )

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import anyio
@@ -18,9 +18,11 @@ from loop.backends._process import STOP_SECONDS
 from loop.backends.base import Backend, BackendRequest, BackendResult, effective_timeout
 from loop.config import LoadedConfig
 from loop.errors import BackendUnavailable, InputError
+from loop.extensions import Extension, RunningIteration, overrides
 
 __all__ = [
     "BACKSTOP_SECONDS",
+    "ChildEnvironments",
     "base_env",
     "call_backend",
     "call_with_timeout",
@@ -58,6 +60,65 @@ def child_env(
     env["LOOP_ITERATION"] = str(iteration)
     env["LOOP_HAT"] = hat
     return env
+
+
+class ChildEnvironments:
+    """Each iteration's child environment, and the extensions that add to it.
+
+    :meth:`build` is the session's base plus the iteration's ``LOOP_*`` variables,
+    over what the extensions that override
+    :meth:`~loop.extensions.Extension.child_env` add (a per-iteration secret...).
+    :meth:`release` tells those extensions the iteration's call is over; it costs
+    nothing for an iteration whose environment was never built.
+    """
+
+    __slots__ = ("_given", "_session_dir", "_session_id", "base", "contributors")
+
+    def __init__(
+        self,
+        extensions: Sequence[Extension],
+        *,
+        session_id: str,
+        session_dir: Path,
+        base: Mapping[str, str] | None = None,
+    ) -> None:
+        self.base = dict(base or {})
+        self.contributors = [e for e in extensions if overrides(e, "child_env")]
+        self._session_id = session_id
+        self._session_dir = session_dir.resolve()
+        self._given: dict[int, RunningIteration] = {}
+
+    def build(self, hat: str, iteration: int, activation: int, events_file: str) -> dict[str, str]:
+        """The environment of ``iteration``'s child processes (see :func:`child_env`)."""
+        env = child_env(self.base, hat, iteration, events_file)
+        if not self.contributors:
+            return env
+        running = RunningIteration(
+            session_id=self._session_id,
+            session_dir=self._session_dir,
+            hat=hat,
+            iteration=iteration,
+            activation=activation,
+            events_file=Path(events_file),
+        )
+        self._given[iteration] = running
+        added: dict[str, str] = {}
+        for ext in self.contributors:
+            added.update(ext.child_env(running))
+        return {**added, **env}
+
+    def release(self, iteration: int) -> None:
+        """``iteration``'s call returned or was cancelled: what it was given is void."""
+        if not self._given:
+            return
+        running = self._given.pop(iteration, None)
+        if running is None:
+            return
+        for ext in self.contributors:
+            try:
+                ext.release_child_env(running)
+            except Exception:  # one extension's failure never keeps the others' grants alive
+                log.exception("extension failed to release a child environment", extension=ext.name)
 
 
 def prepare_events_file(it_dir: str, events_file: str, *, uses_files: bool, rerun: bool) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import structlog
 
 from loop.bus import EventBus
-from loop.engine.state import HatUsage
+from loop.engine.decide import exit_code_for
+from loop.engine.state import HatUsage, LoopState
 from loop.events import Event
 from loop.extensions import Extension
 
@@ -34,6 +35,35 @@ class RunSummary:
     session_dir: str
     notes: list[str] = field(default_factory=list)
     usage_per_hat: dict[str, HatUsage] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls,
+        state: LoopState,
+        reason: str,
+        *,
+        session_id: str,
+        session_dir: str,
+        elapsed: float,
+        resumed: bool,
+        notes: list[str],
+    ) -> RunSummary:
+        """The summary of a run that ended for ``reason`` in ``state``."""
+        return cls(
+            session_id=session_id,
+            reason=reason,
+            exit_code=exit_code_for(reason),
+            iterations=state.iteration,
+            elapsed=elapsed,
+            failed_iterations=state.failed_iterations,
+            events_per_hat=dict(state.events_per_hat),
+            activations=dict(state.activations),
+            cost_usd=state.cost_usd,
+            resumed=resumed,
+            session_dir=session_dir,
+            notes=notes,
+            usage_per_hat=dict(state.usage_per_hat),
+        )
 
 
 def _count(n: int) -> str:
