@@ -38,6 +38,35 @@ def configure_logging(fmt: LogFormat = "auto", *, level: int = logging.INFO) -> 
         logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
+    _route_stdlib_logging()
+
+
+def _route_stdlib_logging() -> None:
+    """Libraries' standard-library logs (the MCP SDK, uvicorn, httpx) go through structlog,
+    warnings and worse only, so stderr keeps one format and no chatter.
+
+    The MCP SDK calls ``logging.basicConfig(level=INFO)`` when a server is built, which
+    does nothing once the root logger has a handler: this one.
+    """
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if isinstance(h, _ToStructlog)]:
+        root.removeHandler(handler)
+    root.addHandler(_ToStructlog())
+    root.setLevel(logging.WARNING)
+
+
+class _ToStructlog(logging.Handler):
+    """Hands a standard-library record to structlog (its logger name, level and message)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            logger = structlog.get_logger(record.name)
+            if record.exc_info:
+                logger.log(record.levelno, record.getMessage(), exc_info=record.exc_info)
+            else:
+                logger.log(record.levelno, record.getMessage())
+        except Exception:  # a logging failure must never break the caller
+            self.handleError(record)
 
 
 class _Stderr:

@@ -11,9 +11,9 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 from loop._json import too_deep
 from loop.backends.claude import ClaudeConfig
@@ -34,6 +34,7 @@ __all__ = [
     "HatConfig",
     "LoadedConfig",
     "LoopSection",
+    "McpSection",
     "config_from_snapshot",
     "load_config",
     "preset_dir",
@@ -116,6 +117,26 @@ class RecordingSection(_Strict):
     redact_secrets: bool = True
 
 
+class McpSection(_Strict):
+    """``[mcp]``: whether the loop serves hatloop's tools to its agents over MCP.
+
+    ``serve = "auto"`` (the default) serves them on a loopback endpoint while the loop
+    runs when a hat's backend hands its agent hatloop's tools (``claude`` with
+    ``mcp = true``); ``true`` always (for agents of your own, which find the endpoint in
+    ``LOOP_MCP_URL`` and ``LOOP_MCP_TOKEN``); ``false`` never (the ``claude`` backend then
+    starts ``python -m loop mcp`` over stdio for each iteration instead).
+    """
+
+    serve: StrictBool | Literal["auto"] = "auto"
+
+    @field_validator("serve", mode="before")
+    @classmethod
+    def _serve(cls, v: object) -> object:
+        if v is True or v is False or v == "auto":
+            return v
+        raise ValueError(f'serve must be true, false or "auto", not {v!r}')
+
+
 class HatConfig(_Strict):
     """One hat: a persona triggered by events, publishing events."""
 
@@ -161,6 +182,7 @@ class _ConfigFile(_Strict):
     themes: ThemesSection = Field(default_factory=ThemesSection)
     experience: ExperienceSection = Field(default_factory=ExperienceSection)
     recording: RecordingSection = Field(default_factory=RecordingSection)
+    mcp: McpSection = Field(default_factory=McpSection)
 
 
 class _HatFile(_Strict):
@@ -183,6 +205,9 @@ class LoadedConfig:
     source: str
     hat_sources: dict[str, Path] = field(default_factory=dict)
     root: Path = field(default_factory=Path.cwd)
+    # Not in the snapshot: serving the tools changes no routing or outcome (and replay
+    # serves nothing, its backends being in-process).
+    mcp: McpSection = field(default_factory=McpSection)
 
     def hat_backend(self, name: str) -> Any:
         """The backend config of hat ``name`` (its own, or the default ``[backend]``)."""
@@ -374,6 +399,7 @@ def load_config(
         source=str(path),
         hat_sources=sources,
         root=root.resolve(),
+        mcp=parsed.mcp,
     )
     validate_topology(loaded)
     return loaded

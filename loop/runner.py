@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +12,7 @@ import anyio
 import structlog
 
 from loop.backends import Backend, build_backend
+from loop.backends.base import LoopToolsUser
 from loop.bus import EventBus
 from loop.config import LoadedConfig
 from loop.engine.driver import Engine
@@ -21,7 +22,14 @@ from loop.extensions import Extension
 from loop.session.store import SessionPaths, latest_session, new_session_id, validate_session_id
 from loop.tools.registry import ToolContext
 
-__all__ = ["RunOptions", "build_backends", "domain_extensions", "resolve_session", "run_loop"]
+__all__ = [
+    "RunOptions",
+    "build_backends",
+    "domain_extensions",
+    "resolve_session",
+    "run_loop",
+    "serves_tools",
+]
 
 log = structlog.get_logger("loop.runner")
 
@@ -81,6 +89,13 @@ def child_env(ctx: ToolContext) -> dict[str, str]:
     return env
 
 
+def serves_tools(config: LoadedConfig, backends: Mapping[str, Backend]) -> bool:
+    """Whether the run serves hatloop's tools on its MCP endpoint (``[mcp] serve``)."""
+    if config.mcp.serve != "auto":
+        return config.mcp.serve
+    return any(isinstance(b, LoopToolsUser) and b.uses_loop_tools() for b in backends.values())
+
+
 def resolve_session(config: LoadedConfig, options: RunOptions) -> SessionPaths:
     """The session to run: a new id, the given one, or (resume) the most recent one."""
     sessions_dir = config.resolve(config.loop.sessions_dir)
@@ -113,10 +128,17 @@ async def run_loop(
         exts.append(ProgressReporter())
     exts += domain_extensions(config, ctx)
     exts += list(extra) + options.extensions
+    backends = options.backends or build_backends(config)
+    endpoint = None
+    if serves_tools(config, backends):
+        from loop.tools.endpoint import SessionEndpoint  # noqa: PLC0415 - the MCP SDK: ~1 s
+
+        endpoint = SessionEndpoint(ctx)
+        exts.append(endpoint)
     engine = Engine(
         config,
         paths=paths,
-        backends=options.backends or build_backends(config),
+        backends=backends,
         bus=EventBus(),
         extensions=exts,
         workdir=options.workdir,
@@ -129,6 +151,8 @@ async def run_loop(
         async with anyio.create_task_group() as tg:
             if options.handle_signals:
                 tg.start_soon(_watch_signals, tg.cancel_scope, received)
+            if endpoint is not None:  # the tools are served before any agent starts
+                await tg.start(endpoint.serve)
             summary = await engine.run()
             tg.cancel_scope.cancel()
     except BaseExceptionGroup as group:  # the engine's own error, not a group, for callers

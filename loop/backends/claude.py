@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loop._fs import write_json
 from loop.backends._process import ProcessResult, last_line, run_process
-from loop.backends.base import BackendRequest, BackendResult, effective_timeout
+from loop.backends.base import BackendRequest, BackendResult, LoopToolsUser, effective_timeout
 from loop.backends.configs import DEFAULT_MAX_OUTPUT
 
 __all__ = [
@@ -251,7 +251,7 @@ def _failure(
 # -- the backend --------------------------------------------------------------------------
 
 
-class ClaudeBackend:
+class ClaudeBackend(LoopToolsUser):
     """Runs one iteration of a hat with the Claude Code CLI."""
 
     kind = "claude"
@@ -259,6 +259,10 @@ class ClaudeBackend:
 
     def __init__(self, config: ClaudeConfig | None = None) -> None:
         self.config = config or ClaudeConfig()
+
+    def uses_loop_tools(self) -> bool:
+        """The agent gets hatloop's tools unless ``mcp = false``."""
+        return self.config.mcp
 
     @property
     def timeout_seconds(self) -> float | None:

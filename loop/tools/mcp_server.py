@@ -148,6 +148,11 @@ class HatloopMCPServer(MCPServer[Any]):
         """The registry's tools first, then any added through the SDK."""
         return [*self._definitions, *await super().list_tools()]
 
+    def tool_context(self, context: Context[Any, Any] | None) -> ToolContext:
+        """The tool context a call runs in: the server's own (a subclass may pick one per
+        call, from the request; a :class:`ToolError` here refuses the call)."""
+        return self.ctx
+
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
@@ -164,8 +169,9 @@ class HatloopMCPServer(MCPServer[Any]):
             return _text_result(err.to_dict(), is_error=True)
         try:
             args = pre_parse(tool.input_model, arguments)
+            ctx = self.tool_context(context)
             # Not abandoned on cancel: a started write always finishes (atomic either way).
-            result = await anyio.to_thread.run_sync(tool.run, self.ctx, args)
+            result = await anyio.to_thread.run_sync(tool.run, ctx, args)
         except ToolError as exc:
             log.info("mcp.tool_error", tool=name, code=exc.code, message=exc.message)
             return _text_result(exc.to_dict(), is_error=True)
