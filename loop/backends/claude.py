@@ -7,10 +7,13 @@ final ``result`` line with the answer, ``is_error``, ``total_cost_usd``, ``usage
 ``num_turns``. The result line is the truth: no result line, ``is_error``, a non-zero
 exit or a timeout make a failed iteration whose reason says which.
 
-With ``mcp = true`` (the default) the agent gets hatloop's own MCP server
-(``python -m loop mcp``) through a ``--mcp-config`` file written in the iteration's
-folder, with the session's ``LOOP_*`` variables in its environment, and the whole
-server is allowed (``--allowedTools mcp__hatloop``).
+With ``mcp = true`` (the default) the agent gets hatloop's tools through a
+``--mcp-config`` file written in the iteration's folder, and the whole server is allowed
+(``--allowedTools mcp__hatloop``). Inside a loop that serves them (``LOOP_MCP_URL`` and
+``LOOP_MCP_TOKEN`` in the iteration's environment) the entry is the session's endpoint
+over HTTP, already up when the CLI starts; the file names the two variables, which the
+CLI expands, so the secret is never written to disk. Otherwise it starts
+``python -m loop mcp`` over stdio with the session's ``LOOP_*`` variables.
 """
 
 from __future__ import annotations
@@ -28,7 +31,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from loop._fs import write_json
 from loop.backends._process import ProcessResult, last_line, run_process
-from loop.backends.base import BackendRequest, BackendResult, LoopToolsUser, effective_timeout
+from loop.backends.base import (
+    MCP_TOKEN_ENV,
+    MCP_URL_ENV,
+    BackendRequest,
+    BackendResult,
+    LoopToolsUser,
+    McpEndpoint,
+    effective_timeout,
+)
 from loop.backends.configs import DEFAULT_MAX_OUTPUT
 
 __all__ = [
@@ -49,6 +60,12 @@ log = structlog.get_logger(__name__)
 
 MCP_SERVER_NAME = "hatloop"
 MCP_CONFIG_NAME = "claude-mcp.json"
+# How long the CLI waits for its MCP servers before its first request to the model (its
+# own default is 5 s, then it goes on without them). The session's endpoint is up before
+# the CLI starts and answers in milliseconds; the stdio fallback starts a Python process,
+# which took over 3 s on a busy machine. The wait ends as soon as the server is connected.
+MCP_CONNECT_TIMEOUT_ENV = "MCP_CONNECT_TIMEOUT_MS"
+MCP_CONNECT_TIMEOUT_MS = "60000"
 
 # What hatloop's MCP server needs to find the session's files (passed only when known).
 MCP_ENV_KEYS = (
@@ -102,10 +119,21 @@ def loop_env(request: BackendRequest) -> dict[str, str]:
 def mcp_config(config: ClaudeConfig, env: Mapping[str, str]) -> dict[str, Any]:
     """The ``--mcp-config`` document naming hatloop's MCP server (pure).
 
+    With the session's endpoint in ``env`` (and no ``mcp_command``), an HTTP entry whose
+    URL and secret the CLI takes from its environment (``${LOOP_MCP_URL}``...); else a
+    stdio entry starting the server.
+
     Args:
         config: the backend settings (``mcp_command`` overrides the server command).
         env: the variables of the iteration; only :data:`MCP_ENV_KEYS` are passed on.
     """
+    if config.mcp_command is None and McpEndpoint.from_env(env) is not None:
+        server: dict[str, Any] = {
+            "type": "http",
+            "url": f"${{{MCP_URL_ENV}}}",
+            "headers": {"Authorization": f"Bearer ${{{MCP_TOKEN_ENV}}}"},
+        }
+        return {"mcpServers": {MCP_SERVER_NAME: server}}
     command = config.mcp_command or [sys.executable, "-m", "loop", "mcp"]
     server_env = {key: env[key] for key in MCP_ENV_KEYS if key in env}
     server = {"command": command[0], "args": list(command[1:]), "env": server_env}
@@ -284,6 +312,8 @@ class ClaudeBackend(LoopToolsUser):
             mcp_file = folder / MCP_CONFIG_NAME
             write_json(mcp_file, mcp_config(self.config, variables), durable=False)
         env = {**os.environ, **self.config.env, **variables}
+        if mcp_file is not None:  # the agent's first turn waits for hatloop's tools
+            env.setdefault(MCP_CONNECT_TIMEOUT_ENV, MCP_CONNECT_TIMEOUT_MS)
         return build_argv(self.config, mcp_file), env
 
     async def run(self, request: BackendRequest) -> BackendResult:

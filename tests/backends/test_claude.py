@@ -114,6 +114,41 @@ def test_prepare_writes_mcp_config_in_iteration_folder(make_request: MakeRequest
     assert env["LOOP_EVENTS_FILE"] == str(request.events_file)
 
 
+ENDPOINT = {"LOOP_MCP_URL": "http://127.0.0.1:4321/mcp", "LOOP_MCP_TOKEN": "s3cret"}
+
+
+def test_mcp_config_names_the_session_endpoint_when_the_loop_serves_it() -> None:
+    """With LOOP_MCP_URL and LOOP_MCP_TOKEN the entry is HTTP; the CLI expands both."""
+    doc = mcp_config(ClaudeConfig(), {"LOOP_HAT": "builder", **ENDPOINT})
+    assert doc == {
+        "mcpServers": {
+            "hatloop": {
+                "type": "http",
+                "url": "${LOOP_MCP_URL}",
+                "headers": {"Authorization": "Bearer ${LOOP_MCP_TOKEN}"},
+            }
+        }
+    }
+    half = mcp_config(ClaudeConfig(), {"LOOP_MCP_URL": ENDPOINT["LOOP_MCP_URL"]})
+    assert half["mcpServers"]["hatloop"]["args"] == ["-m", "loop", "mcp"]  # stdio fallback
+    own = mcp_config(ClaudeConfig(mcp_command=["my-server"]), ENDPOINT)
+    assert own["mcpServers"]["hatloop"]["command"] == "my-server"  # the user's choice wins
+
+
+def test_prepare_keeps_the_secret_off_disk(make_request: MakeRequest) -> None:
+    """The file names the variables; the secret is only in the CLI's environment, which
+    also waits for the server before the first turn (unless the user set the wait)."""
+    request = make_request(env=ENDPOINT)
+    argv, env = ClaudeBackend(ClaudeConfig()).prepare(request)
+    text = Path(argv[argv.index("--mcp-config") + 1]).read_text()
+    assert "s3cret" not in text and "4321" not in text
+    assert env["LOOP_MCP_TOKEN"] == "s3cret"
+    assert env["LOOP_MCP_URL"] == ENDPOINT["LOOP_MCP_URL"]
+    assert env["MCP_CONNECT_TIMEOUT_MS"] == "60000"
+    own = ClaudeBackend(ClaudeConfig(env={"MCP_CONNECT_TIMEOUT_MS": "9"}))
+    assert own.prepare(request)[1]["MCP_CONNECT_TIMEOUT_MS"] == "9"
+
+
 def test_prepare_without_mcp_writes_nothing(make_request: MakeRequest) -> None:
     """With mcp = false no config file is written and no --mcp-config is passed."""
     request = make_request()

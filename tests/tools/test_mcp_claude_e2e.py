@@ -6,6 +6,10 @@ A loop runs ``python -m loop run --record-session`` with two hats: ``worker`` on
 the agent call ``mcp__hatloop__createTask``, a failing ``getTask``,
 ``get_session_status`` and ``emit_event``; the loop then routes ``work.done`` to the
 finisher, which completes it.
+
+It runs twice: with the session's MCP endpoint (the default: the CLI connects to the
+loop's server over HTTP with the iteration's secret), and with ``[mcp] serve = false``
+(the CLI starts ``python -m loop mcp`` over stdio for the iteration).
 """
 
 from __future__ import annotations
@@ -44,6 +48,9 @@ iteration_timeout_seconds = 100
 [tasks]
 block_completion = false   # the agent leaves its task open; the finisher may complete
 
+[mcp]
+serve = {serve}
+
 [hats.worker]
 description = "Creates the task and reports"
 triggers = ["task.start"]
@@ -64,6 +71,7 @@ class Run:
     root: Path
     proc: subprocess.CompletedProcess[str]
     requests: list[RecordedRequest]
+    transport: str
 
     def journal(self) -> list[dict[str, Any]]:
         """The session journal's records."""
@@ -96,11 +104,13 @@ def _toml_table(values: dict[str, str]) -> str:
     return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in values.items()) + " }"
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """Run the loop once (the real CLI is slow to start); every test reads the results."""
+@pytest.fixture(scope="module", params=["endpoint", "stdio"])
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """Run the loop once per transport (the real CLI is slow to start); every test reads
+    the results."""
     claude = _claude_bin()
-    root = tmp_path_factory.mktemp("e2e")
+    transport: str = request.param
+    root = tmp_path_factory.mktemp(f"e2e-{transport}")
     (root / "home").mkdir()
     with MockAnthropic(turns=TURNS) as mock:
         env = {
@@ -112,7 +122,12 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
             "CLAUDE_CODE_MAX_RETRIES": "0",
         }
         (root / "loop.toml").write_text(
-            LOOP_TOML.format(claude=json.dumps(str(claude)), env=_toml_table(env)), "utf-8"
+            LOOP_TOML.format(
+                claude=json.dumps(str(claude)),
+                env=_toml_table(env),
+                serve='"auto"' if transport == "endpoint" else "false",
+            ),
+            "utf-8",
         )
         proc = subprocess.run(
             [
@@ -136,7 +151,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Run:
         requests = mock.turn_requests
         exhausted = mock.exhausted
     assert not exhausted, "the agent asked the model more often than scripted"
-    return Run(root=root, proc=proc, requests=requests)
+    return Run(root=root, proc=proc, requests=requests, transport=transport)
 
 
 def test_loop_completes(run: Run) -> None:
@@ -145,6 +160,24 @@ def test_loop_completes(run: Run) -> None:
     summary = json.loads(run.proc.stdout)
     assert summary["reason"] == "completed"
     assert summary["activations"] == {"worker": 1, "finisher": 1}
+
+
+def test_the_agent_had_the_tools_from_its_first_turn(run: Run) -> None:
+    """The first request to the model already offered hatloop's tools, through the
+    transport the run chose (the endpoint's secret is not in the file)."""
+    first = run.requests[0].body
+    offered = [t["name"] for t in first.get("tools", [])]
+    assert "mcp__hatloop__createTask" in offered and "mcp__hatloop__emit_event" in offered
+    folder = run.root / ".loop" / "sessions" / SESSION / "iterations" / "000001"
+    server = json.loads((folder / "claude-mcp.json").read_text())["mcpServers"]["hatloop"]
+    if run.transport == "endpoint":
+        assert server == {
+            "type": "http",
+            "url": "${LOOP_MCP_URL}",
+            "headers": {"Authorization": "Bearer ${LOOP_MCP_TOKEN}"},
+        }
+    else:
+        assert server["args"] == ["-m", "loop", "mcp"]
 
 
 def test_agent_created_the_task_in_the_tasks_file(run: Run) -> None:
