@@ -60,12 +60,14 @@ log = structlog.get_logger(__name__)
 
 MCP_SERVER_NAME = "hatloop"
 MCP_CONFIG_NAME = "claude-mcp.json"
-# How long the CLI waits for its MCP servers before its first request to the model (its
-# own default is 5 s, then it goes on without them). The session's endpoint is up before
-# the CLI starts and answers in milliseconds; the stdio fallback starts a Python process,
-# which took over 3 s on a busy machine. The wait ends as soon as the server is connected.
-MCP_CONNECT_TIMEOUT_ENV = "MCP_CONNECT_TIMEOUT_MS"
-MCP_CONNECT_TIMEOUT_MS = "60000"
+# The agent's first turn waits for hatloop's tools. In print mode (-p) the CLI connects
+# its MCP servers in the background and asks the model at once (checked with 2.1.197: a
+# server that is slow to start is missing from the first request); with
+# MCP_CONNECTION_NONBLOCKING=false it waits, up to MCP_CONNECT_TIMEOUT_MS (default 5 s),
+# and the wait ends as soon as the server is connected. The session's endpoint is up
+# before the CLI starts and answers in milliseconds; the stdio fallback starts a Python
+# process, which took over 3 s on a busy machine. A user's own values win.
+MCP_WAIT_ENV = {"MCP_CONNECTION_NONBLOCKING": "false", "MCP_CONNECT_TIMEOUT_MS": "60000"}
 
 # What hatloop's MCP server needs to find the session's files (passed only when known).
 MCP_ENV_KEYS = (
@@ -313,7 +315,7 @@ class ClaudeBackend(LoopToolsUser):
             write_json(mcp_file, mcp_config(self.config, variables), durable=False)
         env = {**os.environ, **self.config.env, **variables}
         if mcp_file is not None:  # the agent's first turn waits for hatloop's tools
-            env.setdefault(MCP_CONNECT_TIMEOUT_ENV, MCP_CONNECT_TIMEOUT_MS)
+            env = {**MCP_WAIT_ENV, **env}
         return build_argv(self.config, mcp_file), env
 
     async def run(self, request: BackendRequest) -> BackendResult:

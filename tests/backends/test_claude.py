@@ -144,6 +144,7 @@ def test_prepare_keeps_the_secret_off_disk(make_request: MakeRequest) -> None:
     assert "s3cret" not in text and "4321" not in text
     assert env["LOOP_MCP_TOKEN"] == "s3cret"
     assert env["LOOP_MCP_URL"] == ENDPOINT["LOOP_MCP_URL"]
+    assert env["MCP_CONNECTION_NONBLOCKING"] == "false"
     assert env["MCP_CONNECT_TIMEOUT_MS"] == "60000"
     own = ClaudeBackend(ClaudeConfig(env={"MCP_CONNECT_TIMEOUT_MS": "9"}))
     assert own.prepare(request)[1]["MCP_CONNECT_TIMEOUT_MS"] == "9"
@@ -422,3 +423,23 @@ async def test_real_cli_calls_tools_through_mcp_config(
     assert len(texts) == 2 and not any(b.get("is_error") for b in results), texts
     assert "hat=planner session=s-test" in texts[0]
     assert "bash-ran" in texts[1]
+
+
+SLOW_START = 6  # seconds: longer than the CLI's own default wait (5 s)
+
+
+@pytest.mark.claude
+async def test_real_cli_waits_for_a_slow_mcp_server_before_the_first_turn(
+    make_claude: MakeClaude, make_request: MakeRequest, tmp_path: Path
+) -> None:
+    """A server that takes longer to start than the CLI would wait on its own is still
+    in the first request to the model: the agent never starts without the tools."""
+    server = tmp_path / "server.py"
+    server.write_text(f"import time\ntime.sleep({SLOW_START})\n" + MCP_SERVER)
+    with MockAnthropic(turns=["ready"]) as mock:
+        backend = make_claude(mock, mcp=True, mcp_command=[sys.executable, str(server)])
+        result = await backend.run(make_request())
+        first = mock.turn_requests[0].body
+    assert result.ok, result.reason
+    assert "mcp__hatloop__whoami" in [t["name"] for t in first.get("tools", [])]
+    assert result.meta["mcp_servers"] == [{"name": "hatloop", "status": "connected"}]
