@@ -21,3 +21,10 @@ configure_logging("console")
 def anyio_backend() -> str:
     """Run async tests on asyncio (aiofiles ties us to it)."""
     return "asyncio"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache_home(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """hatloop's cache (the MCP tool catalog) goes to a scratch folder, also for the
+    subprocesses the tests start."""
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from loop.errors import EXIT_OK
+from loop.errors import EXIT_INTERRUPTED, EXIT_OK
 from loop.tools.cli import add_context_options, context_from_args
 
 __all__ = ["register"]
@@ -18,6 +18,9 @@ Where the files live: flags, then $FILE_PATH / $LOOP_WORKSPACE / $LOOP_EXPERIENC
 then loop.toml ([tasks] file, [themes] workspace, [experience] base_directory), then
 defaults. Inside a loop iteration, $LOOP_EVENTS_FILE and $LOOP_SESSION_DIR (set by the
 engine) give emit_event and get_session_status the running session.
+
+The server stops when the client closes stdin (exit 0), or on Ctrl-C / SIGINT or
+SIGTERM (exit 130).
 """
 
 
@@ -47,8 +50,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     from loop.cli import run_async  # noqa: PLC0415 - avoid an import cycle
-    from loop.tools.mcp_server import serve_stdio  # noqa: PLC0415 - the SDK is heavy
+    from loop.tools.stdio import serve_stdio  # noqa: PLC0415 - the SDK is heavy
 
     ctx = context_from_args(args)
-    run_async(serve_stdio, ctx)
-    return EXIT_OK
+    stopped_by = run_async(serve_stdio, ctx)
+    return EXIT_OK if stopped_by is None else EXIT_INTERRUPTED

@@ -35,6 +35,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from loop.backends.base import MCP_TOKEN_ENV, MCP_URL_ENV
 from loop.errors import SessionError, ToolError
 from loop.extensions import Extension, RunningIteration
+from loop.tools.catalog import Catalog
 from loop.tools.grants import GrantTable
 from loop.tools.mcp_server import HatloopMCPServer
 from loop.tools.registry import Tool, ToolContext, all_tools
@@ -52,7 +53,7 @@ class _GrantedServer(HatloopMCPServer):
     """Runs each call in the context of the iteration its secret names."""
 
     def __init__(self, grants: GrantTable, base: ToolContext, tools: Mapping[str, Tool]) -> None:
-        super().__init__(base, tools)
+        super().__init__(base, Catalog.of(tools))
         self.grants = grants
 
     def tool_context(self, context: Context[Any, Any] | None) -> ToolContext:
@@ -191,7 +192,7 @@ class SessionEndpoint(Extension):
                 try:
                     await server.ready.wait()
                     self.url = url
-                    log.info("mcp.http.serving", url=url, tools=len(self.server.tools))
+                    log.info("mcp.http.serving", url=url, tools=len(self.server.catalog))
                     task_status.started(url)
                     await anyio.sleep_forever()
                 finally:

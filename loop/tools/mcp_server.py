@@ -1,7 +1,9 @@
 """The MCP adapter: every registered tool served over the Model Context Protocol.
 
-``python -m loop mcp`` serves :func:`~loop.tools.registry.all_tools` over stdio with
-the official SDK. Each tool keeps the seed's name; its input model's fields (aliases
+:class:`HatloopMCPServer` is the official SDK's server over a tool
+:class:`~loop.tools.catalog.Catalog`: ``python -m loop mcp`` serves it over stdio
+(:mod:`loop.tools.stdio`), a running loop over HTTP (:mod:`loop.tools.endpoint`).
+Each tool keeps the seed's name; its input model's fields (aliases
 where set) are the tool's top-level arguments, its input and output models are the
 published schemas, and a result is the output model as ``structured_content`` (and
 the same JSON as text). Calls go through :meth:`Tool.run`, the one implementation the
@@ -28,15 +30,16 @@ from typing import Any
 import anyio.to_thread
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel
 
 from loop import __version__, _json
 from loop.errors import LoopError, ToolError
-from loop.tools.registry import Tool, ToolContext, all_tools
+from loop.tools.catalog import Catalog, tool_definition
+from loop.tools.registry import Tool, ToolContext
 
-__all__ = ["SERVER_NAME", "HatloopMCPServer", "build_server", "serve_stdio", "tool_definition"]
+__all__ = ["SERVER_NAME", "HatloopMCPServer", "build_server", "tool_definition"]
 
 log = structlog.get_logger(__name__)
 
@@ -50,35 +53,6 @@ INSTRUCTIONS = (
     '{"error": {"code": ..., "message": ..., "details": ...}}; read the message, fix the '
     "arguments or the order of calls, and try again."
 )
-
-
-def _object_schema(
-    model: type[BaseModel], mode: typing.Literal["validation", "serialization"]
-) -> dict[str, Any]:
-    """The model's JSON schema with an object at its root (a bare root ``$ref`` inlined)."""
-    schema = model.model_json_schema(by_alias=True, mode=mode)
-    ref = schema.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        definition = schema["$defs"][ref.removeprefix("#/$defs/")]
-        schema = {**definition, **{k: v for k, v in schema.items() if k != "$ref"}}
-    return schema
-
-
-def _annotations(tool: Tool) -> ToolAnnotations:
-    # Every tool works on local files only: never the open world.
-    title = re.sub(r"(?<=[a-z])(?=[A-Z])|_", " ", tool.name).strip().capitalize()
-    return ToolAnnotations(title=title, read_only_hint=tool.read_only, open_world_hint=False)
-
-
-def tool_definition(tool: Tool) -> MCPTool:
-    """How ``tool`` is listed: name, description, input and output schemas, hints."""
-    return MCPTool(
-        name=tool.name,
-        description=tool.description,
-        input_schema=_object_schema(tool.input_model, "validation"),
-        output_schema=_object_schema(tool.output_model, "serialization"),
-        annotations=_annotations(tool),
-    )
 
 
 def _accepts_text(annotation: Any) -> bool:
@@ -133,20 +107,19 @@ def _snake(name: str) -> str:
 
 
 class HatloopMCPServer(MCPServer[Any]):
-    """An :class:`MCPServer` that serves registry tools for one :class:`ToolContext`.
+    """An :class:`MCPServer` that serves a catalog's tools for one :class:`ToolContext`.
 
     Tools added with the SDK's own ``@server.tool()`` are served alongside them.
     """
 
-    def __init__(self, ctx: ToolContext, tools: Mapping[str, Tool]) -> None:
+    def __init__(self, ctx: ToolContext, catalog: Catalog) -> None:
         super().__init__(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS)
         self.ctx = ctx
-        self.tools = dict(tools)
-        self._definitions = [tool_definition(t) for t in self.tools.values()]
+        self.catalog = catalog
 
     async def list_tools(self) -> list[MCPTool]:
         """The registry's tools first, then any added through the SDK."""
-        return [*self._definitions, *await super().list_tools()]
+        return [*self.catalog.definitions, *await super().list_tools()]
 
     def tool_context(self, context: Context[Any, Any] | None) -> ToolContext:
         """The tool context a call runs in: the server's own (a subclass may pick one per
@@ -157,8 +130,7 @@ class HatloopMCPServer(MCPServer[Any]):
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> CallToolResult | InputRequiredResult:
         """Run a registry tool in a worker thread; other names go to the SDK."""
-        tool = self.tools.get(name)
-        if tool is None:
+        if name not in self.catalog:
             if any(t.name == name for t in await super().list_tools()):
                 return await super().call_tool(name, arguments, context)
             err = ToolError(
@@ -168,10 +140,9 @@ class HatloopMCPServer(MCPServer[Any]):
             )
             return _text_result(err.to_dict(), is_error=True)
         try:
-            args = pre_parse(tool.input_model, arguments)
             ctx = self.tool_context(context)
             # Not abandoned on cancel: a started write always finishes (atomic either way).
-            result = await anyio.to_thread.run_sync(tool.run, ctx, args)
+            result = await anyio.to_thread.run_sync(self._run, name, ctx, arguments)
         except ToolError as exc:
             log.info("mcp.tool_error", tool=name, code=exc.code, message=exc.message)
             return _text_result(exc.to_dict(), is_error=True)
@@ -185,21 +156,13 @@ class HatloopMCPServer(MCPServer[Any]):
             return _text_result(err.to_dict(), is_error=True)
         return _text_result(result.model_dump(mode="json", by_alias=True), is_error=False)
 
+    def _run(self, name: str, ctx: ToolContext, arguments: dict[str, Any]) -> BaseModel:
+        """In a worker thread: import the tool's domain if need be, then run it."""
+        tool = self.catalog.tool(name)
+        return tool.run(ctx, pre_parse(tool.input_model, arguments))
+
 
 def build_server(ctx: ToolContext, tools: Mapping[str, Tool] | None = None) -> HatloopMCPServer:
-    """The MCP server for ``ctx``, serving ``tools`` (default: every registered tool)."""
-    return HatloopMCPServer(ctx, all_tools() if tools is None else tools)
-
-
-async def serve_stdio(ctx: ToolContext) -> None:
-    """Serve every tool over stdio until the client closes stdin."""
-    server = build_server(ctx)
-    log.info(
-        "mcp.serving",
-        tools=len(server.tools),
-        tasks_file=str(ctx.tasks_file),
-        workspace=str(ctx.workspace),
-        experiences=str(ctx.experiences_base),
-        events_file=str(ctx.events_file) if ctx.events_file else None,
-    )
-    await server.run_stdio_async()
+    """The MCP server for ``ctx``, serving ``tools`` (default: every registered tool, from
+    the cached catalog: a domain is imported when one of its tools is first called)."""
+    return HatloopMCPServer(ctx, Catalog.load() if tools is None else Catalog.of(tools))

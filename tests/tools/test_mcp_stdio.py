@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
@@ -138,3 +140,37 @@ async def test_stdout_carries_only_json_rpc_and_logs_go_to_stderr(tmp_path: Path
     error = json.loads(reply["result"]["content"][0]["text"])
     assert error["error"]["code"] == "task_not_found"
     assert '"mcp.tool_error"' in errors
+
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+async def test_a_signal_stops_the_server_while_stdin_is_open(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """Ctrl-C (or SIGTERM) ends a server whose client keeps stdin open: exit 130."""
+    server = _server(tmp_path, "--log-format", "json")
+    async with await anyio.open_process(
+        [server.command, *server.args], cwd=tmp_path, env=server.env
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        stdout = BufferedByteReceiveStream(proc.stdout)
+        await proc.stdin.send((json.dumps(INITIALIZE) + "\n").encode())
+        reply = await _reply(stdout, 1, [])  # serving: the signal comes mid-session
+        proc.send_signal(signum)
+        with anyio.fail_after(60):  # stdin stays open: only the signal can end it
+            code = await proc.wait()
+        errors = b"".join([chunk async for chunk in proc.stderr]).decode()
+    assert reply["result"]["serverInfo"]["name"] == "hatloop"
+    assert code == 130
+    assert '"mcp.stopping"' in errors and "Traceback" not in errors
