@@ -36,6 +36,7 @@ class Sizes:
     jsonl_n: int
     fsync_n: int
     peer_n: dict[str, int] = field(default_factory=dict)
+    mcp_calls: int = 200  # MCP tool calls per run, for the per-call latency
 
 
 FULL = Sizes(
@@ -77,6 +78,7 @@ QUICK = Sizes(
     queue_n=2_000,
     jsonl_n=2_000,
     fsync_n=40,
+    mcp_calls=20,
     peer_n={
         "bare": 200,
         "publish_hook": 200,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from bench.mcp_bench import render_mcp
 from bench.plan import RECORDING_MODES
 
 __all__ = ["render"]
@@ -335,6 +336,7 @@ def render(data: dict[str, Any]) -> str:
     lines += _bus(res)
     lines += _replay(res.get("replay", {}))
     lines += _startup(res.get("startup", {}))
+    lines += render_mcp(res.get("mcp", {}))
     lines += _tasks(res.get("tasks", {}))
     lines += _floors(res)
     lines += _profiles(data.get("profiles", {}))

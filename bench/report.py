@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench.mcp_bench import mcp_targets
 from bench.plan import DURABLE_MODES, RECORDING_MODES, Sizes
 from bench.profiling import import_profile, pyinstrument_profile
 from bench.render import render
@@ -330,6 +331,7 @@ def evaluate_targets(results: dict[str, Any], *, peers: bool) -> list[dict[str, 
         )
     targets += _replay_targets(results.get("replay", {}))
     targets += _startup_targets(results.get("startup", {}))
+    targets += mcp_targets(results.get("mcp", {}))
     targets += _task_targets(results.get("tasks", {}))
     return targets
 

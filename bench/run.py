@@ -25,6 +25,7 @@ if str(ROOT) not in sys.path:  # run as a script: make the ``bench`` package imp
 
 from bench import report  # noqa: E402 - after the path set-up above
 from bench.env import PEER_REQUIREMENTS, ensure_venv, installed_versions  # noqa: E402
+from bench.mcp_bench import run_mcp  # noqa: E402
 from bench.plan import Case, Sizes, build_plan, sizes_for  # noqa: E402
 from bench.startup import measure_startup  # noqa: E402
 from bench.stats import summarize  # noqa: E402
@@ -243,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
         results["replay"] = run_replay(python, sizes, Path(scratch))
     log("start-up: --help and emit")
     results["startup"] = measure_startup(python, sizes.startup_runs)
+    results["mcp"] = run_mcp(
+        run_worker, python, runs=sizes.runs, calls=sizes.mcp_calls, root=ROOT, log=log, node=peers
+    )
     dists = ["hatloop", "orjson", "pyinstrument", "anyio", "pydantic"]
     if peers:
         dists += list(PEER_REQUIREMENTS)

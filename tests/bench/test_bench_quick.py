@@ -17,6 +17,7 @@ SECTIONS = (
     "## Bus dispatch",
     "## Replay",
     "## Start-up",
+    "## MCP server",
     "## Tasks",
     "## Floors",
     "## Profiles of the missed targets",
@@ -78,6 +79,12 @@ def test_results_json_has_every_area(quick_run: tuple[Path, dict[str, Any]]) -> 
     }
     assert "peers" not in results
     assert {"python -m loop --help", "python -m loop emit t.x p"} <= set(results["startup"]["ms"])
+    mcp = results["mcp"]
+    assert set(mcp["summary"]) == {"startup", "startup_cold", "stdio", "http"}  # no peers
+    assert mcp["errors"] == []
+    assert {"sdk_ms", "hatloop_ms"} <= set(mcp["summary"]["startup"])
+    assert {"first_result_ms", "median_us"} <= set(mcp["summary"]["stdio"])
+    assert {"first_result_ms", "median_us"} <= set(mcp["summary"]["http"])
     assert results["startup"]["emitted_lines"] > 0
 
 
