@@ -21,7 +21,6 @@ import httpx2
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import TextContent
 
 from loop.backends.claude import ClaudeBackend, ClaudeConfig
@@ -74,7 +73,7 @@ def grant(endpoint: SessionEndpoint, iteration: RunningIteration) -> str:
 async def connect(url: str, token: str | None) -> AsyncIterator[Client]:
     """The SDK's client over streamable HTTP, presenting ``token`` when given."""
     headers = {"Authorization": f"Bearer {token}"} if token is not None else None
-    async with create_mcp_http_client(headers=headers) as http:
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
         transport = streamable_http_client(url, http_client=http)
         async with Client(transport, raise_exceptions=True) as client:
             yield client

@@ -19,7 +19,6 @@ import anyio
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 async def use_tools(old_token: str | None) -> dict[str, Any]:
@@ -29,7 +28,7 @@ async def use_tools(old_token: str | None) -> dict[str, Any]:
     seen: dict[str, Any] = {"hat": hat, "url": url}
     headers = {"Authorization": f"Bearer {token}"}
     async with (
-        create_mcp_http_client(headers=headers) as http,
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
         Client(streamable_http_client(url, http_client=http), raise_exceptions=True) as client,
     ):
         status = await client.call_tool("get_session_status", {})
