@@ -17,20 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from loop.events import Event
 
-__all__ = [
-    "MCP_TOKEN_ENV",
-    "MCP_URL_ENV",
-    "Backend",
-    "BackendRequest",
-    "BackendResult",
-    "LoopToolsUser",
-    "McpEndpoint",
-    "effective_timeout",
-]
-
-# The session's MCP endpoint, as an iteration's environment gives it to agents.
-MCP_URL_ENV = "LOOP_MCP_URL"  # http://127.0.0.1:PORT/mcp
-MCP_TOKEN_ENV = "LOOP_MCP_TOKEN"  # the iteration's secret: Authorization: Bearer <token>
+__all__ = ["Backend", "BackendRequest", "BackendResult", "LoopToolsUser", "effective_timeout"]
 
 
 class BackendRequest:
@@ -166,30 +153,6 @@ def effective_timeout(*limits: float | None) -> float | None:
     """The tightest of the given limits, or None when none is set."""
     set_limits = [t for t in limits if t is not None]
     return min(set_limits) if set_limits else None
-
-
-@dataclass(frozen=True, slots=True)
-class McpEndpoint:
-    """Where an iteration's agent reaches hatloop's tools over MCP (streamable HTTP).
-
-    Attributes:
-        url: ``LOOP_MCP_URL``, the session's endpoint on loopback.
-        token: ``LOOP_MCP_TOKEN``, the iteration's own secret.
-    """
-
-    url: str
-    token: str
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> McpEndpoint | None:
-        """The endpoint ``env`` names, or ``None`` when it lacks either variable."""
-        url, token = env.get(MCP_URL_ENV), env.get(MCP_TOKEN_ENV)
-        return cls(url, token) if url and token else None
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """The HTTP headers every request to the endpoint carries."""
-        return {"Authorization": f"Bearer {self.token}"}
 
 
 class LoopToolsUser:

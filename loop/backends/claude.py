@@ -30,16 +30,9 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
 from loop._fs import write_json
+from loop.backends._agent import ENV_MCP_TOKEN, ENV_MCP_URL, mcp_endpoint
 from loop.backends._process import ProcessResult, last_line, run_process
-from loop.backends.base import (
-    MCP_TOKEN_ENV,
-    MCP_URL_ENV,
-    BackendRequest,
-    BackendResult,
-    LoopToolsUser,
-    McpEndpoint,
-    effective_timeout,
-)
+from loop.backends.base import BackendRequest, BackendResult, LoopToolsUser, effective_timeout
 from loop.backends.configs import DEFAULT_MAX_OUTPUT
 
 __all__ = [
@@ -121,19 +114,19 @@ def loop_env(request: BackendRequest) -> dict[str, str]:
 def mcp_config(config: ClaudeConfig, env: Mapping[str, str]) -> dict[str, Any]:
     """The ``--mcp-config`` document naming hatloop's MCP server (pure).
 
-    With the session's endpoint in ``env`` (and no ``mcp_command``), an HTTP entry whose
-    URL and secret the CLI takes from its environment (``${LOOP_MCP_URL}``...); else a
-    stdio entry starting the server.
+    With the session's endpoint in ``env``, an HTTP entry whose URL and secret the CLI
+    takes from its environment (``${LOOP_MCP_URL}``...); else a stdio entry starting the
+    server (as the other agent backends do).
 
     Args:
-        config: the backend settings (``mcp_command`` overrides the server command).
+        config: the backend settings (``mcp_command``: the stdio server's command).
         env: the variables of the iteration; only :data:`MCP_ENV_KEYS` are passed on.
     """
-    if config.mcp_command is None and McpEndpoint.from_env(env) is not None:
+    if mcp_endpoint(env) is not None:
         server: dict[str, Any] = {
             "type": "http",
-            "url": f"${{{MCP_URL_ENV}}}",
-            "headers": {"Authorization": f"Bearer ${{{MCP_TOKEN_ENV}}}"},
+            "url": f"${{{ENV_MCP_URL}}}",
+            "headers": {"Authorization": f"Bearer ${{{ENV_MCP_TOKEN}}}"},
         }
         return {"mcpServers": {MCP_SERVER_NAME: server}}
     command = config.mcp_command or [sys.executable, "-m", "loop", "mcp"]

@@ -32,7 +32,7 @@ from anyio.abc import TaskStatus
 from mcp.server.mcpserver import Context
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from loop.backends.base import MCP_TOKEN_ENV, MCP_URL_ENV
+from loop.backends._agent import ENV_MCP_TOKEN, ENV_MCP_URL
 from loop.errors import SessionError, ToolError
 from loop.extensions import Extension, RunningIteration
 from loop.tools.catalog import Catalog
@@ -150,7 +150,7 @@ class SessionEndpoint(Extension):
         """``LOOP_MCP_URL`` and a new secret for ``iteration`` (nothing before serving)."""
         if self.url is None:
             return {}
-        return {MCP_URL_ENV: self.url, MCP_TOKEN_ENV: self.grants.mint(iteration)}
+        return {ENV_MCP_URL: self.url, ENV_MCP_TOKEN: self.grants.mint(iteration)}
 
     def release_child_env(self, iteration: RunningIteration) -> None:
         """Revoke ``iteration``'s secret: its agent's later requests get 401."""

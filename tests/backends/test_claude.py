@@ -132,7 +132,9 @@ def test_mcp_config_names_the_session_endpoint_when_the_loop_serves_it() -> None
     half = mcp_config(ClaudeConfig(), {"LOOP_MCP_URL": ENDPOINT["LOOP_MCP_URL"]})
     assert half["mcpServers"]["hatloop"]["args"] == ["-m", "loop", "mcp"]  # stdio fallback
     own = mcp_config(ClaudeConfig(mcp_command=["my-server"]), ENDPOINT)
-    assert own["mcpServers"]["hatloop"]["command"] == "my-server"  # the user's choice wins
+    assert own == doc  # mcp_command is the stdio fallback's, as on the other backends
+    alone = mcp_config(ClaudeConfig(mcp_command=["my-server"]), {"LOOP_HAT": "builder"})
+    assert alone["mcpServers"]["hatloop"]["command"] == "my-server"
 
 
 def test_prepare_keeps_the_secret_off_disk(make_request: MakeRequest) -> None:
