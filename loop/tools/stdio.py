@@ -5,14 +5,15 @@ cancelled: on its own, the server would stop only when the client closes stdin. 
 fd 0 becomes a pipe that this process feeds from the real stdin in a cancellable
 task. On SIGINT or SIGTERM the feed stops and closes the pipe, the SDK reads EOF and
 the server ends as if the client had closed stdin; the command then exits 130. When
-stdin is a regular file, nothing is put in front of it (reading a file never blocks).
+stdin is something the event loop cannot wait on (a regular file, ``/dev/null``), nothing
+is put in front of it: reading it never blocks.
 """
 
 from __future__ import annotations
 
 import os
+import selectors
 import signal
-import stat
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -71,10 +72,9 @@ async def _stop_on_signal(
 async def _fed_stdin() -> AsyncIterator[Callable[[], None] | None]:
     """fd 0 is a pipe fed from the real stdin until the yielded function is called.
 
-    Yields ``None`` (and changes nothing) when stdin is not a pipe, socket or terminal.
+    Yields ``None`` (and changes nothing) when the event loop cannot wait on stdin.
     """
-    mode = os.fstat(0).st_mode
-    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+    if not _pollable(0):
         yield None
         return
     source = os.dup(0)
@@ -92,6 +92,17 @@ async def _fed_stdin() -> AsyncIterator[Callable[[], None] | None]:
     finally:
         os.dup2(source, 0)
         os.close(source)
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait on ``fd`` (pipes, sockets, terminals: yes; regular
+    files and ``/dev/null``: no, their reads never block)."""
+    with selectors.DefaultSelector() as selector:
+        try:
+            selector.register(fd, selectors.EVENT_READ)
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 async def _feed(source: int, sink: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -174,3 +175,25 @@ async def test_a_signal_stops_the_server_while_stdin_is_open(
     assert reply["result"]["serverInfo"]["name"] == "hatloop"
     assert code == 130
     assert '"mcp.stopping"' in errors and "Traceback" not in errors
+
+
+@pytest.mark.parametrize("source", ["/dev/null", "file"])
+def test_stdin_that_cannot_block_ends_the_server_at_once(tmp_path: Path, source: str) -> None:
+    """Stdin from /dev/null or an empty file: the server sees EOF and exits 0, no trace."""
+    server = _server(tmp_path)
+    path = Path(os.devnull) if source == "/dev/null" else tmp_path / "empty.jsonl"
+    if source == "file":
+        path.write_text("")
+    with path.open("rb") as stdin:
+        proc = subprocess.run(
+            [server.command, *server.args],
+            stdin=stdin,
+            capture_output=True,
+            cwd=tmp_path,
+            env=server.env,
+            timeout=60,
+            check=False,
+        )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert b"Traceback" not in proc.stderr
+    assert proc.stdout == b""
