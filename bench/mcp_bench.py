@@ -80,7 +80,7 @@ def run_mcp(
             "startup": ("mcp_startup", lambda: warm),
             "startup_cold": ("mcp_startup", lambda: {"cache_home": tempfile.mkdtemp(dir=cache)}),
             "stdio": ("mcp_stdio", lambda: {**warm, "calls": calls, "command": hatloop}),
-            "http": ("mcp_http", lambda: {"calls": calls}),
+            "http": ("mcp_http", lambda: {**warm, "calls": calls}),
         }
         if isinstance(server, list):
             cases["node"] = ("mcp_stdio", lambda: {"calls": calls, "command": server})
@@ -196,7 +196,8 @@ def render_mcp(mcp: dict[str, Any]) -> list[str]:
     if http:
         lines += [
             "",
-            f"The endpoint inside the loop: importing it (the SDK, uvicorn) "
+            f"The endpoint inside the loop: importing it (the SDK, uvicorn, and the tool "
+            f"domains, which a loop's extensions load anyway) "
             f"{_f(_med(mcp, 'http', 'import_ms'))} ms, building the server "
             f"{_f(_med(mcp, 'http', 'build_ms'))} ms, serving until it answers "
             f"{_f(_med(mcp, 'http', 'serve_ms'))} ms; once per run, before the first "

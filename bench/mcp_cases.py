@@ -184,6 +184,7 @@ def mcp_http(params: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="hatloop-bench-mcp-") as tmp:
         proc = subprocess.Popen(
             [sys.executable, "-m", "bench.mcp_cases", "serve", tmp],
+            env={**os.environ, "XDG_CACHE_HOME": params.get("cache_home", tmp)},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -233,8 +234,9 @@ async def _serve_endpoint(root: Path) -> None:
     from loop._log import configure_logging
     from loop.extensions import RunningIteration
     from loop.tools.endpoint import SessionEndpoint
-    from loop.tools.registry import ToolContext
+    from loop.tools.registry import ToolContext, all_tools
 
+    all_tools()  # the domains: a loop's task, theme and experience extensions load them
     w1 = time.perf_counter()
     configure_logging("json")
     endpoint = SessionEndpoint(ToolContext(root=root, tasks_file=Path("tasks.json")))

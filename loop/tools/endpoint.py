@@ -38,7 +38,7 @@ from loop.extensions import Extension, RunningIteration
 from loop.tools.catalog import Catalog
 from loop.tools.grants import GrantTable
 from loop.tools.mcp_server import HatloopMCPServer
-from loop.tools.registry import Tool, ToolContext, all_tools
+from loop.tools.registry import Tool, ToolContext
 
 __all__ = ["HOST", "PATH", "SessionEndpoint"]
 
@@ -52,8 +52,8 @@ STOP_SECONDS = 3  # how long requests still running at the end may take to finis
 class _GrantedServer(HatloopMCPServer):
     """Runs each call in the context of the iteration its secret names."""
 
-    def __init__(self, grants: GrantTable, base: ToolContext, tools: Mapping[str, Tool]) -> None:
-        super().__init__(base, Catalog.of(tools))
+    def __init__(self, grants: GrantTable, base: ToolContext, catalog: Catalog) -> None:
+        super().__init__(base, catalog)
         self.grants = grants
 
     def tool_context(self, context: Context[Any, Any] | None) -> ToolContext:
@@ -136,14 +136,16 @@ class SessionEndpoint(Extension):
 
     Args:
         base: the loop's tool context (where the tasks file and workspace live).
-        tools: the tools to serve (default: every registered tool).
+        tools: the tools to serve (default: every registered tool, listed from the
+            cached catalog).
     """
 
     name = "mcp-endpoint"
 
     def __init__(self, base: ToolContext, tools: Mapping[str, Tool] | None = None) -> None:
         self.grants = GrantTable(base)
-        self.server = _GrantedServer(self.grants, base, all_tools() if tools is None else tools)
+        catalog = Catalog.load() if tools is None else Catalog.of(tools)
+        self.server = _GrantedServer(self.grants, base, catalog)
         self.url: str | None = None
 
     def child_env(self, iteration: RunningIteration) -> Mapping[str, str]:
