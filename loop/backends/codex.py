@@ -45,7 +45,12 @@ from loop.backends._agent import (
     stdio_command,
 )
 from loop.backends._process import ProcessResult, run_process
-from loop.backends.base import BackendRequest, BackendResult, effective_timeout
+from loop.backends.base import (
+    BackendRequest,
+    BackendResult,
+    LoopToolsUser,
+    effective_timeout,
+)
 from loop.backends.configs import CodexConfig
 
 __all__ = [
@@ -234,7 +239,7 @@ def _failure(proc: ProcessResult, stream: CodexStream, timeout: float | None) ->
 # -- the backend --------------------------------------------------------------------------
 
 
-class CodexBackend:
+class CodexBackend(LoopToolsUser):
     """Runs one iteration of a hat with the Codex CLI."""
 
     kind = "codex"
@@ -242,6 +247,10 @@ class CodexBackend:
 
     def __init__(self, config: CodexConfig | None = None) -> None:
         self.config = config or CodexConfig()
+
+    def uses_loop_tools(self) -> bool:
+        """The agent gets hatloop's tools unless ``mcp = false``."""
+        return self.config.mcp
 
     @property
     def timeout_seconds(self) -> float | None:

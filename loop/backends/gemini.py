@@ -49,7 +49,12 @@ from loop.backends._agent import (
     stdio_command,
 )
 from loop.backends._process import ProcessResult, run_process
-from loop.backends.base import BackendRequest, BackendResult, effective_timeout
+from loop.backends.base import (
+    BackendRequest,
+    BackendResult,
+    LoopToolsUser,
+    effective_timeout,
+)
 from loop.backends.configs import GeminiConfig
 
 __all__ = [
@@ -275,7 +280,7 @@ def prepare_home(home: Path, user_dir: Path, overlay: Mapping[str, Any]) -> None
 # -- the backend --------------------------------------------------------------------------
 
 
-class GeminiBackend:
+class GeminiBackend(LoopToolsUser):
     """Runs one iteration of a hat with the Gemini CLI."""
 
     kind = "gemini"
@@ -283,6 +288,10 @@ class GeminiBackend:
 
     def __init__(self, config: GeminiConfig | None = None) -> None:
         self.config = config or GeminiConfig()
+
+    def uses_loop_tools(self) -> bool:
+        """The agent gets hatloop's tools unless ``mcp = false``."""
+        return self.config.mcp
 
     @property
     def timeout_seconds(self) -> float | None:
