@@ -233,8 +233,9 @@ async def _serve_endpoint(root: Path) -> None:
     w0 = time.perf_counter()
     from loop._log import configure_logging
     from loop.extensions import RunningIteration
+    from loop.tools.base import ToolContext
     from loop.tools.endpoint import SessionEndpoint
-    from loop.tools.registry import ToolContext, all_tools
+    from loop.tools.registry import all_tools
 
     all_tools()  # the domains: a loop's task, theme and experience extensions load them
     w1 = time.perf_counter()

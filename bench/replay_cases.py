@@ -23,7 +23,7 @@ def replay_file(params: dict[str, Any]) -> dict[str, Any]:
     this child alone; ``rss_before_mb`` is the mark after imports, before the replay.
     """
     import loop.runner  # noqa: F401 - imported before the clock starts, as in a warm CI job
-    from loop.session.replay import replay_file as replay
+    from loop.replay import replay_file as replay
 
     path = Path(params["path"])
     size = path.stat().st_size

@@ -74,7 +74,7 @@ def task_ops(params: dict[str, Any]) -> dict[str, Any]:
     """
     from loop.tasks import store as store_module
     from loop.tasks.fileformat import dump_tasks, parse_whole
-    from loop.tools.registry import ToolContext
+    from loop.tools.base import ToolContext
 
     count = int(params["count"])
     reps = int(params.get("reps", 10))

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from loop import __version__
-from loop.errors import EXIT_OK, EXIT_USAGE, LoopError, UsageError
+from loop.errors import EXIT_OK, LoopError, UsageError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -126,18 +125,3 @@ def main(argv: list[str]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
-
-
-def run_async(func: Callable[..., Any], *args: Any) -> Any:
-    """Run an async function on asyncio (aiofiles ties hatloop to it)."""
-    import anyio  # noqa: PLC0415 - only commands that run something need the event loop
-
-    return anyio.run(func, *args, backend="asyncio")
-
-
-def print_json(value: Any) -> None:
-    """Print a JSON result on stdout."""
-    print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
-
-
-__all__ += ["EXIT_OK", "EXIT_USAGE", "print_json", "run_async"]

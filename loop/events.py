@@ -19,8 +19,10 @@ from loop import _json
 from loop.errors import InputError
 
 __all__ = [
+    "RESERVED_PREFIXES",
     "Event",
     "EventPayload",
+    "is_reserved",
     "is_valid_pattern",
     "is_valid_topic",
     "parse_event_tags",
@@ -103,6 +105,16 @@ def validate_topic(topic: str) -> str:
             f"invalid topic {topic!r}: use dot-separated segments of letters, digits, '_' or '-'"
         )
     return topic
+
+
+# Topics for the loop and its subscribers (the tool domains), not for hats; so is the
+# completion event.
+RESERVED_PREFIXES = ("task.", "theme.", "experience.", "loop.")
+
+
+def is_reserved(topic: str, completion_event: str) -> bool:
+    """Whether ``topic`` belongs to the loop and its subscribers rather than to hats."""
+    return topic == completion_event or topic.startswith(RESERVED_PREFIXES)
 
 
 def is_valid_pattern(pattern: str) -> bool:

@@ -17,10 +17,11 @@ from loop.bus import EventBus
 from loop.config import LoadedConfig
 from loop.engine.driver import Engine
 from loop.engine.progress import ProgressReporter, RunSummary
+from loop.engine.session_dir import SessionPaths
 from loop.errors import SessionError
 from loop.extensions import Extension
-from loop.session.store import SessionPaths, latest_session, new_session_id, validate_session_id
-from loop.tools.registry import ToolContext
+from loop.session.store import latest_session, new_session_id, validate_session_id
+from loop.tools.base import ToolContext
 
 __all__ = [
     "RunOptions",

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
+import structlog
 
 # Hermetic: the loop's own variables (a session, an events file, a tasks file, a crash
 # point) set in the shell that runs pytest never reach this process or its subprocesses.
@@ -28,3 +30,11 @@ def _cache_home(tmp_path_factory: pytest.TempPathFactory) -> None:
     """hatloop's cache (the MCP tool catalog) goes to a scratch folder, also for the
     subprocesses the tests start."""
     os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """`main()` configures structlog for the process; put the previous set-up back."""
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)

@@ -1,11 +1,11 @@
-"""Backends: how a hat runs. One protocol (:class:`Backend`), one factory."""
+"""Backends: how a hat runs. One base class (:class:`Backend`), one factory."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from loop.backends.base import Backend, BackendRequest, BackendResult
-from loop.backends.configs import (
+from loop.config.backends import (
+    BackendConfig,
+    ClaudeConfig,
     CodexConfig,
     CommandConfig,
     GeminiConfig,
@@ -18,32 +18,36 @@ from loop.errors import ConfigError
 __all__ = ["Backend", "BackendRequest", "BackendResult", "build_backend"]
 
 
-def build_backend(config: Any) -> Backend:
-    """The backend for a validated backend config."""
-    if isinstance(config, ScriptedConfig):
-        from loop.backends.scripted import ScriptedBackend  # noqa: PLC0415 - import on use
+def build_backend(config: BackendConfig) -> Backend:
+    """The backend for a validated backend config.
 
-        return ScriptedBackend.from_config(config)
-    if isinstance(config, CommandConfig):
-        from loop.backends.command import CommandBackend  # noqa: PLC0415 - import on use
+    Each backend's module is imported when a hat uses it: the command line starts
+    without the ones a run does not need (the agent CLIs' pull in more modules).
+    """
+    match config:
+        case ScriptedConfig():
+            from loop.backends.scripted import ScriptedBackend  # noqa: PLC0415 - on use, see above
 
-        return CommandBackend.from_config(config)
-    if isinstance(config, GeminiConfig):
-        from loop.backends.gemini import GeminiBackend  # noqa: PLC0415 - import on use
+            return ScriptedBackend.from_config(config)
+        case CommandConfig():
+            from loop.backends.command import CommandBackend  # noqa: PLC0415 - on use, see above
 
-        return GeminiBackend.from_config(config)
-    if isinstance(config, CodexConfig):
-        from loop.backends.codex import CodexBackend  # noqa: PLC0415 - import on use
+            return CommandBackend.from_config(config)
+        case GeminiConfig():
+            from loop.backends.gemini import GeminiBackend  # noqa: PLC0415 - on use, see above
 
-        return CodexBackend.from_config(config)
-    if isinstance(config, PythonConfig):
-        from loop.backends.python_hat import PythonBackend  # noqa: PLC0415 - import on use
+            return GeminiBackend.from_config(config)
+        case CodexConfig():
+            from loop.backends.codex import CodexBackend  # noqa: PLC0415 - on use, see above
 
-        return PythonBackend.from_config(config)
-    if isinstance(config, ReplayConfig):
-        raise ConfigError("the replay backend is set up by `loop replay`, not by a config file")
-    if getattr(config, "type", None) == "claude":
-        from loop.backends.claude import ClaudeBackend  # noqa: PLC0415 - import on use
+            return CodexBackend.from_config(config)
+        case PythonConfig():
+            from loop.backends.python_hat import PythonBackend  # noqa: PLC0415 - on use, see above
 
-        return ClaudeBackend.from_config(config)
-    raise ConfigError(f"unknown backend config {config!r}")
+            return PythonBackend.from_config(config)
+        case ClaudeConfig():
+            from loop.backends.claude import ClaudeBackend  # noqa: PLC0415 - on use, see above
+
+            return ClaudeBackend.from_config(config)
+        case ReplayConfig():
+            raise ConfigError("the replay backend is set up by `loop replay`, not by a config file")

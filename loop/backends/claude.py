@@ -24,16 +24,15 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
 
 from loop._fs import write_json
 from loop.backends._agent import ENV_MCP_TOKEN, ENV_MCP_URL, mcp_endpoint
 from loop.backends._process import ProcessResult, last_line, run_process
 from loop.backends.base import BackendRequest, BackendResult, LoopToolsUser, effective_timeout
-from loop.backends.configs import DEFAULT_MAX_OUTPUT
+from loop.config.backends import ClaudeConfig
 
 __all__ = [
     "MCP_ENV_KEYS",
@@ -73,28 +72,6 @@ MCP_ENV_KEYS = (
     "LOOP_WORKSPACE",
     "LOOP_EXPERIENCES_DIR",
 )
-
-
-class ClaudeConfig(BaseModel):
-    """Settings of the ``claude`` backend as they appear in TOML."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    type: Literal["claude"] = "claude"
-    command: list[str] = Field(default_factory=lambda: ["claude"], min_length=1)
-    args: list[str] = Field(default_factory=list, description="extra CLI arguments")
-    model: str | None = None
-    permission_mode: str | None = None
-    allowed_tools: list[str] = Field(default_factory=list)
-    mcp: bool = Field(default=True, description="give the agent hatloop's MCP server")
-    mcp_command: list[str] | None = Field(
-        default=None,
-        min_length=1,
-        description="the MCP server's command (default: this Python, `-m loop mcp`)",
-    )
-    timeout_seconds: float | None = Field(default=None, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
-    max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
 
 
 # -- pure parts ---------------------------------------------------------------------------

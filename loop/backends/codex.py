@@ -51,7 +51,7 @@ from loop.backends.base import (
     LoopToolsUser,
     effective_timeout,
 )
-from loop.backends.configs import CodexConfig
+from loop.config.backends import CodexConfig
 
 __all__ = [
     "CodexBackend",

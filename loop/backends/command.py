@@ -15,7 +15,7 @@ from typing import Any
 
 from loop.backends._process import last_line, run_process
 from loop.backends.base import BackendRequest, BackendResult, effective_timeout
-from loop.backends.configs import DEFAULT_MAX_OUTPUT, CommandConfig
+from loop.config.backends import DEFAULT_MAX_OUTPUT, CommandConfig
 
 __all__ = ["CommandBackend", "build_argv"]
 

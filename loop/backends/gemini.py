@@ -55,7 +55,7 @@ from loop.backends.base import (
     LoopToolsUser,
     effective_timeout,
 )
-from loop.backends.configs import GeminiConfig
+from loop.config.backends import GeminiConfig
 
 __all__ = [
     "GeminiBackend",

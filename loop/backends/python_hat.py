@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 from loop.backends.base import BackendRequest, BackendResult
-from loop.backends.configs import PythonConfig
+from loop.config.backends import PythonConfig
 from loop.emit import append_event
 from loop.errors import BackendUnavailable
 from loop.events import Event

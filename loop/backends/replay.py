@@ -10,13 +10,54 @@ engine's, which is what makes a replay a regression check.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Literal, NotRequired, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict
 
 from loop.backends.base import BackendRequest, BackendResult
 from loop.emit import append_event
-from loop.session.recording import ReplayIteration
 
-__all__ = ["RecordedIterations", "ReplayBackend"]
+__all__ = ["RecordedIterations", "ReplayBackend", "ReplayEvent", "ReplayIteration"]
+
+
+class ReplayEvent(TypedDict):
+    """An event as replay reads it: plain data, validated (what replay compares and serves)."""
+
+    topic: str
+    payload: NotRequired[Any]
+    source: NotRequired[str]
+    target: NotRequired[str | None]
+    ts: NotRequired[float | None]
+
+
+class ReplayIteration(BaseModel):
+    """The part of an iteration line that replay serves and compares, validated.
+
+    Half the cost of a full :class:`IterationRecord` per replayed iteration: events stay
+    plain dicts and the fields replay never reads (prompt, timings) are not parsed into
+    the model. ``python -m loop show`` and :meth:`RecordingReader.iteration` give the
+    whole record.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    iteration: int = Field(ge=1)
+    hat: str
+    output: str
+    status: Literal["ok", "failed"]
+    reason: str | None = None
+    backend_ok: bool
+    exit_code: int | None = None
+    events: list[ReplayEvent]
+    emitted: list[ReplayEvent] = Field(default_factory=list)
+    published: list[ReplayEvent] = Field(default_factory=list)
+    triggers: list[ReplayEvent] = Field(default_factory=list)
+    cost_usd: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    turns: int | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
 
 
 class RecordedIterations(Protocol):

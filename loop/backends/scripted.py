@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from loop.backends.base import BackendRequest, BackendResult
-from loop.backends.configs import ScriptedConfig
+from loop.config.backends import ScriptedConfig
 from loop.errors import ConfigError
 
 __all__ = ["ScriptedBackend"]

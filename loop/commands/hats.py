@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from loop.commands.run import add_config_options, load_from_args
-from loop.engine.topology import edges, warnings_for
+from loop.config.topology import edges, warnings_for
 from loop.events import topic_matches
 
 __all__ = ["register"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from loop.commands.common import run_async
 from loop.errors import EXIT_INTERRUPTED, EXIT_OK
 from loop.tools.cli import add_context_options, context_from_args
 
@@ -49,7 +50,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from loop.cli import run_async  # noqa: PLC0415 - avoid an import cycle
     from loop.tools.stdio import serve_stdio  # noqa: PLC0415 - the SDK is heavy
 
     ctx = context_from_args(args)

@@ -11,6 +11,7 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from loop._fs import atomic_write
+from loop.commands.common import run_async
 from loop.errors import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE, LoopError
 
 __all__ = ["collect_recordings", "junit_xml", "register"]
@@ -59,8 +60,7 @@ def collect_recordings(paths: Iterable[str]) -> tuple[list[Path], list[tuple[Pat
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from loop.cli import run_async  # noqa: PLC0415 - avoid an import cycle
-    from loop.session.replay import ReplayResult, replay_recording  # noqa: PLC0415 - heavy
+    from loop.replay import ReplayResult, replay_recording  # noqa: PLC0415 - heavy
 
     files, problems = collect_recordings(args.paths)
     outcomes: list[tuple[Path, ReplayResult | str]] = list(problems)

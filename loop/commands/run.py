@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from loop.commands.common import print_json, run_async
 from loop.config import load_config
 from loop.engine.progress import render_summary
 from loop.errors import LoopError, ToolError
@@ -148,7 +149,6 @@ def _recorder(args: argparse.Namespace, config: Any, resume: bool) -> list[Exten
 
 
 def _run(args: argparse.Namespace) -> int:
-    from loop.cli import print_json, run_async  # noqa: PLC0415 - avoid an import cycle
     from loop.runner import RunOptions, run_loop, summary_dict  # noqa: PLC0415 - heavy
 
     config = load_from_args(args)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from loop._fs import require_folder
+from loop.commands.common import print_json
 from loop.session.store import latest_session, list_sessions, session_status
 
 __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
@@ -64,8 +65,6 @@ def _render(st: dict[str, Any]) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from loop.cli import print_json  # noqa: PLC0415 - avoid an import cycle
-
     root = sessions_root(args.sessions_dir)
     sid = args.session_id or latest_session(root)
     if sid is None:
@@ -84,8 +83,6 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _sessions(args: argparse.Namespace) -> int:
-    from loop.cli import print_json  # noqa: PLC0415 - avoid an import cycle
-
     root = sessions_root(args.sessions_dir)
     rows = [session_status(root, sid).to_dict() for sid in list_sessions(root)]
     if args.json:

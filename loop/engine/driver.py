@@ -45,6 +45,7 @@ from loop.engine.invoke import (
     hat_limits,
     prepare_events_file,
 )
+from loop.engine.journal import Journal, read_journal
 from loop.engine.progress import RunSummary
 from loop.engine.prompt import PromptTemplate
 from loop.engine.records import (
@@ -55,12 +56,11 @@ from loop.engine.records import (
     session_start_record,
 )
 from loop.engine.routing import hat_specs
+from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
 from loop.extensions import Extension, overrides
-from loop.session.journal import Journal, read_journal
-from loop.session.store import SessionLock, SessionPaths, mark_latest
 
 __all__ = ["Engine"]
 

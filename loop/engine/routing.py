@@ -15,11 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from loop.events import Event, pattern_specificity, topic_matches
+from loop.events import Event, is_reserved, pattern_specificity, topic_matches
 
-__all__ = ["RESERVED_PREFIXES", "HatSpec", "is_reserved", "route"]
-
-RESERVED_PREFIXES = ("task.", "theme.", "experience.", "loop.")
+__all__ = ["HatSpec", "route"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,11 +29,6 @@ class HatSpec:
     publishes: tuple[str, ...] = ()
     default_publishes: str | None = None
     max_activations: int | None = None
-
-
-def is_reserved(topic: str, completion_event: str) -> bool:
-    """Whether ``topic`` belongs to the loop and its subscribers rather than to hats."""
-    return topic == completion_event or topic.startswith(RESERVED_PREFIXES)
 
 
 def route(

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from loop.engine.routing import HatSpec, is_reserved, route
-from loop.events import Event
+from loop.engine.routing import HatSpec, route
+from loop.events import Event, is_reserved
 
 __all__ = ["HatUsage", "LoopState", "PendingEvent", "RouteContext", "apply", "fold"]
 

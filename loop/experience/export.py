@@ -53,7 +53,7 @@ from loop.experience.schemas import (
     ManifestFiles,
     SummaryFile,
 )
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 __all__ = [
     "encode",

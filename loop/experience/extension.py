@@ -25,7 +25,7 @@ from loop.errors import ToolError
 from loop.events import Event
 from loop.experience.tools import TOOLS
 from loop.extensions import Extension
-from loop.tools.registry import Tool, ToolContext, payload_arguments
+from loop.tools.base import Tool, ToolContext, payload_arguments
 
 __all__ = ["ERROR_TOPIC", "EXPORTED_TOPIC", "REQUESTS", "STATUS_TOPIC", "ExperienceExtension"]
 

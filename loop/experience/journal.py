@@ -1,6 +1,6 @@
 """Interpret a loop session's journal (``journal.jsonl``) for export.
 
-Parsing, and the torn-last-line rule, are the engine's (:mod:`loop.session.journal`).
+Parsing, and the torn-last-line rule, are the engine's (:mod:`loop.engine.journal`).
 Only what the export needs is kept: the session header, one record per finished
 iteration (an ``iteration.end``), and the session's end. Unknown record kinds are
 skipped, so the journal can grow new kinds without breaking the export.
@@ -14,8 +14,8 @@ from typing import Any
 
 import structlog
 
+from loop.engine.journal import read_journal as read_records
 from loop.errors import SessionError, StoreError
-from loop.session.journal import read_journal as read_records
 
 __all__ = ["IterationRecord", "SessionJournal", "read_journal"]
 

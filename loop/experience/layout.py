@@ -19,7 +19,7 @@ from typing import Literal
 
 from loop._fs import check_path, inside_root, link_error, list_folder, stat_nofollow
 from loop.errors import PathError, ToolError
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 __all__ = [
     "BATCH_RE",

@@ -21,7 +21,7 @@ from loop.experience.layout import (
 )
 from loop.experience.models import DirectorySummary, ExperienceFilters, ListInput, ListOutput
 from loop.experience.schemas import Manifest, parse_timestamp
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 __all__ = ["list_experiences", "matches"]
 

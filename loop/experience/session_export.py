@@ -43,7 +43,7 @@ from loop.experience.models import (
     ThoughtsInput,
 )
 from loop.experience.schemas import ExperienceSummary
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 __all__ = [
     "THOUGHT_TOPIC",

@@ -30,7 +30,7 @@ from loop.experience.models import (
     ValidateInput,
 )
 from loop.experience.validation import validate_directory
-from loop.tools.registry import Tool, ToolContext
+from loop.tools.base import Tool, ToolContext
 
 __all__ = ["DOMAIN", "TOOLS"]
 

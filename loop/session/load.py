@@ -17,8 +17,8 @@ from pydantic import BaseModel, ValidationError
 
 from loop import _json
 from loop.engine.decide import exit_code_for
+from loop.engine.journal import read_journal
 from loop.errors import InputError, LoopError, PathError, RecordingError, SessionError
-from loop.session.journal import read_journal
 from loop.session.reader import RecordingReader
 from loop.session.store import latest_session, validate_session_id
 from loop.session.view import (

@@ -18,7 +18,8 @@ import structlog
 from pydantic import BaseModel, ValidationError
 
 from loop import _json
-from loop.config import LoadedConfig, config_from_snapshot
+from loop.backends.replay import ReplayIteration
+from loop.config import LoadedConfig, config_digest, config_from_snapshot
 from loop.engine.records import hats_record
 from loop.errors import RecordingError
 from loop.session.recording import (
@@ -29,8 +30,6 @@ from loop.session.recording import (
     IterationRecord,
     MarkerRecord,
     Record,
-    ReplayIteration,
-    config_digest,
     parse_record,
 )
 

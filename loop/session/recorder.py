@@ -39,15 +39,15 @@ from pydantic import BaseModel
 from loop import __version__, _json
 from loop._fs import write_all
 from loop.bus import EventBus
+from loop.config import config_digest
+from loop.engine.journal import read_journal
 from loop.errors import InputError, LoopError
 from loop.events import Event
 from loop.extensions import Extension
-from loop.session.journal import read_journal
 from loop.session.recording import (
     FooterRecord,
     HeaderRecord,
     MarkerRecord,
-    config_digest,
     iso_time,
     iteration_data,
     iteration_line,

@@ -14,13 +14,10 @@ validates them, and ``python -m loop schema recording`` prints the schema made f
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from typing_extensions import TypedDict
 
 from loop import _json
 
@@ -33,10 +30,7 @@ __all__ = [
     "MarkerRecord",
     "Record",
     "RecordedEvent",
-    "ReplayEvent",
-    "ReplayIteration",
     "backend_succeeded",
-    "config_digest",
     "iso_time",
     "iteration_data",
     "iteration_line",
@@ -185,45 +179,6 @@ def iteration_line(rec: dict[str, Any], journal_line: bytes | None, ts: float) -
     return _json.dumps_record_line(iteration_data(rec, ts))
 
 
-class ReplayEvent(TypedDict):
-    """An event as replay reads it: plain data, validated (what replay compares and serves)."""
-
-    topic: str
-    payload: NotRequired[Any]
-    source: NotRequired[str]
-    target: NotRequired[str | None]
-    ts: NotRequired[float | None]
-
-
-class ReplayIteration(BaseModel):
-    """The part of an iteration line that replay serves and compares, validated.
-
-    Half the cost of a full :class:`IterationRecord` per replayed iteration: events stay
-    plain dicts and the fields replay never reads (prompt, timings) are not parsed into
-    the model. ``python -m loop show`` and :meth:`RecordingReader.iteration` give the
-    whole record.
-    """
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    iteration: int = Field(ge=1)
-    hat: str
-    output: str
-    status: Literal["ok", "failed"]
-    reason: str | None = None
-    backend_ok: bool
-    exit_code: int | None = None
-    events: list[ReplayEvent]
-    emitted: list[ReplayEvent] = Field(default_factory=list)
-    published: list[ReplayEvent] = Field(default_factory=list)
-    triggers: list[ReplayEvent] = Field(default_factory=list)
-    cost_usd: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    turns: int | None = None
-    meta: dict[str, Any] = Field(default_factory=dict)
-
-
 class MarkerRecord(_Model):
     """Something happened to the recording itself (not to the loop)."""
 
@@ -273,12 +228,6 @@ def recording_json_schema() -> dict[str, Any]:
         "the first is a header, the last (normally) a footer.",
         **schema,
     }
-
-
-def config_digest(snapshot: dict[str, Any]) -> str:
-    """The digest of a configuration snapshot (``LoadedConfig.digest`` is this)."""
-    raw = json.dumps(snapshot, sort_keys=True, ensure_ascii=False).encode()
-    return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 def backend_succeeded(status: str, reason: str | None) -> bool:

@@ -1,34 +1,30 @@
-"""Sessions on disk: ``.loop/sessions/<id>/`` with the journal, a lock, iteration folders.
+"""Sessions on disk: ids, the list of sessions, and each one's status.
 
-The status of a session is derived from these files alone, on every call (the way
-seed 000 derives an export's status): nothing lives only in memory.
+The status of a session is derived from its files alone (the journal and the lock, see
+:mod:`loop.engine.session_dir`), on every call, the way an experience export derives
+its status: nothing lives only in memory.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
-import os
 import re
 import secrets
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from loop._fs import atomic_write, check_name
+from loop._fs import check_name
+from loop.engine.journal import read_journal
 from loop.engine.routing import HatSpec
+from loop.engine.session_dir import JOURNAL_NAME, LATEST, SessionPaths, is_locked
 from loop.engine.state import LoopState, RouteContext, fold
-from loop.errors import PathError, SessionError
-from loop.session.journal import read_journal
+from loop.errors import PathError
 
 __all__ = [
     "PendingSummary",
-    "SessionLock",
-    "SessionPaths",
     "SessionState",
     "SessionStatus",
     "latest_session",
@@ -40,7 +36,6 @@ __all__ = [
 ]
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")  # with fullmatch: no final newline
-LATEST = "latest"
 
 
 def new_session_id() -> str:
@@ -59,104 +54,11 @@ def validate_session_id(session_id: str) -> str:
     return session_id
 
 
-@dataclass(frozen=True)
-class SessionPaths:
-    """The files of one session."""
-
-    sessions_dir: Path
-    session_id: str
-
-    @property
-    def dir(self) -> Path:
-        """The session's folder."""
-        return self.sessions_dir / self.session_id
-
-    @property
-    def journal(self) -> Path:
-        """The append-only journal."""
-        return self.dir / "journal.jsonl"
-
-    @property
-    def lock(self) -> Path:
-        """The lock file a running process holds."""
-        return self.dir / "lock"
-
-    def iteration_dir(self, iteration: int) -> Path:
-        """The folder of one iteration (events file, prompt, MCP config)."""
-        return self.dir / "iterations" / f"{iteration:06d}"
-
-
-class SessionLock:
-    """An ``flock`` on the session's lock file: one live runner per session.
-
-    The kernel releases it when the holder dies, even by ``kill -9``.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        """Take the lock or raise ``SessionError`` naming the holder."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EAGAIN, errno.EACCES):
-                holder = _read_pid(self.path)
-                raise SessionError(
-                    f"session {self.path.parent.name} is already running"
-                    + (f" (pid {holder})" if holder else "")
-                ) from exc
-            raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-
-    def release(self) -> None:
-        """Release the lock (idempotent)."""
-        if self._fd is not None:
-            with contextlib.suppress(OSError):
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-
-def _read_pid(path: Path) -> str | None:
-    try:
-        return path.read_text().strip() or None
-    except OSError:
-        return None
-
-
-def is_locked(path: Path) -> bool:
-    """Whether a live process holds the lock at ``path``."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def mark_latest(sessions_dir: Path, session_id: str) -> None:
-    """Record ``session_id`` as the most recent session."""
-    atomic_write(sessions_dir / LATEST, session_id + "\n", durable=False)
-
-
 def latest_session(sessions_dir: Path) -> str | None:
     """The most recent session id, or ``None`` when there is none."""
     with contextlib.suppress(OSError):
         sid = (sessions_dir / LATEST).read_text().strip()
-        if sid and (sessions_dir / sid / "journal.jsonl").exists():
+        if sid and (sessions_dir / sid / JOURNAL_NAME).exists():
             return sid
     ids = list_sessions(sessions_dir)
     return ids[-1] if ids else None
@@ -166,8 +68,8 @@ def list_sessions(sessions_dir: Path) -> list[str]:
     """Every session id, oldest first (by the journal's modification time)."""
     if not sessions_dir.is_dir():
         return []
-    found = [p for p in sessions_dir.iterdir() if (p / "journal.jsonl").exists()]
-    found.sort(key=lambda p: ((p / "journal.jsonl").stat().st_mtime, p.name))
+    found = [p for p in sessions_dir.iterdir() if (p / JOURNAL_NAME).exists()]
+    found.sort(key=lambda p: ((p / JOURNAL_NAME).stat().st_mtime, p.name))
     return [p.name for p in found]
 
 

@@ -19,7 +19,7 @@ from loop.emit import append_event
 from loop.errors import SessionError, ToolError
 from loop.events import is_valid_topic
 from loop.session.store import SessionStatus, latest_session, session_status
-from loop.tools.registry import Tool, ToolContext
+from loop.tools.base import Tool, ToolContext
 
 __all__ = [
     "DOMAIN",

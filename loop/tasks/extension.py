@@ -27,7 +27,7 @@ from loop.tasks.store import store_for
 from loop.tasks.summary import active_path, next_task, progress_summary
 from loop.tasks.tools import TOOLS
 from loop.tasks.tree import Forest
-from loop.tools.registry import Tool, ToolContext, payload_arguments
+from loop.tools.base import Tool, ToolContext, payload_arguments
 
 __all__ = ["REQUESTS", "SOURCE", "TasksExtension"]
 

@@ -42,7 +42,7 @@ from loop.tasks.index import (
     index_problem,
 )
 from loop.tasks.models import Task
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 __all__ = [
     "FileTaskStore",

@@ -28,7 +28,7 @@ from loop.tasks.models import (
     UpdateTaskOutput,
 )
 from loop.tasks.store import store_for
-from loop.tools.registry import Tool, ToolContext
+from loop.tools.base import Tool, ToolContext
 
 __all__ = [
     "TOOLS",

@@ -25,8 +25,10 @@ from loop.backends.base import Backend
 from loop.backends.scripted import ScriptedBackend
 from loop.bus import EventBus
 from loop.config import LoadedConfig, load_config
+from loop.engine.progress import RunSummary
 from loop.events import Event
 from loop.extensions import Extension
+from loop.runner import RunOptions, run_loop
 
 __all__ = ["EventCapture", "FakeClock", "make_config", "run_hats", "scripted", "tag"]
 
@@ -135,10 +137,8 @@ async def run_hats(
     session_id: str | None = None,
     extra: list[Extension] | None = None,
     resume: bool = False,
-) -> tuple[Any, EventCapture]:
+) -> tuple[RunSummary, EventCapture]:
     """Run a loop in-process with the given backends; return its summary and a capture."""
-    from loop.runner import RunOptions, run_loop  # noqa: PLC0415 - avoids an import cycle
-
     capture = EventCapture()
     options = RunOptions(
         workdir=workdir,

@@ -26,7 +26,7 @@ from loop.themes.feedback import interrupt_name
 from loop.themes.service import ThemeService
 from loop.themes.status import render_active
 from loop.themes.tools import TOOLS, service_for
-from loop.tools.registry import ToolContext, payload_arguments
+from loop.tools.base import ToolContext, payload_arguments
 
 __all__ = ["SOURCE", "ThemesExtension"]
 

@@ -15,7 +15,7 @@ from loop.themes.models import (
 )
 from loop.themes.ops import Operations
 from loop.themes.service import ThemeService
-from loop.tools.registry import Tool, ToolContext
+from loop.tools.base import Tool, ToolContext
 
 __all__ = ["DOMAIN", "TOOLS", "service_for"]
 

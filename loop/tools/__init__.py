@@ -1,7 +1,2 @@
-"""One registry of tools, served as CLI subcommands, over MCP and on the bus."""
-
-from __future__ import annotations
-
-from loop.tools.registry import Tool, ToolContext, all_tools, call_tool, get_tool
-
-__all__ = ["Tool", "ToolContext", "all_tools", "call_tool", "get_tool"]
+"""Tools: each written once (:mod:`loop.tools.base`), served as CLI subcommands, over MCP
+and on the bus. :mod:`loop.tools.registry` lists every domain's tools."""

@@ -39,7 +39,7 @@ from pydantic import BaseModel
 from loop import __version__
 from loop._fs import write_json
 from loop.tools import registry
-from loop.tools.registry import Tool
+from loop.tools.base import Tool
 
 __all__ = ["Catalog", "catalog_key", "default_cache_dir", "tool_definition"]
 

@@ -27,7 +27,8 @@ from pydantic.fields import FieldInfo
 
 from loop import _json
 from loop.errors import EXIT_OK, LoopError, ToolError, UsageError
-from loop.tools.registry import ToolContext, get_tool
+from loop.tools.base import ToolContext
+from loop.tools.registry import get_tool
 
 __all__ = [
     "Renderer",

@@ -35,10 +35,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from loop.backends._agent import ENV_MCP_TOKEN, ENV_MCP_URL
 from loop.errors import SessionError, ToolError
 from loop.extensions import Extension, RunningIteration
+from loop.tools.base import Tool, ToolContext
 from loop.tools.catalog import Catalog
 from loop.tools.grants import GrantTable
 from loop.tools.mcp_server import HatloopMCPServer
-from loop.tools.registry import Tool, ToolContext
 
 __all__ = ["HOST", "PATH", "SessionEndpoint"]
 

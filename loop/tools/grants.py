@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, replace
 
 from loop.extensions import RunningIteration
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 __all__ = ["TOKEN_BYTES", "Grant", "GrantTable", "bearer_token"]
 

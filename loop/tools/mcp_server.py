@@ -36,8 +36,8 @@ from pydantic import BaseModel
 
 from loop import __version__, _json
 from loop.errors import LoopError, ToolError
+from loop.tools.base import Tool, ToolContext
 from loop.tools.catalog import Catalog, tool_definition
-from loop.tools.registry import Tool, ToolContext
 
 __all__ = ["SERVER_NAME", "HatloopMCPServer", "build_server", "tool_definition"]
 

@@ -1,257 +1,27 @@
 """The tool registry: each tool is written once and served three ways.
 
-A :class:`Tool` is a name (the seed's), a description written for a model, a pydantic
-input model whose fields are the seed's parameter names, an output model, and a plain
-synchronous function ``func(ctx, input) -> output`` that raises :class:`ToolError`
-for failures a caller can act on. The CLI adapter, the MCP server and the bus
-subscribers all call :func:`call_tool`, so no rule exists twice.
+The CLI adapter, the MCP server and the bus subscribers all call :func:`call_tool`
+(or :meth:`~loop.tools.base.Tool.run`), so no rule exists twice.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from loop.errors import ToolError
+from loop.tools.base import Tool, ToolContext
 
-from loop import _json
-from loop._fs import check_path
-from loop.errors import InputError, ToolError
+__all__ = ["DOMAIN_MODULES", "all_tools", "call_tool", "get_tool"]
 
-__all__ = [
-    "DOMAIN_MODULES",
-    "Tool",
-    "ToolContext",
-    "all_tools",
-    "call_tool",
-    "get_tool",
-    "payload_arguments",
-]
-
-# Each domain module exposes ``TOOLS: list[Tool]``.
+# Each domain module exposes ``TOOLS: list[Tool]``. Imported by name, on first use: a
+# command that serves one domain's tools starts without the others.
 DOMAIN_MODULES: tuple[str, ...] = (
     "loop.tasks.tools",
     "loop.themes.tools",
     "loop.experience.tools",
     "loop.session.tools",
 )
-
-ENV_TASKS_FILE = "FILE_PATH"  # the seed's name (003)
-ENV_WORKSPACE = "LOOP_WORKSPACE"
-ENV_EXPERIENCES = "LOOP_EXPERIENCES_DIR"
-ENV_SESSION_DIR = "LOOP_SESSION_DIR"
-ENV_EVENTS_FILE = "LOOP_EVENTS_FILE"
-
-
-@dataclass
-class ToolContext:
-    """Where the tools keep their files; built from flags, environment and config.
-
-    Attributes:
-        root: the project folder (relative settings resolve against it).
-        tasks_file: the tasks JSON file; ``None`` keeps tasks in memory (seed 003).
-        workspace: the theme workspace (themebox/, feedbackbox/, artifacts/, stats/).
-        experiences_base: the folder holding ``experiences/experience_<id>/``.
-        sessions_dir: the loop's sessions folder (``[loop] sessions_dir``).
-        session_dir: the running loop session's folder, when called from inside one.
-        events_file: the running iteration's events file (``LOOP_EVENTS_FILE``).
-        state: per-process state of in-memory stores, keyed by domain.
-    """
-
-    root: Path = field(default_factory=Path.cwd)
-    tasks_file: Path | None = None
-    workspace: Path = field(default_factory=lambda: Path(".loop/works"))
-    experiences_base: Path = field(default_factory=lambda: Path(".loop/experiences"))
-    sessions_dir: Path = field(default_factory=lambda: Path(".loop/sessions"))
-    session_dir: Path | None = None
-    events_file: Path | None = None
-    state: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for what, path in (
-            ("tasks file", self.tasks_file),
-            ("workspace", self.workspace),
-            ("experiences folder", self.experiences_base),
-            ("sessions folder", self.sessions_dir),
-        ):
-            if path is not None:  # from flags, environment or config: still checked
-                check_path(str(path), what)
-        self.root = self.root.resolve()
-        if self.tasks_file is not None and not self.tasks_file.is_absolute():
-            self.tasks_file = self.root / self.tasks_file
-        if not self.workspace.is_absolute():
-            self.workspace = self.root / self.workspace
-        if not self.experiences_base.is_absolute():
-            self.experiences_base = self.root / self.experiences_base
-        if not self.sessions_dir.is_absolute():
-            self.sessions_dir = self.root / self.sessions_dir
-
-    def trusted_root(self, path: Path) -> Path:
-        """The folder whose links are the user's, for a state path: see :mod:`loop._fs`.
-
-        A path inside the project folder is reached from the project folder, so no
-        link below it (``.loop`` included) is followed; a path configured outside it is
-        trusted as given, and only what hatloop creates below it is checked.
-        """
-        if path == self.root or self.root in path.parents:
-            return self.root
-        return path
-
-    @classmethod
-    def from_env(
-        cls,
-        *,
-        root: Path | None = None,
-        tasks_file: str | None = None,
-        workspace: str | None = None,
-        experiences_base: str | None = None,
-        sessions_dir: str | None = None,
-        default_tasks_file: str | None = None,
-        environ: dict[str, str] | None = None,
-    ) -> ToolContext:
-        """Build a context: explicit arguments win, then the environment, then defaults."""
-        env = os.environ if environ is None else environ
-        tf = tasks_file or env.get(ENV_TASKS_FILE) or default_tasks_file
-        ws = workspace or env.get(ENV_WORKSPACE) or ".loop/works"
-        ex = experiences_base or env.get(ENV_EXPERIENCES) or ".loop/experiences"
-        sd = env.get(ENV_SESSION_DIR)
-        ef = env.get(ENV_EVENTS_FILE)
-        return cls(
-            root=root or Path.cwd(),
-            tasks_file=Path(tf) if tf else None,
-            workspace=Path(ws),
-            experiences_base=Path(ex),
-            sessions_dir=Path(sessions_dir or ".loop/sessions"),
-            session_dir=Path(sd) if sd else None,
-            events_file=Path(ef) if ef else None,
-        )
-
-
-ToolFunc = Callable[[ToolContext, Any], BaseModel]
-
-
-@dataclass(frozen=True)
-class Tool:
-    """One tool: the seed's name and parameters, one implementation."""
-
-    name: str
-    domain: str
-    description: str
-    input_model: type[BaseModel]
-    output_model: type[BaseModel]
-    func: ToolFunc
-    read_only: bool = False
-
-    def parse_input(self, args: dict[str, Any]) -> BaseModel:
-        """Validate raw arguments strictly; a failure is a ``ToolError`` naming the fields.
-
-        Strict: nothing is coerced (``"5"`` is not an integer, ``1`` is not a boolean),
-        and every bound of the input model holds. Arguments nested deeper than
-        :data:`loop._json.INPUT_DEPTH` are refused first, whichever way they came (CLI,
-        MCP, bus): the files and records that keep an argument stay readable.
-        """
-        if _json.too_deep(args, _json.INPUT_DEPTH + 1):
-            raise ToolError(
-                "invalid_input",
-                f"invalid arguments for {self.name}: a value is nested deeper than "
-                f"{_json.INPUT_DEPTH} levels",
-            )
-        try:
-            return self.input_model.model_validate(args, strict=True)
-        except ValidationError as exc:
-            raise ToolError(
-                "invalid_input",
-                _validation_message(self.name, exc),
-                details=_validation_details(exc),
-            ) from exc
-
-    def run(self, ctx: ToolContext, args: dict[str, Any]) -> BaseModel:
-        """Validate ``args``, call the tool, return its output model.
-
-        Raises:
-            ToolError: every failure a caller can act on: bad arguments, a path or a
-                state file the tool refused (``invalid_path``, ``store_error``), and a
-                file system error no domain rule expected (``io_error``, naming the file).
-        """
-        parsed = self.parse_input(args)
-        try:
-            return self.func(ctx, parsed)
-        except ToolError:
-            raise
-        except InputError as exc:  # paths, stores: still the caller's to fix
-            raise ToolError(_code_for(exc), exc.message) from exc
-        except OSError as exc:  # the file system said no where no rule expected it
-            where = f"{exc.filename}: " if exc.filename else ""
-            raise ToolError("io_error", f"{self.name}: {where}{exc.strerror or exc}") from exc
-
-
-def payload_arguments(
-    payload: Any,
-    *,
-    code: str,
-    bad_json: str,
-    not_object: str,
-    bare_id: str | None = None,
-    blank_is_empty: bool = False,
-    lenient: bool = False,
-) -> dict[str, Any]:
-    """The tool input carried by a bus request's payload.
-
-    A dict is the input. A string is stripped: a blank one is ``{}`` when
-    ``blank_is_empty``; one starting with ``{`` is parsed as JSON; any other is
-    ``{bare_id: text}`` when ``bare_id`` is given. With ``lenient``, every non-blank
-    string is parsed as JSON as it is, and ``None`` (given or parsed) is ``{}``.
-
-    Args:
-        payload: the event's payload.
-        code: the ``ToolError`` code of every failure here.
-        bad_json: the message for invalid JSON; ``": <reason>"`` is appended.
-        not_object: the message when the payload is not (or does not give) an object.
-        bare_id: the input field a bare, non-blank string fills, if the request takes one.
-        blank_is_empty: a blank string is the empty input.
-        lenient: parse every string, and take ``None`` as the empty input.
-
-    Raises:
-        ToolError: ``code`` with ``bad_json`` or ``not_object``.
-    """
-    if isinstance(payload, str):
-        text = payload.strip()
-        if not text:
-            if blank_is_empty:
-                return {}
-        elif lenient or text.startswith("{"):
-            try:
-                payload = _json.loads(payload if lenient else text, max_depth=_json.INPUT_DEPTH)
-            except ValueError as exc:
-                raise ToolError(code, f"{bad_json}: {_json.error_text(exc)}") from exc
-        elif bare_id is not None:
-            return {bare_id: text}
-    if payload is None and lenient:
-        return {}
-    if not isinstance(payload, dict):
-        raise ToolError(code, not_object)
-    return payload
-
-
-def _code_for(exc: InputError) -> str:
-    name = type(exc).__name__
-    return {"PathError": "invalid_path", "StoreError": "store_error"}.get(name, "invalid_input")
-
-
-def _validation_details(exc: ValidationError) -> list[dict[str, Any]]:
-    return [
-        {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
-        for err in exc.errors(include_url=False)
-    ]
-
-
-def _validation_message(tool: str, exc: ValidationError) -> str:
-    parts = [f"{d['field'] or '(input)'}: {d['message']}" for d in _validation_details(exc)]
-    return f"invalid arguments for {tool}: " + "; ".join(parts)
 
 
 _cache: dict[str, Tool] | None = None

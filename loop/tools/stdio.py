@@ -20,8 +20,8 @@ from contextlib import asynccontextmanager
 import anyio
 import structlog
 
+from loop.tools.base import ToolContext
 from loop.tools.mcp_server import build_server
-from loop.tools.registry import ToolContext
 
 __all__ = ["serve_stdio"]
 

@@ -16,8 +16,8 @@ import pytest
 from loop.backends.base import BackendRequest
 from loop.backends.claude import ClaudeBackend, ClaudeConfig
 from loop.backends.codex import CodexBackend
-from loop.backends.configs import CodexConfig, GeminiConfig
 from loop.backends.gemini import GeminiBackend
+from loop.config.backends import CodexConfig, GeminiConfig
 from loop.testing.anthropic_mock import MockAnthropic
 from loop.testing.gemini_mock import MockGemini, cli_settings
 from loop.testing.openai_mock import MockOpenAI, codex_provider_config

@@ -19,8 +19,8 @@ from typing import Any
 
 import uvicorn
 
+from loop.tools.base import ToolContext
 from loop.tools.mcp_server import build_server
-from loop.tools.registry import ToolContext
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

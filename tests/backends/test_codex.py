@@ -11,7 +11,7 @@ import pytest
 
 from loop.backends._process import ProcessResult
 from loop.backends.codex import CodexBackend, build_argv, mcp_overrides, parse_stream, summarize
-from loop.backends.configs import CodexConfig
+from loop.config.backends import CodexConfig
 from loop.testing.openai_mock import (
     ErrorTurn,
     MockOpenAI,
@@ -20,7 +20,7 @@ from loop.testing.openai_mock import (
     ToolUseTurn,
     shell_call,
 )
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.backends.conftest import MakeCodex, MakeRequest, marked_processes
 from tests.backends.mcp_http import HttpMCP
 

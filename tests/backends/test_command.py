@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from loop.backends.command import CommandBackend, build_argv
-from loop.backends.configs import CommandConfig
+from loop.config.backends import CommandConfig
 
 
 def test_prompt_goes_on_stdin_as_an_argument_or_in_a_file() -> None:

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from loop.backends._process import ProcessResult
-from loop.backends.configs import GeminiConfig
 from loop.backends.gemini import (
     GeminiBackend,
     build_argv,
@@ -21,9 +20,10 @@ from loop.backends.gemini import (
     read_settings,
     summarize,
 )
+from loop.config.backends import GeminiConfig
 from loop.testing.gemini_mock import ErrorTurn, MockGemini, StallTurn, TextTurn, ToolUseTurn
 from loop.testing.gemini_mock import shell_call as gemini_shell
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.backends.conftest import MakeGemini, MakeRequest, marked_processes
 from tests.backends.mcp_http import HttpMCP
 

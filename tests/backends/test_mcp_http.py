@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.backends.mcp_http import HttpMCP
 
 INIT = {

@@ -12,10 +12,10 @@ import pytest
 
 from loop.backends.command import CommandBackend
 from loop.backends.python_hat import HatContext, PythonBackend
+from loop.engine import journal as journal_mod
 from loop.engine.invoke import BACKSTOP_SECONDS
+from loop.engine.journal import read_journal
 from loop.extensions import Extension
-from loop.session import journal as journal_mod
-from loop.session.journal import read_journal
 from loop.testing import make_config, run_hats, scripted, tag
 
 AGENTS = Path(__file__).parent / "agents"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 
 @pytest.fixture

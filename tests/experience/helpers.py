@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from loop.experience.tools import TOOLS
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 

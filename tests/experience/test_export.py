@@ -9,7 +9,7 @@ import pytest
 
 from loop.errors import ToolError
 from loop.experience.layout import MAX_DIRECTORY_BYTES, MAX_FILE_BYTES, DirState, derive_status
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.experience.helpers import call, conversations, full_export, start
 
 

@@ -7,7 +7,7 @@ import json
 from loop.bus import EventBus
 from loop.events import Event
 from loop.experience.extension import ExperienceExtension
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.experience.helpers import SUMMARY, conversations
 
 

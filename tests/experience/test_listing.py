@@ -12,7 +12,7 @@ from loop.errors import ToolError
 from loop.experience.listing import matches
 from loop.experience.models import ExperienceFilters
 from loop.experience.schemas import Manifest, ManifestFiles
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.experience.helpers import call, full_export, start
 
 

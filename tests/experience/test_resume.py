@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.experience.helpers import SUMMARY, call, conversations
 
 CHILD = textwrap.dedent(
@@ -20,7 +20,7 @@ CHILD = textwrap.dedent(
     import structlog
     structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     from loop.experience.tools import TOOLS
-    from loop.tools.registry import ToolContext
+    from loop.tools.base import ToolContext
 
     tools = {t.name: t for t in TOOLS}
     ctx = ToolContext(root=Path(sys.argv[1]), experiences_base=Path("exp"))
@@ -107,7 +107,7 @@ RACER = textwrap.dedent(
     from loop.errors import ToolError
     from loop.experience.tools import TOOLS
 
-    from loop.tools.registry import ToolContext
+    from loop.tools.base import ToolContext
 
     tool = next(t for t in TOOLS if t.name == "export_experience_conversations")
     ctx = ToolContext(root=Path(sys.argv[1]), experiences_base=Path("exp"))

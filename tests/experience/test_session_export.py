@@ -15,7 +15,7 @@ from loop.experience.export import export_conversations, export_init
 from loop.experience.journal import read_journal
 from loop.experience.models import ConversationInput, ConversationsInput
 from loop.experience.session_export import export_session, format_duration, plan_export
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.experience.helpers import call
 
 HATS = {

@@ -6,7 +6,7 @@ import pytest
 
 from loop.errors import ToolError
 from loop.experience.tools import TOOLS
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.experience.helpers import call
 
 SEED_TOOLS = [

@@ -28,8 +28,9 @@ from mcp.types import TextContent
 
 from loop.__main__ import main as loop_main
 from loop.themes import Workspace, write_heartbeat
+from loop.tools.base import ToolContext
 from loop.tools.mcp_server import build_server
-from loop.tools.registry import ToolContext, call_tool
+from loop.tools.registry import call_tool
 
 SECRET = "VICTIM-SECRET-5f1e9c"
 HB1 = "20250801120000"

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from loop.events import parse_event_tags
-from loop.tools.registry import payload_arguments
+from loop.tools.base import payload_arguments
 from tests.security.harness import (
     HB1,
     Outcome,

@@ -27,6 +27,7 @@ from loop.engine.state import PendingEvent
 from loop.errors import InputError, SessionError
 from loop.events import Event
 from loop.extensions import Extension
+from loop.replay import replay_recording
 from loop.runner import RunOptions, build_backends, run_loop
 from loop.session import recorder as recorder_mod
 from loop.session.recorder import MIN_MAX_BYTES, Recorder, RecorderClosed, Redactor
@@ -42,7 +43,6 @@ from loop.session.recording import (
     parse_record,
     recording_json_schema,
 )
-from loop.session.replay import replay_recording
 
 # planner → builder → reviewer (rejects once) → builder → reviewer (completes): 5 iterations.
 LOOP_TOML = """

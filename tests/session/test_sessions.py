@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from loop.config import LoadedConfig
+from loop.engine.journal import read_journal
+from loop.engine.session_dir import SessionLock, SessionPaths
 from loop.errors import PathError, SessionError
-from loop.session.journal import read_journal
-from loop.session.store import SessionLock, SessionPaths, session_status, validate_session_id
+from loop.session.store import session_status, validate_session_id
 from loop.testing import make_config, run_hats, scripted, tag
 
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}

@@ -10,7 +10,7 @@ import pytest
 from loop.bus import EventBus
 from loop.events import Event
 from loop.tasks.extension import TasksExtension
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 
 class Capture:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loop.tools.registry import ToolContext, call_tool
+from loop.tools.base import ToolContext
+from loop.tools.registry import call_tool
 
 # The child writes a task and stops just before the rename that publishes it (after
 # its temp file is complete): it reports READY (the parent blocks on that line, no
@@ -19,7 +20,8 @@ from loop.tools.registry import ToolContext, call_tool
 CHILD = r"""
 import os, sys, time
 from pathlib import Path
-from loop.tools.registry import ToolContext, call_tool
+from loop.tools.base import ToolContext
+from loop.tools.registry import call_tool
 
 def stop(*args, **kwargs):
     sys.stdout.write("READY\n")

@@ -16,7 +16,7 @@ from loop.tasks.models import Task, task_list_adapter
 from loop.tasks.store import FileTaskStore
 from loop.tasks.tools import TOOLS
 from loop.tasks.tree import Forest, integrity_problem
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.tasks._book import Book
 
 KINDS = [

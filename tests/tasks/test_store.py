@@ -15,7 +15,7 @@ from loop.errors import StoreError, ToolError
 from loop.tasks import operations
 from loop.tasks.models import Task
 from loop.tasks.store import FileTaskStore, MemoryTaskStore, dump_tasks, store_for
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 from tests.tasks._book import T0, Book
 
 
@@ -207,7 +207,7 @@ WORKER = textwrap.dedent(
     import sys
     from pathlib import Path
     from loop.tasks.tools import TOOLS
-    from loop.tools.registry import ToolContext
+    from loop.tools.base import ToolContext
 
     path, me, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     tools = {t.name: t for t in TOOLS}

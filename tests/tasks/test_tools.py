@@ -10,7 +10,7 @@ import pytest
 
 from loop.errors import ToolError
 from loop.tasks.tools import TOOLS
-from loop.tools.registry import Tool, ToolContext
+from loop.tools.base import Tool, ToolContext
 
 BY_NAME: dict[str, Tool] = {t.name: t for t in TOOLS}
 

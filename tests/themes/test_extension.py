@@ -12,7 +12,7 @@ from loop.errors import ToolError
 from loop.events import Event
 from loop.themes.extension import ThemesExtension
 from loop.themes.service import ThemeService
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 from .conftest import FaultyOps, snapshot, start_input
 

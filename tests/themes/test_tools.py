@@ -10,7 +10,7 @@ import pytest
 from loop.errors import ToolError
 from loop.themes import ThemeService
 from loop.themes.tools import TOOLS
-from loop.tools.registry import ToolContext
+from loop.tools.base import ToolContext
 
 from .conftest import beat, snapshot
 

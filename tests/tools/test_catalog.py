@@ -68,7 +68,7 @@ def test_a_server_from_the_cache_imports_a_domain_only_when_its_tool_is_called(
         import sys
         from pathlib import Path
         from loop.tools.catalog import Catalog
-        from loop.tools.registry import ToolContext
+        from loop.tools.base import ToolContext
         catalog = Catalog.load(Path({str(tmp_path)!r}))
         domains = ("loop.tasks.tools", "loop.themes.tools", "loop.experience.tools")
         before = [m for m in domains if m in sys.modules]

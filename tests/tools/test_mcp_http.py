@@ -30,9 +30,10 @@ from loop.errors import ConfigError, ToolError
 from loop.extensions import RunningIteration
 from loop.runner import serves_tools
 from loop.testing import make_config, run_hats, scripted
+from loop.tools.base import ToolContext
 from loop.tools.endpoint import SessionEndpoint
 from loop.tools.grants import bearer_token
-from loop.tools.registry import ToolContext, all_tools
+from loop.tools.registry import all_tools
 
 AGENT = Path(__file__).parent / "agents" / "http_agent.py"
 LIST_TOOLS = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}

@@ -25,8 +25,9 @@ from structlog.testing import capture_logs
 
 from loop.tasks.models import MAX_ORDER
 from loop.themes import Workspace, write_heartbeat
+from loop.tools.base import ToolContext
 from loop.tools.mcp_server import build_server
-from loop.tools.registry import ToolContext, all_tools
+from loop.tools.registry import all_tools
 
 SUMMARY: dict[str, Any] = {
     "ai_name": "Claude(careful loop builder)",

@@ -19,8 +19,9 @@ from loop.config import load_config
 from loop.errors import SessionError
 from loop.runner import RunOptions, run_loop
 from loop.themes import Workspace, write_heartbeat
+from loop.tools.base import Tool, ToolContext
 from loop.tools.mcp_server import build_server, pre_parse
-from loop.tools.registry import Tool, ToolContext, all_tools
+from loop.tools.registry import all_tools
 
 SUMMARY: dict[str, Any] = {
     "ai_name": "Claude(careful loop builder)",

@@ -15,13 +15,13 @@ import pytest
 from loop.backends.base import BackendRequest
 from loop.backends.replay import ReplayBackend
 from loop.cli import main
+from loop.config import config_digest
 from loop.engine import state as engine_state
 from loop.errors import RecordingError, ReplayDivergence
-from loop.session.recording import config_digest
-from loop.session.replay import RecordingReader, replay_file, replay_recording
+from loop.replay import RecordingReader, replay_file, replay_recording
 from tests.session.test_recorder import LOOP_TOML, record_session
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def edit(

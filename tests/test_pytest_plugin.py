@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from loop.session.pytest_plugin import matches
+from loop.pytest_plugin import matches
 
 pytest_plugins = ["pytester"]
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 # The inner runs use only this plugin's own needs (the outer run disables pytest-asyncio too).
 INI = "addopts = -p no:asyncio -p no:cacheprovider\n"
 GOOD = (REPO / "recordings" / "default.jsonl").read_text(encoding="utf-8")

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from loop.errors import LoopError
+
 __all__ = ["INI_OPTION", "RecordingFile", "RecordingItem", "ReplayFailed"]
 
 INI_OPTION = "hatloop_recordings"
@@ -70,7 +72,9 @@ class RecordingItem(pytest.Item):
 
     def runtest(self) -> None:
         """Replay through the real engine; raise :class:`ReplayFailed` on a divergence."""
-        from loop.session.replay import replay_file  # noqa: PLC0415 - the engine is heavy
+        # imported when a recording runs, not when pytest loads the plugin: every pytest
+        # run of a project with hatloop installed loads it, and the engine is heavy
+        from loop.replay import replay_file  # noqa: PLC0415 - start-up speed, see above
 
         result = replay_file(self.path)
         notes = list(result.warnings) + (
@@ -85,8 +89,6 @@ class RecordingItem(pytest.Item):
         self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None
     ) -> str | Any:
         """The divergence diff (or the bad-input message) without a traceback."""
-        from loop.errors import LoopError  # noqa: PLC0415 - keep the plugin import light
-
         if isinstance(excinfo.value, ReplayFailed | LoopError):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)

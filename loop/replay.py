@@ -22,14 +22,15 @@ from typing import Any
 
 import anyio
 
-from loop.backends.replay import ReplayBackend
+from loop.backends.replay import ReplayBackend, ReplayIteration
 from loop.bus import EventBus
 from loop.config import LoadedConfig, config_from_snapshot
 from loop.errors import ReplayDivergence
 from loop.events import Event
 from loop.extensions import Extension
+from loop.runner import RunOptions, run_loop
 from loop.session.reader import RecordingReader
-from loop.session.recording import RecordedEvent, ReplayIteration
+from loop.session.recording import RecordedEvent
 
 __all__ = [
     "Divergence",
@@ -284,8 +285,6 @@ async def replay_recording(path: Path) -> ReplayResult:
         RecordingError: the recording is bad input (see :class:`RecordingReader`).
         ConfigError: the recorded configuration is not valid for this hatloop.
     """
-    from loop.runner import RunOptions, run_loop  # noqa: PLC0415 - runner imports session
-
     started = time.perf_counter()
     with RecordingReader(path) as reader:
         reader.check_replayable()

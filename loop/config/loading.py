@@ -1,6 +1,5 @@
-"""Configuration: pydantic models for the loop and its hats, loaded from TOML.
+"""Load the configuration: ``loop.toml`` and hat files, validated, every path resolved.
 
-Key names follow Ralph Orchestrator's where they exist (DESIGN.md, "Config contract").
 Unknown keys are errors that name the file and the key. Relative paths in a file
 resolve against that file's folder.
 """
@@ -8,33 +7,27 @@ resolve against that file's folder.
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+from pydantic import ValidationError
 
 from loop._json import too_deep
-from loop.backends.claude import ClaudeConfig
-from loop.backends.configs import (
+from loop.config.backends import (
+    BACKEND_TYPES,
+    BackendConfig,
+    ClaudeConfig,
     CodexConfig,
-    CommandConfig,
     GeminiConfig,
-    PythonConfig,
-    ReplayConfig,
     ScriptedConfig,
 )
-from loop.engine.topology import validate_topology
+from loop.config.models import ConfigFile, HatConfig, HatFile, LoadedConfig, LoopSection
+from loop.config.topology import validate_topology
 from loop.errors import ConfigError
-from loop.events import is_valid_pattern, is_valid_topic
 
 __all__ = [
-    "BackendConfig",
-    "HatConfig",
-    "LoadedConfig",
-    "LoopSection",
-    "McpSection",
+    "DEFAULT_CONFIG_NAME",
     "config_from_snapshot",
     "load_config",
     "preset_dir",
@@ -43,203 +36,6 @@ __all__ = [
 ]
 
 DEFAULT_CONFIG_NAME = "loop.toml"
-BACKEND_TYPES = ("scripted", "command", "python", "claude", "gemini", "codex")
-
-
-BackendConfig = Annotated[
-    ScriptedConfig
-    | CommandConfig
-    | PythonConfig
-    | GeminiConfig
-    | CodexConfig
-    | ReplayConfig
-    | ClaudeConfig,
-    Field(discriminator="type"),
-]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LoopSection(_Strict):
-    """``[loop]``: the objective, the starting and completion events, the limits."""
-
-    prompt: str | None = None
-    prompt_file: str | None = None
-    starting_event: str = "task.start"
-    completion_event: str = "LOOP_COMPLETE"
-    max_iterations: int = Field(default=50, ge=1)
-    max_runtime_seconds: float = Field(default=3600, gt=0)
-    iteration_timeout_seconds: float = Field(default=600, gt=0)
-    max_consecutive_failures: int = Field(default=3, ge=1)
-    stale_threshold: int = Field(default=3, ge=2)
-    hats: list[str] = Field(default_factory=list)
-    fallback_hat: str | None = None
-    durable: bool = True
-    sessions_dir: str = ".loop/sessions"
-
-    @field_validator("starting_event", "completion_event")
-    @classmethod
-    def _topic(cls, v: str) -> str:
-        if not is_valid_topic(v):
-            raise ValueError(f"not a valid topic: {v!r}")
-        return v
-
-
-class TasksSection(_Strict):
-    """``[tasks]``: the task store the loop and its agents share."""
-
-    enabled: bool = True
-    file: str = ".loop/tasks.json"
-    block_completion: bool = True
-
-
-class ThemesSection(_Strict):
-    """``[themes]``: the theme workspace; every iteration is a heartbeat."""
-
-    enabled: bool = True
-    workspace: str = ".loop/works"
-
-
-class ExperienceSection(_Strict):
-    """``[experience]``: where experiences are exported."""
-
-    enabled: bool = True
-    base_directory: str = ".loop/experiences"
-    export_on_complete: bool = False
-
-
-class RecordingSection(_Strict):
-    """``[recording]``: the session recording's cap and redaction."""
-
-    max_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
-    redact_secrets: bool = True
-
-
-class McpSection(_Strict):
-    """``[mcp]``: whether the loop serves hatloop's tools to its agents over MCP.
-
-    ``serve = "auto"`` (the default) serves them on a loopback endpoint while the loop
-    runs when a hat's backend hands its agent hatloop's tools (``claude`` with
-    ``mcp = true``); ``true`` always (for agents of your own, which find the endpoint in
-    ``LOOP_MCP_URL`` and ``LOOP_MCP_TOKEN``); ``false`` never (the ``claude`` backend then
-    starts ``python -m loop mcp`` over stdio for each iteration instead).
-    """
-
-    serve: StrictBool | Literal["auto"] = "auto"
-
-    @field_validator("serve", mode="before")
-    @classmethod
-    def _serve(cls, v: object) -> object:
-        if v is True or v is False or v == "auto":
-            return v
-        raise ValueError(f'serve must be true, false or "auto", not {v!r}')
-
-
-class HatConfig(_Strict):
-    """One hat: a persona triggered by events, publishing events."""
-
-    name: str | None = None
-    description: str = ""
-    triggers: list[str] = Field(min_length=1)
-    publishes: list[str] = Field(default_factory=list)
-    instructions: str = ""
-    default_publishes: str | None = None
-    max_activations: int | None = Field(default=None, ge=1)
-    timeout_seconds: float | None = Field(default=None, gt=0)
-    backend: BackendConfig | None = None
-
-    @field_validator("triggers")
-    @classmethod
-    def _patterns(cls, v: list[str]) -> list[str]:
-        for p in v:
-            if not is_valid_pattern(p):
-                raise ValueError(f"not a valid trigger pattern: {p!r}")
-        return v
-
-    @field_validator("publishes")
-    @classmethod
-    def _topics(cls, v: list[str]) -> list[str]:
-        for t in v:
-            if not is_valid_pattern(t):
-                raise ValueError(f"not a valid topic: {t!r}")
-        return v
-
-    @field_validator("default_publishes")
-    @classmethod
-    def _default(cls, v: str | None) -> str | None:
-        if v is not None and not is_valid_topic(v):
-            raise ValueError(f"not a valid topic: {v!r}")
-        return v
-
-
-class _ConfigFile(_Strict):
-    loop: LoopSection = Field(default_factory=LoopSection)
-    backend: BackendConfig = Field(default_factory=ScriptedConfig)
-    hats: dict[str, HatConfig] = Field(default_factory=dict)
-    tasks: TasksSection = Field(default_factory=TasksSection)
-    themes: ThemesSection = Field(default_factory=ThemesSection)
-    experience: ExperienceSection = Field(default_factory=ExperienceSection)
-    recording: RecordingSection = Field(default_factory=RecordingSection)
-    mcp: McpSection = Field(default_factory=McpSection)
-
-
-class _HatFile(_Strict):
-    hats: dict[str, HatConfig]
-
-
-@dataclass
-class LoadedConfig:
-    """A validated configuration with every path resolved."""
-
-    loop: LoopSection
-    backend: Any
-    hats: dict[str, HatConfig]
-    tasks: TasksSection
-    themes: ThemesSection
-    experience: ExperienceSection
-    recording: RecordingSection
-    prompt: str
-    base_dir: Path
-    source: str
-    hat_sources: dict[str, Path] = field(default_factory=dict)
-    root: Path = field(default_factory=Path.cwd)
-    # Not in the snapshot: serving the tools changes no routing or outcome (and replay
-    # serves nothing, its backends being in-process).
-    mcp: McpSection = field(default_factory=McpSection)
-
-    def hat_backend(self, name: str) -> Any:
-        """The backend config of hat ``name`` (its own, or the default ``[backend]``)."""
-        return self.hats[name].backend or self.backend
-
-    def resolve(self, path: str) -> Path:
-        """A state path (sessions, tasks, workspace), resolved against the working folder.
-
-        Hat files and prompt files resolve against the config's folder instead; state
-        lives where the loop runs, so the packaged default never writes into the package.
-        """
-        p = Path(path)
-        return p if p.is_absolute() else self.root / p
-
-    def snapshot(self) -> dict[str, Any]:
-        """The effective configuration as JSON-ready data (what the digest covers)."""
-        return {
-            "loop": self.loop.model_dump(mode="json"),
-            "backend": self.backend.model_dump(mode="json"),
-            "hats": {n: h.model_dump(mode="json", exclude_none=True) for n, h in self.hats.items()},
-            "tasks": self.tasks.model_dump(mode="json"),
-            "themes": self.themes.model_dump(mode="json"),
-            "experience": self.experience.model_dump(mode="json"),
-            "recording": self.recording.model_dump(mode="json"),
-            "prompt": self.prompt,
-        }
-
-    def digest(self) -> str:
-        """A stable SHA-256 of :meth:`snapshot` (what a recording's header carries)."""
-        from loop.session.recording import config_digest  # noqa: PLC0415 - models on use
-
-        return config_digest(self.snapshot())
 
 
 # Deepest nesting of tables and arrays in a config or hat file: far more than any real
@@ -347,7 +143,7 @@ def load_config(
     path = config.resolve() if config.exists() else config
     raw = _load_toml(path)
     try:
-        parsed = _ConfigFile.model_validate(raw)
+        parsed = ConfigFile.model_validate(raw)
     except ValidationError as exc:
         raise _translate(exc, path) from exc
     base = path.parent
@@ -369,7 +165,7 @@ def load_config(
     for hat_file in files:
         data = _load_toml(hat_file)
         try:
-            hat_set = _HatFile.model_validate(data)
+            hat_set = HatFile.model_validate(data)
         except ValidationError as exc:
             raise _translate(exc, hat_file) from exc
         for name, hat in hat_set.hats.items():
@@ -411,7 +207,7 @@ def _resolve_hat_paths(hat: HatConfig, base: Path) -> HatConfig:
     return hat.model_copy(update={"backend": _resolve_backend_paths(hat.backend, base)})
 
 
-def _resolve_backend_paths(backend: Any, base: Path) -> Any:
+def _resolve_backend_paths(backend: BackendConfig, base: Path) -> BackendConfig:
     if isinstance(backend, ScriptedConfig) and backend.outputs_file:
         p = Path(backend.outputs_file)
         if not p.is_absolute():
@@ -419,8 +215,10 @@ def _resolve_backend_paths(backend: Any, base: Path) -> Any:
     return backend
 
 
-def _force_backend(kind: str, hats: dict[str, HatConfig]) -> tuple[Any, dict[str, HatConfig]]:
-    models: dict[str, Any] = {
+def _force_backend(
+    kind: str, hats: dict[str, HatConfig]
+) -> tuple[BackendConfig, dict[str, HatConfig]]:
+    models: dict[str, type[ClaudeConfig | GeminiConfig | CodexConfig]] = {
         "claude": ClaudeConfig,
         "gemini": GeminiConfig,
         "codex": CodexConfig,
@@ -469,7 +267,7 @@ def config_from_snapshot(
     replay can run the recorded configuration in a scratch folder.
     """
     try:
-        parsed = _ConfigFile.model_validate(
+        parsed = ConfigFile.model_validate(
             {
                 k: snapshot[k]
                 for k in ("loop", "backend", "hats", "tasks", "themes", "experience", "recording")

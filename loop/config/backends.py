@@ -1,12 +1,20 @@
-"""Backend settings as they appear in TOML: one pydantic model per backend type."""
+"""Backend settings as they appear in TOML: one pydantic model per backend type.
+
+These are configuration, so they live in the config layer: the loader validates them,
+and :func:`loop.backends.build_backend` turns one into a running backend.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "BACKEND_TYPES",
+    "DEFAULT_MAX_OUTPUT",
+    "BackendConfig",
+    "ClaudeConfig",
     "CodexConfig",
     "CommandConfig",
     "GeminiConfig",
@@ -98,3 +106,37 @@ class ReplayConfig(_Strict):
 
     type: Literal["replay"] = "replay"
     recording: str
+
+
+class ClaudeConfig(_Strict):
+    """Settings of the ``claude`` backend (the Claude Code CLI) as they appear in TOML."""
+
+    type: Literal["claude"] = "claude"
+    command: list[str] = Field(default_factory=lambda: ["claude"], min_length=1)
+    args: list[str] = Field(default_factory=list, description="extra CLI arguments")
+    model: str | None = None
+    permission_mode: str | None = None
+    allowed_tools: list[str] = Field(default_factory=list)
+    mcp: bool = Field(default=True, description="give the agent hatloop's MCP server")
+    mcp_command: list[str] | None = Field(
+        default=None,
+        min_length=1,
+        description="the MCP server's command (default: this Python, `-m loop mcp`)",
+    )
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    env: dict[str, str] = Field(default_factory=dict)
+    max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
+
+
+# The backend settings of a hat or of ``[backend]``, told apart by ``type``.
+BackendConfig = Annotated[
+    ScriptedConfig
+    | CommandConfig
+    | PythonConfig
+    | GeminiConfig
+    | CodexConfig
+    | ReplayConfig
+    | ClaudeConfig,
+    Field(discriminator="type"),
+]
+BACKEND_TYPES = ("scripted", "command", "python", "claude", "gemini", "codex")

@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from loop.engine.routing import is_reserved
+from loop.config.models import LoadedConfig
 from loop.errors import ConfigError
-from loop.events import topic_matches
-
-if TYPE_CHECKING:
-    from loop.config import LoadedConfig
+from loop.events import is_reserved, topic_matches
 
 __all__ = ["edges", "validate_topology", "warnings_for"]
 
@@ -55,7 +50,7 @@ def validate_topology(cfg: LoadedConfig) -> None:
         )
 
 
-def edges(config: Any) -> list[tuple[str, str, str]]:
+def edges(config: LoadedConfig) -> list[tuple[str, str, str]]:
     """``(from_hat, topic, to_hat)`` for every published topic some hat triggers on."""
     out = []
     for name, hat in config.hats.items():
@@ -66,7 +61,7 @@ def edges(config: Any) -> list[tuple[str, str, str]]:
     return out
 
 
-def warnings_for(config: Any) -> list[str]:
+def warnings_for(config: LoadedConfig) -> list[str]:
     """Topology problems that are legal but probably mistakes."""
     warns = []
     comp = config.loop.completion_event

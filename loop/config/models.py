@@ -1,0 +1,225 @@
+"""The configuration's models: ``loop.toml``'s sections, a hat, and the loaded whole.
+
+Key names follow Ralph Orchestrator's where they exist (DESIGN.md, "Config contract").
+Unknown keys are errors (every model forbids extra keys); :mod:`loop.config.loading`
+reads the files and names the file and the key of an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+
+from loop.config.backends import BackendConfig, ScriptedConfig
+from loop.events import is_valid_pattern, is_valid_topic
+
+__all__ = [
+    "ConfigFile",
+    "ExperienceSection",
+    "HatConfig",
+    "HatFile",
+    "LoadedConfig",
+    "LoopSection",
+    "McpSection",
+    "RecordingSection",
+    "TasksSection",
+    "ThemesSection",
+    "config_digest",
+]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LoopSection(_Strict):
+    """``[loop]``: the objective, the starting and completion events, the limits."""
+
+    prompt: str | None = None
+    prompt_file: str | None = None
+    starting_event: str = "task.start"
+    completion_event: str = "LOOP_COMPLETE"
+    max_iterations: int = Field(default=50, ge=1)
+    max_runtime_seconds: float = Field(default=3600, gt=0)
+    iteration_timeout_seconds: float = Field(default=600, gt=0)
+    max_consecutive_failures: int = Field(default=3, ge=1)
+    stale_threshold: int = Field(default=3, ge=2)
+    hats: list[str] = Field(default_factory=list)
+    fallback_hat: str | None = None
+    durable: bool = True
+    sessions_dir: str = ".loop/sessions"
+
+    @field_validator("starting_event", "completion_event")
+    @classmethod
+    def _topic(cls, v: str) -> str:
+        if not is_valid_topic(v):
+            raise ValueError(f"not a valid topic: {v!r}")
+        return v
+
+
+class TasksSection(_Strict):
+    """``[tasks]``: the task store the loop and its agents share."""
+
+    enabled: bool = True
+    file: str = ".loop/tasks.json"
+    block_completion: bool = True
+
+
+class ThemesSection(_Strict):
+    """``[themes]``: the theme workspace; every iteration is a heartbeat."""
+
+    enabled: bool = True
+    workspace: str = ".loop/works"
+
+
+class ExperienceSection(_Strict):
+    """``[experience]``: where experiences are exported."""
+
+    enabled: bool = True
+    base_directory: str = ".loop/experiences"
+    export_on_complete: bool = False
+
+
+class RecordingSection(_Strict):
+    """``[recording]``: the session recording's cap and redaction."""
+
+    max_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
+    redact_secrets: bool = True
+
+
+class McpSection(_Strict):
+    """``[mcp]``: whether the loop serves hatloop's tools to its agents over MCP.
+
+    ``serve = "auto"`` (the default) serves them on a loopback endpoint while the loop
+    runs when a hat's backend hands its agent hatloop's tools (``claude`` with
+    ``mcp = true``); ``true`` always (for agents of your own, which find the endpoint in
+    ``LOOP_MCP_URL`` and ``LOOP_MCP_TOKEN``); ``false`` never (the ``claude`` backend then
+    starts ``python -m loop mcp`` over stdio for each iteration instead).
+    """
+
+    serve: StrictBool | Literal["auto"] = "auto"
+
+    @field_validator("serve", mode="before")
+    @classmethod
+    def _serve(cls, v: object) -> object:
+        if v is True or v is False or v == "auto":
+            return v
+        raise ValueError(f'serve must be true, false or "auto", not {v!r}')
+
+
+class HatConfig(_Strict):
+    """One hat: a persona triggered by events, publishing events."""
+
+    name: str | None = None
+    description: str = ""
+    triggers: list[str] = Field(min_length=1)
+    publishes: list[str] = Field(default_factory=list)
+    instructions: str = ""
+    default_publishes: str | None = None
+    max_activations: int | None = Field(default=None, ge=1)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+    backend: BackendConfig | None = None
+
+    @field_validator("triggers")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if not is_valid_pattern(p):
+                raise ValueError(f"not a valid trigger pattern: {p!r}")
+        return v
+
+    @field_validator("publishes")
+    @classmethod
+    def _topics(cls, v: list[str]) -> list[str]:
+        for t in v:
+            if not is_valid_pattern(t):
+                raise ValueError(f"not a valid topic: {t!r}")
+        return v
+
+    @field_validator("default_publishes")
+    @classmethod
+    def _default(cls, v: str | None) -> str | None:
+        if v is not None and not is_valid_topic(v):
+            raise ValueError(f"not a valid topic: {v!r}")
+        return v
+
+
+class ConfigFile(_Strict):
+    """A whole ``loop.toml``."""
+
+    loop: LoopSection = Field(default_factory=LoopSection)
+    backend: BackendConfig = Field(default_factory=ScriptedConfig)
+    hats: dict[str, HatConfig] = Field(default_factory=dict)
+    tasks: TasksSection = Field(default_factory=TasksSection)
+    themes: ThemesSection = Field(default_factory=ThemesSection)
+    experience: ExperienceSection = Field(default_factory=ExperienceSection)
+    recording: RecordingSection = Field(default_factory=RecordingSection)
+    mcp: McpSection = Field(default_factory=McpSection)
+
+
+class HatFile(_Strict):
+    """A hat file: ``[hats.NAME]`` tables only."""
+
+    hats: dict[str, HatConfig]
+
+
+@dataclass
+class LoadedConfig:
+    """A validated configuration with every path resolved."""
+
+    loop: LoopSection
+    backend: BackendConfig
+    hats: dict[str, HatConfig]
+    tasks: TasksSection
+    themes: ThemesSection
+    experience: ExperienceSection
+    recording: RecordingSection
+    prompt: str
+    base_dir: Path
+    source: str
+    hat_sources: dict[str, Path] = field(default_factory=dict)
+    root: Path = field(default_factory=Path.cwd)
+    # Not in the snapshot: serving the tools changes no routing or outcome (and replay
+    # serves nothing, its backends being in-process).
+    mcp: McpSection = field(default_factory=McpSection)
+
+    def hat_backend(self, name: str) -> BackendConfig:
+        """The backend config of hat ``name`` (its own, or the default ``[backend]``)."""
+        return self.hats[name].backend or self.backend
+
+    def resolve(self, path: str) -> Path:
+        """A state path (sessions, tasks, workspace), resolved against the working folder.
+
+        Hat files and prompt files resolve against the config's folder instead; state
+        lives where the loop runs, so the packaged default never writes into the package.
+        """
+        p = Path(path)
+        return p if p.is_absolute() else self.root / p
+
+    def snapshot(self) -> dict[str, Any]:
+        """The effective configuration as JSON-ready data (what the digest covers)."""
+        return {
+            "loop": self.loop.model_dump(mode="json"),
+            "backend": self.backend.model_dump(mode="json"),
+            "hats": {n: h.model_dump(mode="json", exclude_none=True) for n, h in self.hats.items()},
+            "tasks": self.tasks.model_dump(mode="json"),
+            "themes": self.themes.model_dump(mode="json"),
+            "experience": self.experience.model_dump(mode="json"),
+            "recording": self.recording.model_dump(mode="json"),
+            "prompt": self.prompt,
+        }
+
+    def digest(self) -> str:
+        """A stable SHA-256 of :meth:`snapshot` (what a recording's header carries)."""
+        return config_digest(self.snapshot())
+
+
+def config_digest(snapshot: dict[str, Any]) -> str:
+    """The digest of a configuration snapshot: SHA-256 of its canonical JSON."""
+    raw = json.dumps(snapshot, sort_keys=True, ensure_ascii=False).encode()
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
