@@ -36,22 +36,19 @@ EventPayload = Any  # a string or any JSON value (dict, list, number, bool, null
 _SEGMENT = re.compile(r"[A-Za-z0-9_\-]+")  # with fullmatch: a final newline is refused
 
 
-@dataclass(slots=True)
+@dataclass
 class Event:
-    """One event on the bus. Treat it as immutable (:meth:`with_target` makes a copy).
+    """An event: its topic, payload, source (a hat or ``loop``), target hat and time."""
 
-    Not ``frozen``: a frozen dataclass costs a microsecond more per event to build, and
-    the engine builds several per iteration.
-    """
+    # Journal and recording records hold events as they are: an event's JSON form is
+    # its fields. Treat it as immutable (with_target makes a copy); not ``frozen``, which
+    # would cost every event built a microsecond.
 
     topic: str
     payload: EventPayload = ""
     source: str = "loop"
     target: str | None = None
     ts: float = field(default_factory=time.time)
-    # to_dict's result, built once: the engine writes an event into up to four lists of
-    # an iteration record, and a published event again as the next iteration's trigger
-    _dict: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def with_target(self, target: str | None) -> Event:
         """A copy addressed to ``target``."""
@@ -66,28 +63,6 @@ class Event:
     def signature(self) -> tuple[str, str, str]:
         """Topic, source and payload: what the stale-loop rule compares."""
         return (self.topic, self.source, self.payload_text())
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the journal and recording form); shared, so do not mutate it."""
-        out = self._dict
-        if out is None:
-            out = {"topic": self.topic, "payload": self.payload, "source": self.source}
-            if self.target is not None:
-                out["target"] = self.target
-            out["ts"] = self.ts
-            self._dict = out
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Event:
-        """Rebuild an event from :meth:`to_dict` output."""
-        return cls(
-            topic=str(data["topic"]),
-            payload=data.get("payload", ""),
-            source=str(data.get("source", "loop")),
-            target=data.get("target"),
-            ts=float(data.get("ts", 0.0)),
-        )
 
 
 _TOPIC = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*")
@@ -152,25 +127,14 @@ _TAG = re.compile(
     r"<event\s+(?P<attrs>[^>]*?)\s*(?:/>|>(?P<body>.*?)</event\s*>)",
     re.DOTALL | re.IGNORECASE,
 )
-# ``topic="a.b"`` alone with a valid topic and nothing to unescape: most tags agents write
-_TOPIC_ONLY = re.compile(r'topic="([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)"')
-_ATTR = re.compile(r"""(?P<key>[A-Za-z_][\w\-]*)\s*=\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')""")
+_ATTR = re.compile(r"""([A-Za-z_][\w\-]*)\s*=\s*(?:"([^"]*)"|'([^']*)')""")  # key, "v", 'v'
 
 
 def _attributes(raw: str) -> tuple[str | None, str | None]:
     """``(topic, target)`` from a tag's attribute text; ``None`` where absent or invalid."""
-    attrs = {
-        m.group("key").lower(): html.unescape(
-            m.group("dq") if m.group("dq") is not None else m.group("sq") or ""
-        )
-        for m in _ATTR.finditer(raw)
-    }
+    attrs = {key.lower(): html.unescape(dq or sq) for key, dq, sq in _ATTR.findall(raw)}
     topic = attrs.get("topic", "").strip()
     return (topic if is_valid_topic(topic) else None), (attrs.get("target") or None)
-
-
-# ``<event topic="a.b">payload</event>`` with nothing else in it: what most agents write
-_SIMPLE_TAG = re.compile(r'<event topic="([A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)">([^<]*)</event>')
 
 
 def _payload(body: str) -> EventPayload:
@@ -183,34 +147,21 @@ def _payload(body: str) -> EventPayload:
     return body
 
 
-def parse_event_tags(text: str, *, source: str) -> list[Event]:
+def parse_event_tags(text: str, *, source: str, ts: float | None = None) -> list[Event]:
     """Find ``<event topic="t" [target="hat"]>payload</event>`` tags in agent output.
 
-    A tag without a valid topic is skipped. A payload that parses as a JSON object or
-    array is kept as JSON; anything else stays text (stripped).
+    Attributes may come in any order, with either quote and HTML entities; the tag may
+    be self-closing, in any letter case. A tag without a valid topic is skipped. A
+    payload that parses as a JSON object or array is kept as JSON; anything else stays
+    text (stripped). ``ts``: the events' time (default: now).
     """
-    if "<" not in text:
-        return []
-    simple = _SIMPLE_TAG.findall(text)
-    if simple and text.count("<") == 2 * len(simple):  # every "<" is in a simple tag
-        return [Event(topic=t, payload=_payload(body), source=source) for t, body in simple]
-    return _parse_tags(text, source)
-
-
-def _parse_tags(text: str, source: str) -> list[Event]:
-    """The general parser: any attribute order, quotes, entities, case, self-closing."""
+    when = time.time() if ts is None else ts
     events: list[Event] = []
     for match in _TAG.finditer(text):
-        raw, body = match.group("attrs", "body")
-        target: str | None = None
-        topic: str | None
-        if (simple := _TOPIC_ONLY.fullmatch(raw)) is not None:  # the common tag (hot path)
-            topic = simple.group(1)
-        else:
-            topic, target = _attributes(raw)
-        if topic is None:
-            continue
-        events.append(
-            Event(topic=topic, payload=_payload(body or ""), source=source, target=target)
-        )
+        topic, target = _attributes(match.group("attrs"))
+        if topic is not None:
+            payload = _payload(match.group("body") or "")
+            events.append(
+                Event(topic=topic, payload=payload, source=source, target=target, ts=when)
+            )
     return events

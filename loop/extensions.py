@@ -9,8 +9,8 @@ extension, at fixed points of an iteration, for:
   and return events to publish before the hat runs (an ``interrupt`` event);
 * :meth:`prompt_section`: a short block of context for the hat's prompt;
 * :meth:`completion_blocker`: a reason to refuse the completion event, or ``None``;
-* :meth:`committed`: an iteration just reached the journal (its record, and the exact
-  line written), before ``loop.iteration.done`` is published;
+* :meth:`committed`: an iteration just reached the journal (its typed record), before
+  ``loop.iteration.done`` is published;
 * :meth:`flush`: write out anything buffered; the loop is about to wait (a hat that is
   not instant, a turn of the event loop) or to end;
 * :meth:`child_env`: variables for the child processes of a running iteration (an
@@ -26,10 +26,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from loop.bus import EventBus
 from loop.events import Event
+from loop.records import IterationEnd
 
 __all__ = ["Extension", "RunningIteration", "overrides"]
 
@@ -78,8 +78,8 @@ class Extension:
         """Why the loop may not complete now, or ``None`` when it may."""
         return None
 
-    def committed(self, record: dict[str, Any], line: bytes) -> None:
-        """Iteration ``record`` is in the journal as ``line`` (do not mutate either)."""
+    def committed(self, record: IterationEnd) -> None:
+        """Iteration ``record`` is in the journal."""
 
     def flush(self) -> None:
         """Write out what is buffered (called before the loop waits, and at the end)."""
@@ -103,4 +103,4 @@ class Extension:
 
 def overrides(ext: Extension, hook: str) -> bool:
     """Whether ``ext``'s class overrides the hook ``hook`` (the engine calls only those)."""
-    return getattr(type(ext), hook) is not getattr(Extension, hook)
+    return getattr(type(ext), hook) is not getattr(Extension, hook)  # hook: a method name

@@ -15,22 +15,22 @@ from __future__ import annotations
 import json
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
 
-from loop.backends.replay import ReplayBackend, ReplayIteration
+from loop.backends.replay import ReplayBackend
 from loop.bus import EventBus
 from loop.config import LoadedConfig, config_from_snapshot
+from loop.engine.lifecycle import ITERATION_DONE, LOOP_STARTED, LOOP_TERMINATED, SessionEnded
 from loop.errors import ReplayDivergence
 from loop.events import Event
 from loop.extensions import Extension
+from loop.records import IterationEnd, IterationFields
 from loop.runner import RunOptions, run_loop
 from loop.session.reader import RecordingReader
-from loop.session.recording import RecordedEvent
 
 __all__ = [
     "Divergence",
@@ -68,47 +68,30 @@ class Divergence:
         return "\n".join(lines)
 
 
-def _event_text(event: RecordedEvent) -> str:
+def _event_text(event: Event) -> str:
     payload = json.dumps(event.payload, ensure_ascii=False)
     if len(payload) > 200:
         payload = payload[:197] + "..."
     return f"{event.topic} {payload}" + (f" -> {event.target}" if event.target else "")
 
 
-def _status(rec: dict[str, Any]) -> str:
-    return f"{rec.get('status')}" + (f" ({rec['reason']})" if rec.get("reason") else "")
+def _status(record: IterationFields) -> str:
+    return record.status + (f" ({record.reason})" if record.reason else "")
 
 
-def _key(topic: str, payload: Any, target: str | None) -> tuple[str, bool, Any, str | None]:
+def _event_key(event: Event) -> tuple[str, bool, str, str | None]:
     """What a replay compares: topic, payload (text as is, JSON canonical) and target."""
-    if isinstance(payload, str):
-        return (topic, True, payload, target)
-    return (topic, False, json.dumps(payload, sort_keys=True, ensure_ascii=False), target)
-
-
-def _event_key(event: Mapping[str, Any]) -> tuple[str, bool, Any, str | None]:
-    return _key(event["topic"], event.get("payload", ""), event.get("target"))
-
-
-def _event_keys(events: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
-    """:func:`_event_key` of each event; text payloads (the common case) inline."""
-    return [
-        (e["topic"], True, p, e.get("target"))
-        if isinstance(p := e.get("payload", ""), str)
-        else _event_key(e)
-        for e in events
-    ]
-
-
-def _text(event: Mapping[str, Any]) -> str:
-    return _event_text(RecordedEvent.model_validate(event))
+    if isinstance(event.payload, str):
+        return (event.topic, True, event.payload, event.target)
+    canonical = json.dumps(event.payload, sort_keys=True, ensure_ascii=False)
+    return (event.topic, False, canonical, event.target)
 
 
 def compare_iteration(
-    number: int, expected: ReplayIteration | None, actual: dict[str, Any], last: int
+    number: int, expected: IterationFields | None, actual: IterationFields, last: int
 ) -> Divergence | None:
     """Compare one replayed iteration (the engine's record) with its recording."""
-    hat = str(actual.get("hat"))
+    hat = actual.hat
     if expected is None:
         what = (
             f"the recording ends at iteration {last}"
@@ -120,32 +103,29 @@ def compare_iteration(
         )
     if expected.hat != hat:
         return Divergence(number, "a different hat ran", [expected.hat], [hat])
-    if expected.status != actual.get("status"):
+    if expected.status != actual.status:
         return Divergence(
-            number,
-            f"hat {hat}: status differs",
-            [_status(expected.model_dump())],
-            [_status(actual)],
+            number, f"hat {hat}: status differs", [_status(expected)], [_status(actual)]
         )
-    checks: list[tuple[str, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]] = [
-        ("trigger topics differ", expected.triggers, actual.get("triggers") or []),
-        ("events differ", expected.events, actual.get("events") or []),
-        (
-            "published events differ",
-            [e for e in expected.published if e.get("source", "loop") == hat],
-            [e for e in actual.get("published") or [] if e.get("source", "loop") == hat],
-        ),
-    ]
-    for what, want, got in checks:
-        if what.startswith("trigger"):
-            same = [e["topic"] for e in want] == [e["topic"] for e in got]
-        else:
-            same = _event_keys(want) == _event_keys(got)
-        if not same:
-            return Divergence(
-                number, f"hat {hat}: {what}", [_text(e) for e in want], [_text(e) for e in got]
-            )
+    if [e.topic for e in expected.triggers] != [e.topic for e in actual.triggers]:
+        return _differ(
+            number, f"hat {hat}: trigger topics differ", expected.triggers, actual.triggers
+        )
+    if list(map(_event_key, expected.events)) != list(map(_event_key, actual.events)):
+        return _differ(number, f"hat {hat}: events differ", expected.events, actual.events)
+    want = [e for e in expected.published if e.source == hat]
+    got = [e for e in actual.published if e.source == hat]
+    if list(map(_event_key, want)) != list(map(_event_key, got)):
+        return _differ(number, f"hat {hat}: published events differ", want, got)
     return None
+
+
+def _differ(
+    number: int, what: str, expected: Sequence[Event], actual: Sequence[Event]
+) -> Divergence:
+    return Divergence(
+        number, what, [_event_text(e) for e in expected], [_event_text(e) for e in actual]
+    )
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -207,9 +187,9 @@ class _Comparer(Extension):
 
     def attach(self, bus: EventBus) -> None:
         """Follow the iterations and the end of the replayed loop."""
-        bus.subscribe("loop.started", self._on_started, name=self.name)
-        bus.subscribe("loop.iteration.done", self._on_iteration, name=self.name)
-        bus.subscribe("loop.terminated", self._on_terminated, name=self.name)
+        bus.subscribe(LOOP_STARTED, self._on_started, name=self.name)
+        bus.subscribe(ITERATION_DONE, self._on_iteration, name=self.name)
+        bus.subscribe(LOOP_TERMINATED, self._on_terminated, name=self.name)
 
     def _stop(self) -> None:
         self.stopped = True
@@ -220,11 +200,11 @@ class _Comparer(Extension):
             self._stop()
 
     def _on_iteration(self, event: Event) -> None:
-        if self.stopped or not isinstance(event.payload, dict):
+        if self.stopped or not isinstance(event.payload, IterationEnd):
             return
-        number = int(event.payload.get("iteration", 0))
+        number = event.payload.iteration
         self.result.actual_iterations = number
-        expected = self.reader.replay_iteration(number)
+        expected = self.reader.iteration(number)
         diff = compare_iteration(number, expected, event.payload, self.reader.last_iteration)
         if diff is not None:
             self.result.divergence = diff
@@ -233,10 +213,10 @@ class _Comparer(Extension):
             self._stop()
 
     def _on_terminated(self, event: Event) -> None:
-        if self.stopped or not isinstance(event.payload, dict):
+        if self.stopped or not isinstance(event.payload, SessionEnded):
             return
-        self.result.actual_reason = str(event.payload.get("reason"))
-        self.result.actual_iterations = int(event.payload.get("iterations", 0))
+        self.result.actual_reason = event.payload.end.reason
+        self.result.actual_iterations = event.payload.end.iterations
 
 
 def replay_config(reader: RecordingReader, scratch: Path) -> LoadedConfig:
@@ -260,7 +240,7 @@ def _final_check(reader: RecordingReader, result: ReplayResult) -> None:
         return
     want = reader.last_iteration if result.partial else reader.iterations
     if result.actual_iterations < want:
-        nxt = reader.replay_iteration(result.actual_iterations + 1)
+        nxt = reader.iteration(result.actual_iterations + 1)
         result.divergence = Divergence(
             result.actual_iterations + 1,
             "the replayed loop ended early",

@@ -12,7 +12,6 @@ import anyio
 import structlog
 
 from loop.backends import Backend, build_backend
-from loop.backends.base import LoopToolsUser
 from loop.bus import EventBus
 from loop.config import LoadedConfig
 from loop.engine.driver import Engine
@@ -65,36 +64,32 @@ def tool_context(config: LoadedConfig, workdir: Path) -> ToolContext:
 
 
 def domain_extensions(config: LoadedConfig, ctx: ToolContext) -> list[Extension]:
-    """The task, theme and experience extensions the config enables."""
+    """The task, theme and experience extensions the config enables.
+
+    A domain's modules are imported only when the configuration enables it: a loop
+    without tasks starts without the task store.
+    """
     exts: list[Extension] = []
     if config.tasks.enabled:
-        from loop.tasks.extension import TasksExtension  # noqa: PLC0415 - import on use
+        from loop.tasks.extension import TasksExtension  # noqa: PLC0415 - start-up, see above
 
         exts.append(TasksExtension(ctx, block_completion=config.tasks.block_completion))
     if config.themes.enabled:
-        from loop.themes.extension import ThemesExtension  # noqa: PLC0415 - import on use
+        from loop.themes.extension import ThemesExtension  # noqa: PLC0415 - start-up, see above
 
         exts.append(ThemesExtension(ctx))
     if config.experience.enabled:
-        from loop.experience.extension import ExperienceExtension  # noqa: PLC0415 - on use
+        from loop.experience.extension import ExperienceExtension  # noqa: PLC0415 - start-up
 
         exts.append(ExperienceExtension(ctx))
     return exts
-
-
-def child_env(ctx: ToolContext) -> dict[str, str]:
-    """Environment for agents so their tool calls reach the same files as the loop."""
-    env = {"LOOP_WORKSPACE": str(ctx.workspace), "LOOP_EXPERIENCES_DIR": str(ctx.experiences_base)}
-    if ctx.tasks_file is not None:
-        env["FILE_PATH"] = str(ctx.tasks_file)
-    return env
 
 
 def serves_tools(config: LoadedConfig, backends: Mapping[str, Backend]) -> bool:
     """Whether the run serves hatloop's tools on its MCP endpoint (``[mcp] serve``)."""
     if config.mcp.serve != "auto":
         return config.mcp.serve
-    return any(isinstance(b, LoopToolsUser) and b.uses_loop_tools() for b in backends.values())
+    return any(b.uses_loop_tools for b in backends.values())
 
 
 def resolve_session(config: LoadedConfig, options: RunOptions) -> SessionPaths:
@@ -144,7 +139,7 @@ async def run_loop(
         extensions=exts,
         workdir=options.workdir,
         resume=options.resume,
-        child_env=child_env(ctx),
+        env=ctx.variables(),
     )
     received: list[int] = []
     summary: RunSummary | None = None

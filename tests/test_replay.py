@@ -236,13 +236,13 @@ async def test_a_torn_iteration_line_at_the_end_is_not_indexed(recording: Path) 
     assert any("torn last line" in w and "torn5.jsonl:6" in w for w in result.warnings)
 
 
-async def test_a_damaged_line_that_starts_well_is_caught_when_replayed(recording: Path) -> None:
-    """A middle line with the recorder's first bytes but broken JSON: bad input, its line."""
+async def test_a_damaged_line_in_the_middle_is_bad_input_naming_it(recording: Path) -> None:
+    """A middle line whose JSON breaks off (its first bytes intact): bad input, its line."""
     lines = (await anyio.Path(recording).read_bytes()).splitlines(keepends=True)
     lines[3] = lines[3][:80] + b"\n"  # iteration 3: its prefix intact, the rest gone
     damaged = anyio.Path(recording.with_name("d.jsonl"))
     await damaged.write_bytes(b"".join(lines))
-    with pytest.raises(RecordingError, match=r"d\.jsonl:4: invalid record: .*JSON") as info:
+    with pytest.raises(RecordingError, match=r"d\.jsonl:4: corrupt record \(not JSON") as info:
         await replay_recording(Path(damaged))
     assert info.value.exit_code == 2
     assert "\n" not in str(info.value)

@@ -1,6 +1,6 @@
 """What the agent-CLI backends (``gemini``, ``codex``) share, in pure code.
 
-* the iteration's ``LOOP_*`` variables and which of them hatloop's MCP server needs;
+* which of the iteration's variables hatloop's MCP server needs;
 * where that server is: the session's loopback endpoint (``LOOP_MCP_URL`` with the
   bearer secret ``LOOP_MCP_TOKEN``) when the loop serves one, else a stdio command;
 * reading a CLI's JSON-lines stream without tripping on noise;
@@ -16,8 +16,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from loop.backends.base import BackendRequest
-
 __all__ = [
     "ENV_MCP_TOKEN",
     "ENV_MCP_URL",
@@ -27,7 +25,6 @@ __all__ = [
     "error_line",
     "int_or_none",
     "json_lines",
-    "loop_env",
     "mcp_endpoint",
     "mcp_server_env",
     "one_line",
@@ -55,17 +52,6 @@ REASON_LIMIT = 300  # characters of a CLI's message kept in an iteration's reaso
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _SPACE = re.compile(r"\s+")
 _ERROR_START = re.compile(r"(error|fatal)\b", re.IGNORECASE)
-
-
-def loop_env(request: BackendRequest) -> dict[str, str]:
-    """The ``LOOP_*`` variables for the request (``request.env`` wins where it has them)."""
-    base = {
-        "LOOP_EVENTS_FILE": str(request.events_file),
-        "LOOP_SESSION_ID": request.session_id,
-        "LOOP_ITERATION": str(request.iteration),
-        "LOOP_HAT": request.hat,
-    }
-    return {**base, **request.env}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,105 +1,85 @@
-"""The one seam between the engine and the outside world: the Backend protocol.
+"""The one seam between the engine and the outside world: the :class:`Backend` base class.
 
-Every way of running a hat (scripted, command, python, claude, replay) implements
-:class:`Backend`. The engine builds a :class:`BackendRequest`, awaits ``run`` inside a
-cancel scope (the per-iteration timeout; none for a backend that declares itself
-``instant``), and reads a :class:`BackendResult`. A
-backend reports an ordinary failure (non-zero exit, an error result) in the result;
+Every way of running a hat (scripted, command, python, claude, replay) subclasses
+:class:`Backend`, as every httpx transport subclasses ``BaseTransport``. The engine
+builds a :class:`BackendRequest`, awaits :meth:`Backend.run` inside the iteration's
+timeout scope (the same path for every backend), and reads a :class:`BackendResult`.
+A backend reports an ordinary failure (non-zero exit, an error result) in the result;
 it raises :class:`~loop.errors.BackendUnavailable` only when it cannot run at all.
+
+A backend states what it needs from the engine in its attributes, whose defaults are
+the safe choice for a backend that says nothing:
+
+=================  =======  ==========================================================
+attribute          default  meaning
+=================  =======  ==========================================================
+``kind``           (none)   its type, recorded with each iteration (``command``...)
+``uses_files``     True     the engine makes the iteration's folder and an empty events
+                            file first (a child process may append to it)
+``instant``        False    ``run`` answers without waiting on anything (no process, no
+                            I/O): the engine need not flush buffered output before it
+``timeout_seconds`` None    its own limit; the hat runs for the tighter of it and the
+                            hat's (``request.timeout_seconds`` is that tighter one)
+``own_timeout``    False    ``run`` stops itself at ``request.timeout_seconds`` and
+                            returns what it got, so the engine's scope is only a
+                            backstop, a little later
+``uses_loop_tools`` False   its agent is given hatloop's tools over MCP: the runner
+                            serves the session's endpoint (``[mcp] serve = "auto"``)
+=================  =======  ==========================================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from loop.events import Event
 
-__all__ = ["Backend", "BackendRequest", "BackendResult", "LoopToolsUser", "effective_timeout"]
+__all__ = ["Backend", "BackendRequest", "BackendResult", "child_env", "effective_timeout"]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BackendRequest:
     """What a backend needs to run one iteration of one hat.
 
     ``activation`` is how many times this hat ran before (0 for its first run), derived
     from the session journal, so deterministic backends index their outputs by it and a
     resumed session carries on where it stopped. ``triggers`` are the events that
-    activated the hat; ``env`` carries the ``LOOP_*`` variables for child processes.
-
-    ``events_file`` and ``iteration_dir`` may be given as text, and ``env`` as a function
-    that makes it: they are built only when a backend reads them (in-process backends
-    never do, and building them is a measurable part of an instant iteration).
+    activated the hat; ``env`` holds the session's variables for a child process (the
+    session folder, the tools' settings...), the same for every iteration, and
+    :meth:`variables` adds the iteration's own.
     """
 
-    __slots__ = (
-        "_env",
-        "_events_file",
-        "_iteration_dir",
-        "activation",
-        "hat",
-        "iteration",
-        "prompt",
-        "session_id",
-        "timeout_seconds",
-        "triggers",
-        "workdir",
-    )
-
-    def __init__(
-        self,
-        *,
-        hat: str,
-        prompt: str,
-        iteration: int,
-        session_id: str,
-        activation: int,
-        events_file: Path | str,
-        workdir: Path,
-        env: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
-        timeout_seconds: float | None = None,
-        iteration_dir: Path | str | None = None,
-        triggers: tuple[Event, ...] = (),
-    ) -> None:
-        self.hat = hat
-        self.prompt = prompt
-        self.iteration = iteration
-        self.session_id = session_id
-        self.activation = activation
-        self._events_file = events_file
-        self.workdir = workdir
-        self._env = env
-        self.timeout_seconds = timeout_seconds
-        self._iteration_dir = iteration_dir
-        self.triggers = triggers
+    hat: str
+    prompt: str
+    iteration: int
+    session_id: str
+    activation: int
+    events_file: Path
+    workdir: Path
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout_seconds: float | None = None
+    triggers: tuple[Event, ...] = ()
 
     @property
-    def events_file(self) -> Path:
-        """The file ``python -m loop emit`` appends this iteration's events to."""
-        if not isinstance(self._events_file, Path):
-            self._events_file = Path(self._events_file)
-        return self._events_file
+    def iteration_dir(self) -> Path:
+        """The iteration's own folder (the events file's): prompt and MCP config go here."""
+        return self.events_file.parent
 
-    @property
-    def env(self) -> Mapping[str, str]:
-        """The ``LOOP_*`` variables (and the backend's own) for a child process."""
-        env = self._env
-        if env is None:
-            env = self._env = {}
-        elif callable(env):
-            env = self._env = env()
-        return env
-
-    @property
-    def iteration_dir(self) -> Path | None:
-        """The iteration's own folder (the events file's folder), if the engine named one."""
-        if self._iteration_dir is not None and not isinstance(self._iteration_dir, Path):
-            self._iteration_dir = Path(self._iteration_dir)
-        return self._iteration_dir
-
-    def __repr__(self) -> str:
-        return f"BackendRequest(hat={self.hat!r}, iteration={self.iteration})"
+    def variables(self) -> dict[str, str]:
+        """Every variable the loop gives a child process: the session's (``env``) and the
+        iteration's (``LOOP_EVENTS_FILE``, ``LOOP_SESSION_ID``, ``LOOP_ITERATION``,
+        ``LOOP_HAT``), which ``python -m loop emit`` and the tools read."""
+        return {
+            **self.env,
+            "LOOP_EVENTS_FILE": str(self.events_file),
+            "LOOP_SESSION_ID": self.session_id,
+            "LOOP_ITERATION": str(self.iteration),
+            "LOOP_HAT": self.hat,
+        }
 
 
 @dataclass(slots=True)
@@ -115,9 +95,6 @@ class BackendResult:
     output_tokens: int | None = None
     turns: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    # False when the backend knows nothing wrote the iteration's events file (an in-process
-    # backend that did not emit): the engine then does not look for it. None: unknown.
-    wrote_events_file: bool | None = None
 
     @classmethod
     def failed(
@@ -127,41 +104,34 @@ class BackendResult:
         return cls(output=output, ok=False, exit_code=exit_code, reason=reason)
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """Runs one iteration of a hat."""
+class Backend:
+    """Runs one iteration of a hat. Subclass it: set ``kind``, implement :meth:`run`, and
+    change a capability from its default only when the backend really has it."""
 
     kind: str
-    # Optional flags (read with getattr, default False/True as noted):
-    # ``uses_files = False`` tells the engine not to create the iteration's folder and
-    #   events file up front (backends without a child process; default True).
-    # ``instant = True`` says ``run`` never suspends (it awaits nothing that waits), so
-    #   a timeout could never interrupt it: the engine runs it without a cancel scope
-    #   (default False: every other backend runs under the per-iteration timeout).
-    # ``timeout_seconds``: the backend's own limit; the engine runs the hat for the
-    #   tighter of it and the hat's timeout (``request.timeout_seconds``).
-    # ``own_timeout = True`` says ``run`` stops itself at ``request.timeout_seconds``
-    #   and returns what it got (partial output, stderr): the engine's scope is then
-    #   only a backstop, a little later (default False: the engine's scope is the limit).
+    uses_files: bool = True
+    instant: bool = False
+    timeout_seconds: float | None = None
+    own_timeout: bool = False
+    uses_loop_tools: bool = False
 
     async def run(self, request: BackendRequest) -> BackendResult:
-        """Run the hat once with ``request.prompt``; never raise for ordinary failures."""
-        ...
+        """Run the hat once with ``request.prompt``; never raise for ordinary failures.
+
+        Raises:
+            BackendUnavailable: the backend cannot run at all (its program is missing).
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement run()")
+
+
+def child_env(request: BackendRequest, own: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a backend's child process: this process's environment, then the
+    backend's own settings (``env`` in its config), then the loop's
+    (:meth:`BackendRequest.variables`). The one place a child's environment is made."""
+    return {**os.environ, **(own or {}), **request.variables()}
 
 
 def effective_timeout(*limits: float | None) -> float | None:
     """The tightest of the given limits, or None when none is set."""
     set_limits = [t for t in limits if t is not None]
     return min(set_limits) if set_limits else None
-
-
-class LoopToolsUser:
-    """A backend whose agent is given hatloop's tools (over MCP).
-
-    The runner serves the session's MCP endpoint (``[mcp] serve = "auto"``) only when
-    some hat's backend is one of these and :meth:`uses_loop_tools` says so.
-    """
-
-    def uses_loop_tools(self) -> bool:
-        """Whether this backend hands its agent hatloop's tools (default: yes)."""
-        return True

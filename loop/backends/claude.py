@@ -19,7 +19,6 @@ CLI expands, so the secret is never written to disk. Otherwise it starts
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,7 +30,13 @@ import structlog
 from loop._fs import write_json
 from loop.backends._agent import ENV_MCP_TOKEN, ENV_MCP_URL, mcp_endpoint
 from loop.backends._process import ProcessResult, last_line, run_process
-from loop.backends.base import BackendRequest, BackendResult, LoopToolsUser, effective_timeout
+from loop.backends.base import (
+    Backend,
+    BackendRequest,
+    BackendResult,
+    child_env,
+    effective_timeout,
+)
 from loop.config.backends import ClaudeConfig
 
 __all__ = [
@@ -42,7 +47,6 @@ __all__ = [
     "StreamSummary",
     "build_argv",
     "effective_timeout",
-    "loop_env",
     "mcp_config",
     "parse_stream",
     "summarize",
@@ -75,17 +79,6 @@ MCP_ENV_KEYS = (
 
 
 # -- pure parts ---------------------------------------------------------------------------
-
-
-def loop_env(request: BackendRequest) -> dict[str, str]:
-    """The ``LOOP_*`` variables for the request (``request.env`` wins where it has them)."""
-    base = {
-        "LOOP_EVENTS_FILE": str(request.events_file),
-        "LOOP_SESSION_ID": request.session_id,
-        "LOOP_ITERATION": str(request.iteration),
-        "LOOP_HAT": request.hat,
-    }
-    return {**base, **request.env}
 
 
 def mcp_config(config: ClaudeConfig, env: Mapping[str, str]) -> dict[str, Any]:
@@ -251,7 +244,7 @@ def _failure(
 # -- the backend --------------------------------------------------------------------------
 
 
-class ClaudeBackend(LoopToolsUser):
+class ClaudeBackend(Backend):
     """Runs one iteration of a hat with the Claude Code CLI."""
 
     kind = "claude"
@@ -259,15 +252,8 @@ class ClaudeBackend(LoopToolsUser):
 
     def __init__(self, config: ClaudeConfig | None = None) -> None:
         self.config = config or ClaudeConfig()
-
-    def uses_loop_tools(self) -> bool:
-        """The agent gets hatloop's tools unless ``mcp = false``."""
-        return self.config.mcp
-
-    @property
-    def timeout_seconds(self) -> float | None:
-        """The backend's own limit (``timeout_seconds`` in its config)."""
-        return self.config.timeout_seconds
+        self.timeout_seconds = self.config.timeout_seconds
+        self.uses_loop_tools = self.config.mcp  # the agent gets hatloop's tools unless mcp = false
 
     @classmethod
     def from_config(cls, config: ClaudeConfig) -> ClaudeBackend:
@@ -276,14 +262,14 @@ class ClaudeBackend(LoopToolsUser):
 
     def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
         """Write the MCP config file (when enabled) and return the argv and environment."""
-        variables = loop_env(request)
+        variables = request.variables()
         mcp_file: Path | None = None
         if self.config.mcp:
-            folder = request.iteration_dir or request.events_file.parent
+            folder = request.iteration_dir
             folder.mkdir(parents=True, exist_ok=True)
             mcp_file = folder / MCP_CONFIG_NAME
             write_json(mcp_file, mcp_config(self.config, variables), durable=False)
-        env = {**os.environ, **self.config.env, **variables}
+        env = child_env(request, self.config.env)
         if mcp_file is not None:  # the agent's first turn waits for hatloop's tools
             env = {**MCP_WAIT_ENV, **env}
         return build_argv(self.config, mcp_file), env

@@ -24,7 +24,6 @@ variables passed through (``env_vars``: Codex does not hand its environment to a
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,6 @@ from loop.backends._agent import (
     error_line,
     int_or_none,
     json_lines,
-    loop_env,
     mcp_endpoint,
     mcp_server_env,
     one_line,
@@ -46,9 +44,10 @@ from loop.backends._agent import (
 )
 from loop.backends._process import ProcessResult, run_process
 from loop.backends.base import (
+    Backend,
     BackendRequest,
     BackendResult,
-    LoopToolsUser,
+    child_env,
     effective_timeout,
 )
 from loop.config.backends import CodexConfig
@@ -239,7 +238,7 @@ def _failure(proc: ProcessResult, stream: CodexStream, timeout: float | None) ->
 # -- the backend --------------------------------------------------------------------------
 
 
-class CodexBackend(LoopToolsUser):
+class CodexBackend(Backend):
     """Runs one iteration of a hat with the Codex CLI."""
 
     kind = "codex"
@@ -247,15 +246,8 @@ class CodexBackend(LoopToolsUser):
 
     def __init__(self, config: CodexConfig | None = None) -> None:
         self.config = config or CodexConfig()
-
-    def uses_loop_tools(self) -> bool:
-        """The agent gets hatloop's tools unless ``mcp = false``."""
-        return self.config.mcp
-
-    @property
-    def timeout_seconds(self) -> float | None:
-        """The backend's own limit (``timeout_seconds`` in its config)."""
-        return self.config.timeout_seconds
+        self.timeout_seconds = self.config.timeout_seconds
+        self.uses_loop_tools = self.config.mcp  # the agent gets hatloop's tools unless mcp = false
 
     @classmethod
     def from_config(cls, config: CodexConfig) -> CodexBackend:
@@ -264,10 +256,10 @@ class CodexBackend(LoopToolsUser):
 
     def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
         """The argv and environment for one iteration."""
-        variables = loop_env(request)
-        env = {**os.environ, **self.config.env, **variables}
+        variables = request.variables()
+        env = child_env(request, self.config.env)
         overrides = mcp_overrides(self.config, variables) if self.config.mcp else []
-        events_dir = request.events_file.parent
+        events_dir = request.iteration_dir
         writable = (
             events_dir
             if self.config.sandbox == "workspace-write" and _outside(events_dir, request.workdir)

@@ -8,13 +8,12 @@ reason recorded; the child's whole process group is killed on timeout or cancel.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from loop.backends._process import last_line, run_process
-from loop.backends.base import BackendRequest, BackendResult, effective_timeout
+from loop.backends.base import Backend, BackendRequest, BackendResult, child_env, effective_timeout
 from loop.config.backends import DEFAULT_MAX_OUTPUT, CommandConfig
 
 __all__ = ["CommandBackend", "build_argv"]
@@ -40,7 +39,7 @@ def build_argv(
     return [*argv, str(prompt_file)], None
 
 
-class CommandBackend:
+class CommandBackend(Backend):
     """Runs a CLI once per iteration."""
 
     kind = "command"
@@ -76,16 +75,14 @@ class CommandBackend:
         """Run the command; exit 0 is success, anything else a failure with its reason."""
         prompt_file = None
         if self.prompt_via == "file":
-            folder = request.iteration_dir or request.events_file.parent
-            prompt_file = folder / "prompt.md"
+            prompt_file = request.iteration_dir / "prompt.md"
             prompt_file.write_text(request.prompt, encoding="utf-8")
         argv, stdin = build_argv(self.command, self.prompt_via, request.prompt, prompt_file)
-        env = {**os.environ, **self.env, **request.env}
         timeout = effective_timeout(self.timeout_seconds, request.timeout_seconds)
         proc = await run_process(
             argv,
             stdin=stdin,
-            env=env,
+            env=child_env(request, self.env),
             cwd=request.workdir,
             timeout=timeout,
             max_output_bytes=self.max_output_bytes,

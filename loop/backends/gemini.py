@@ -27,7 +27,6 @@ the user's ``~/.gemini`` (login, history): nothing is written into the user's ho
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +41,6 @@ from loop.backends._agent import (
     error_line,
     int_or_none,
     json_lines,
-    loop_env,
     mcp_endpoint,
     mcp_server_env,
     one_line,
@@ -50,9 +48,10 @@ from loop.backends._agent import (
 )
 from loop.backends._process import ProcessResult, run_process
 from loop.backends.base import (
+    Backend,
     BackendRequest,
     BackendResult,
-    LoopToolsUser,
+    child_env,
     effective_timeout,
 )
 from loop.config.backends import GeminiConfig
@@ -280,7 +279,7 @@ def prepare_home(home: Path, user_dir: Path, overlay: Mapping[str, Any]) -> None
 # -- the backend --------------------------------------------------------------------------
 
 
-class GeminiBackend(LoopToolsUser):
+class GeminiBackend(Backend):
     """Runs one iteration of a hat with the Gemini CLI."""
 
     kind = "gemini"
@@ -288,15 +287,8 @@ class GeminiBackend(LoopToolsUser):
 
     def __init__(self, config: GeminiConfig | None = None) -> None:
         self.config = config or GeminiConfig()
-
-    def uses_loop_tools(self) -> bool:
-        """The agent gets hatloop's tools unless ``mcp = false``."""
-        return self.config.mcp
-
-    @property
-    def timeout_seconds(self) -> float | None:
-        """The backend's own limit (``timeout_seconds`` in its config)."""
-        return self.config.timeout_seconds
+        self.timeout_seconds = self.config.timeout_seconds
+        self.uses_loop_tools = self.config.mcp  # the agent gets hatloop's tools unless mcp = false
 
     @classmethod
     def from_config(cls, config: GeminiConfig) -> GeminiBackend:
@@ -305,17 +297,13 @@ class GeminiBackend(LoopToolsUser):
 
     def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
         """Set up the session's Gemini home (with ``mcp``) and return argv and environment."""
-        variables = loop_env(request)
-        env = {**os.environ, **self.config.env, **variables}
+        variables = request.variables()
+        env = child_env(request, self.config.env)
         if self.config.trust_workspace:
             env[ENV_TRUST] = "true"
         if self.config.mcp:
             session_dir = variables.get("LOOP_SESSION_DIR")
-            folder = (
-                Path(session_dir)
-                if session_dir
-                else (request.iteration_dir or request.events_file.parent)
-            )
+            folder = Path(session_dir) if session_dir else request.iteration_dir
             home = folder / HOME_DIR_NAME
             try:
                 prepare_home(home, _user_gemini_dir(env), mcp_settings(self.config, variables))

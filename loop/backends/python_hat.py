@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from loop.backends.base import BackendRequest, BackendResult
+from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.config.backends import PythonConfig
 from loop.emit import append_event
 from loop.errors import BackendUnavailable
@@ -61,7 +61,7 @@ def _resolve(target: str, workdir: Path) -> Callable[[HatContext], Any]:
     return func  # type: ignore[no-any-return]
 
 
-class PythonBackend:
+class PythonBackend(Backend):
     """Calls a Python function once per iteration."""
 
     kind = "python"

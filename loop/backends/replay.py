@@ -10,54 +10,13 @@ engine's, which is what makes a replay a regression check.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, Protocol
+from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import TypedDict
-
-from loop.backends.base import BackendRequest, BackendResult
+from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.emit import append_event
+from loop.records import IterationFields
 
-__all__ = ["RecordedIterations", "ReplayBackend", "ReplayEvent", "ReplayIteration"]
-
-
-class ReplayEvent(TypedDict):
-    """An event as replay reads it: plain data, validated (what replay compares and serves)."""
-
-    topic: str
-    payload: NotRequired[Any]
-    source: NotRequired[str]
-    target: NotRequired[str | None]
-    ts: NotRequired[float | None]
-
-
-class ReplayIteration(BaseModel):
-    """The part of an iteration line that replay serves and compares, validated.
-
-    Half the cost of a full :class:`IterationRecord` per replayed iteration: events stay
-    plain dicts and the fields replay never reads (prompt, timings) are not parsed into
-    the model. ``python -m loop show`` and :meth:`RecordingReader.iteration` give the
-    whole record.
-    """
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    iteration: int = Field(ge=1)
-    hat: str
-    output: str
-    status: Literal["ok", "failed"]
-    reason: str | None = None
-    backend_ok: bool
-    exit_code: int | None = None
-    events: list[ReplayEvent]
-    emitted: list[ReplayEvent] = Field(default_factory=list)
-    published: list[ReplayEvent] = Field(default_factory=list)
-    triggers: list[ReplayEvent] = Field(default_factory=list)
-    cost_usd: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    turns: int | None = None
-    meta: dict[str, Any] = Field(default_factory=dict)
+__all__ = ["RecordedIterations", "ReplayBackend"]
 
 
 class RecordedIterations(Protocol):
@@ -68,12 +27,12 @@ class RecordedIterations(Protocol):
         """The highest iteration number in the recording (0 for none)."""
         ...
 
-    def replay_iteration(self, number: int) -> ReplayIteration | None:
-        """What replay needs of iteration ``number``, or ``None`` when it is not recorded."""
+    def iteration(self, number: int) -> IterationFields | None:
+        """Recorded iteration ``number``, or ``None`` when it is not recorded."""
         ...
 
 
-class ReplayBackend:
+class ReplayBackend(Backend):
     """Serves recorded iterations by iteration number, for every hat."""
 
     kind = "replay"
@@ -87,7 +46,7 @@ class ReplayBackend:
     async def run(self, request: BackendRequest) -> BackendResult:
         """The recorded result of ``request.iteration``, or a failure saying why not."""
         number = request.iteration
-        record = self.source.replay_iteration(number)
+        record = self.source.iteration(number)
         if record is None:
             last = self.source.last_iteration
             if number > last:
@@ -102,11 +61,9 @@ class ReplayBackend:
                 f"the engine chose {request.hat!r}"
             )
         if record.emitted:
-            request.events_file.parent.mkdir(parents=True, exist_ok=True)
+            request.iteration_dir.mkdir(parents=True, exist_ok=True)
         for event in record.emitted:
-            append_event(
-                request.events_file, event["topic"], event.get("payload", ""), event.get("target")
-            )
+            append_event(request.events_file, event.topic, event.payload, event.target)
         self.served += 1
         return BackendResult(
             output=record.output,
@@ -118,5 +75,4 @@ class ReplayBackend:
             output_tokens=record.output_tokens,
             turns=record.turns,
             meta=dict(record.meta),
-            wrote_events_file=bool(record.emitted),
         )

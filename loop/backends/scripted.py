@@ -11,19 +11,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from loop.backends.base import BackendRequest, BackendResult
+from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.config.backends import ScriptedConfig
 from loop.errors import ConfigError
 
 __all__ = ["ScriptedBackend"]
 
 
-class ScriptedBackend:
+class ScriptedBackend(Backend):
     """Serves ``outputs`` in order, indexed by the hat's activation count."""
 
     kind = "scripted"
     uses_files = False  # no child process: no events folder to prepare
-    instant = True  # awaits nothing: the engine needs no timeout scope for it
+    instant = True  # awaits nothing
 
     def __init__(self, outputs: list[str]) -> None:
         self.outputs = list(outputs)
@@ -53,4 +53,4 @@ class ScriptedBackend:
                 f"scripted outputs exhausted: hat {request.hat!r} has {len(self.outputs)} "
                 f"output(s), activation {index + 1} asked for one more"
             )
-        return BackendResult(output=self.outputs[index], wrote_events_file=False)
+        return BackendResult(output=self.outputs[index])

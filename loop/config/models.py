@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from loop.config.backends import BackendConfig, ScriptedConfig
 from loop.events import is_valid_pattern, is_valid_topic
+from loop.records import HatTopology
 
 __all__ = [
     "ConfigFile",
@@ -191,6 +192,20 @@ class LoadedConfig:
     def hat_backend(self, name: str) -> BackendConfig:
         """The backend config of hat ``name`` (its own, or the default ``[backend]``)."""
         return self.hats[name].backend or self.backend
+
+    def topology(self) -> dict[str, HatTopology]:
+        """The hat topology this configuration implies (journaled, recorded, routed on)."""
+        return {
+            name: HatTopology(
+                description=hat.description,
+                triggers=tuple(hat.triggers),
+                publishes=tuple(hat.publishes),
+                default_publishes=hat.default_publishes,
+                max_activations=hat.max_activations,
+                backend=self.hat_backend(name).type,
+            )
+            for name, hat in self.hats.items()
+        }
 
     def resolve(self, path: str) -> Path:
         """A state path (sessions, tasks, workspace), resolved against the working folder.

@@ -11,6 +11,7 @@ No clocks, no processes, no I/O: the driver passes in what it measured.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent
@@ -102,7 +103,7 @@ def check_limits(state: LoopState, limits: Limits, elapsed: float) -> str | None
 class Outcome:
     """What one iteration amounts to."""
 
-    status: str  # "ok" | "failed"
+    status: Literal["ok", "failed"]
     publish: list[Event] = field(default_factory=list)
     consume: bool = False
     completed: bool = False
@@ -118,13 +119,15 @@ def decide_outcome(
     events: list[Event],
     completion_event: str,
     completion_blocker: str | None,
+    now: float,
 ) -> Outcome:
     """Decide what an iteration publishes and whether it completes the loop.
 
     Rules: a failed iteration publishes nothing and keeps its triggers (the hat runs
     again on them); an iteration that emitted nothing uses ``default_publishes``, but
     a default never completes the loop; the completion event counts only as the last
-    event, and only when no extension blocks it (the hat is then told why).
+    event, and only when no extension blocks it (the hat is then told why). ``now``:
+    the time of the events decided here.
     """
     if not ok:
         return Outcome(status="failed", reason=failure or "backend failed")
@@ -137,7 +140,7 @@ def decide_outcome(
                 reason=f"no events emitted (a default publish of {completion_event} "
                 "cannot complete the loop)",
             )
-        default = Event(topic=hat.default_publishes, payload="", source=hat.name)
+        default = Event(topic=hat.default_publishes, payload="", source=hat.name, ts=now)
         return Outcome(
             status="ok",
             publish=[default],
@@ -156,6 +159,7 @@ def decide_outcome(
                     payload=f"{completion_event} refused: {completion_blocker}",
                     source="loop",
                     target=hat.name,
+                    ts=now,
                 )
             )
         else:

@@ -1,14 +1,16 @@
 """The thin async driver: run the pure decisions against backends, the bus and the journal.
 
-Per iteration: check limits → select the hat → journal ``iteration.start`` (usually
-already written with the previous commit) → let the extensions act (heartbeat) → build
-the prompt → run the backend (under the timeout unless it is instant) → collect events
-from both channels → decide the outcome → publish on the bus → journal ``iteration.end``
-(the commit point) with the next ``iteration.start`` → hand the committed line to the
+Per iteration: check limits → select the hat → journal ``iteration.start`` → let the
+extensions act (heartbeat) → build the prompt → run the backend under the iteration's
+timeout → collect events from both channels → decide the outcome → publish on the bus
+→ journal ``iteration.end`` (the commit point) → hand the committed record to the
 extensions that take it (the recorder) → publish ``loop.iteration.done``.
 
 A session killed at any moment resumes from its journal: a completed iteration is
 never run twice; an iteration without its ``iteration.end`` is run again.
+
+The driver reads no clock of its own: ``clock`` (monotonic: runtime, durations) and
+``wall_clock`` (timestamps of records and events) are given to the :class:`Engine`.
 """
 
 from __future__ import annotations
@@ -16,19 +18,17 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.lowlevel
 import structlog
 
-from loop._faults import ARMED, crash_point
-from loop.backends.base import Backend, BackendRequest, BackendResult
+from loop._faults import crash_point
+from loop.backends.base import Backend, BackendRequest
 from loop.bus import EventBus
 from loop.config import LoadedConfig
-from loop.engine.collect import collect_events
+from loop.engine.collect import EVENTS_FILE_NAME, collect_events
 from loop.engine.decide import (
     Limits,
     Selection,
@@ -38,42 +38,56 @@ from loop.engine.decide import (
     select_next,
 )
 from loop.engine.invoke import (
-    ChildEnvironments,
-    base_env,
-    call_backend,
+    ChildVariables,
     call_with_timeout,
     hat_limits,
     prepare_events_file,
+    session_env,
 )
 from loop.engine.journal import Journal, read_journal
+from loop.engine.lifecycle import (
+    ITERATION_DONE,
+    LOOP_RESUMED,
+    LOOP_STARTED,
+    LOOP_TERMINATED,
+    SessionEnded,
+    SessionStarted,
+)
 from loop.engine.progress import RunSummary
 from loop.engine.prompt import PromptTemplate
-from loop.engine.records import (
-    iteration_record,
-    iteration_start_record,
-    loop_header,
-    session_end_record,
-    session_start_record,
-)
-from loop.engine.routing import hat_specs
+from loop.engine.records import iteration_end, session_end, session_start
 from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
-from loop.extensions import Extension, overrides
+from loop.extensions import Extension
+from loop.records import HatExhausted, IterationEnd, IterationStart, JournalRecord, Resume
 
-__all__ = ["Engine"]
+__all__ = ["YIELD_INTERVAL", "Engine"]
 
 log = structlog.get_logger("loop.engine")
 
-# Instant backends never give the event loop a turn; the engine yields to it at least this
-# often (seconds), so signals, the progress display and other tasks still run.
+# A backend that answers at once never gives the event loop a turn: the engine checks for
+# a cancellation before every iteration, and lets the event loop run (signals, progress,
+# other tasks) at least this often, in seconds of its clock.
 YIELD_INTERVAL = 0.005
-CANCEL_CHECK_EVERY = 8  # iterations (an anyio cancellation check costs over a microsecond)
 
 
 class Engine:
-    """Runs one session of the loop to its end."""
+    """Runs one session of the loop to its end.
+
+    Args:
+        config: the loaded configuration.
+        paths: the session's files.
+        backends: the backend of each hat.
+        bus: the event bus (a new one by default).
+        extensions: the extensions taking part in each iteration.
+        workdir: where the hats run (default: the current folder).
+        resume: continue the session's journal instead of starting it.
+        env: variables for every child process (the tools' settings).
+        clock: a monotonic clock, in seconds (runtime limit, durations, yielding).
+        wall_clock: seconds since the epoch (the records' and events' timestamps).
+    """
 
     def __init__(
         self,
@@ -85,8 +99,9 @@ class Engine:
         extensions: list[Extension] | None = None,
         workdir: Path | None = None,
         resume: bool = False,
-        child_env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.config = config
         self.paths = paths
@@ -95,16 +110,15 @@ class Engine:
         self.extensions = list(extensions or [])
         self.workdir = (workdir or Path.cwd()).resolve()
         self.resume = resume
-        self.child_env = dict(child_env or {})
         self.clock = clock
-        specs = hat_specs(config.hats)
-        self.specs = {s.name: s for s in specs}
-        self.route_ctx = RouteContext(
-            hats=tuple(specs),
+        self.wall_clock = wall_clock
+        self.route_ctx = RouteContext.from_topology(
+            config.topology(),
             completion_event=config.loop.completion_event,
             fallback=config.loop.fallback_hat,
             starting_event=config.loop.starting_event,
         )
+        self.specs = {s.name: s for s in self.route_ctx.hats}
         self.limits = Limits(
             max_iterations=config.loop.max_iterations,
             max_runtime_seconds=config.loop.max_runtime_seconds,
@@ -114,12 +128,14 @@ class Engine:
         self.state = LoopState()
         self.journal = Journal(paths.journal, durable=config.loop.durable)
         self._lock = SessionLock(paths.lock)
-        self._collecting: list[Event] | None = None
-        self._children = ChildEnvironments(
+        self._extra_env = dict(env or {})
+        self._env: dict[str, str] = {}
+        self._children = ChildVariables(
             self.extensions, session_id=paths.session_id, session_dir=paths.dir
         )
+        self._iterations = paths.dir / "iterations"
+        self._collecting: list[Event] | None = None
         self._rerun: int | None = None
-        self._iterations_root = str(paths.iteration_dir(0).parent)
         self._templates = {
             name: PromptTemplate(
                 hat=name,
@@ -131,66 +147,36 @@ class Engine:
             )
             for name, hat in config.hats.items()
         }
-        self._instant = {
-            name: bool(getattr(backend, "instant", False)) for name, backend in backends.items()
-        }
-        self._uses_files = {
-            name: bool(getattr(backend, "uses_files", True)) for name, backend in backends.items()
-        }
-        self._timeouts, self._deadlines = hat_limits(config, backends)
-        # only the extensions that override a per-iteration hook are called (hot path)
-        self._starters = [e for e in self.extensions if overrides(e, "on_iteration_start")]
-        self._prompters = [e for e in self.extensions if overrides(e, "prompt_section")]
-        self._blockers = [e for e in self.extensions if overrides(e, "completion_blocker")]
-        self._flushers = [e for e in self.extensions if overrides(e, "flush")]
-        self._committers = [e for e in self.extensions if overrides(e, "committed")]
+        self._timeouts, self._deadlines = hat_limits(config, self.backends)
+        # each per-iteration hook is called on the extensions that implement it
+        exts = self.extensions
+        self._starters = [
+            e for e in exts if type(e).on_iteration_start is not Extension.on_iteration_start
+        ]
+        self._prompters = [
+            e for e in exts if type(e).prompt_section is not Extension.prompt_section
+        ]
+        self._blockers = [
+            e for e in exts if type(e).completion_blocker is not Extension.completion_blocker
+        ]
+        self._flushers = [e for e in exts if type(e).flush is not Extension.flush]
+        self._committers = [e for e in exts if type(e).committed is not Extension.committed]
         self._next_yield = 0.0
-        self._planned: tuple[int, Selection] | None = None
-        self._turns = 0
         self._base_elapsed = 0.0
         self._t0 = 0.0
 
-    # -- set-up -----------------------------------------------------------------------
+    # -- the journal and the extensions -----------------------------------------------
 
-    def _record(self, record: dict[str, Any], published: list[Event] | None = None) -> None:
-        record.setdefault("ts", time.time())
+    def _record(self, record: JournalRecord) -> None:
+        """Journal ``record``, then fold it into the state: the journal is the truth, so a
+        record that could not be written (a full disk) never happened."""
         self.journal.append(record)
-        apply(self.state, record, self.route_ctx, published)
+        apply(self.state, record, self.route_ctx)
 
-    def _commit(self, record: dict[str, Any], published: list[Event], elapsed: float) -> bytes:
-        """Journal an ``iteration.end`` and, in the same write, the next iteration's start.
-
-        The next step is a pure function of the state this record leaves (limits, then
-        the next hat), so its in-flight marker rides on this commit's write (and fsync)
-        instead of costing a write of its own. When the loop is about to stop, or the
-        next hat is exhausted, the record goes alone. State and journal agree whenever
-        the write returns; a crash before it loses both, as with any append.
-
-        Returns the record's journal line (the bytes written for it).
-        """
-        record.setdefault("ts", time.time())
-        apply(self.state, record, self.route_ctx, published)
-        records = [record]
-        if check_limits(self.state, self.limits, elapsed) is None:
-            selection = select_next(self.state, self.specs)
-            if selection is not None and not selection.exhausted:
-                self._planned = (self.state.iteration, selection)
-                start = iteration_start_record(
-                    self.state.iteration + 1, selection.hat, selection.triggers
-                )
-                start["ts"] = record["ts"]
-                apply(self.state, start, self.route_ctx)
-                records.append(start)
-        try:
-            return self.journal.append_many(records)[0]
-        except SessionError:  # not written, so it did not happen: the journal is the truth
-            self.state = fold(read_journal(self.paths.journal).records, self.route_ctx)
-            raise
-
-    def _notify_committed(self, record: dict[str, Any], line: bytes) -> None:
+    def _notify_committed(self, record: IterationEnd) -> None:
         for ext in self._committers:
             try:
-                ext.committed(record, line)
+                ext.committed(record)
             except Exception:  # like a bus subscriber: an extension's failure is its own
                 log.exception("extension failed on a committed iteration", extension=ext.name)
 
@@ -204,12 +190,38 @@ class Engine:
     def _elapsed(self) -> float:
         return self._base_elapsed + (self.clock() - self._t0)
 
-    def _start_session(self) -> None:
+    def _collector(self, event: Event) -> None:
+        if self._collecting is not None:
+            self._collecting.append(event)
+
+    async def _publish_collected(
+        self, events: list[Event], into: list[Event], point: str | None = None
+    ) -> None:
+        """Publish ``events``; everything published meanwhile (answers too) goes ``into``.
+
+        ``point``: the crash point passed after each event (fault-injection tests).
+        """
+        self._collecting = into
+        try:
+            for event in events:
+                await self.bus.publish(event)
+                if point is not None:
+                    crash_point(point)
+        finally:
+            self._collecting = None
+
+    # -- set-up -----------------------------------------------------------------------
+
+    def _start_session(self) -> SessionStarted:
+        """Start or resume the session's journal; what ``loop.started``/``resumed`` says."""
         if self.resume and not self.paths.journal.exists():  # refuse before creating anything
             raise SessionError(f"session {self.paths.session_id} has no journal to resume")
         self.paths.dir.mkdir(parents=True, exist_ok=True)
         self._lock.acquire()
         contents = read_journal(self.paths.journal)
+        now = self.wall_clock()
+        start = session_start(self.config, self.paths.session_id, now)
+        resumed_at: int | None = None
         if self.resume:
             if not contents.records:
                 raise SessionError(f"session {self.paths.session_id} has no journal to resume")
@@ -224,38 +236,28 @@ class Engine:
                 )
             self.journal.open(truncate_to=contents.good_size)
             self._base_elapsed = self.state.elapsed
+            resumed_at = self.state.iteration
             # the first iteration after a resume may have been in flight: it starts clean
-            self._rerun = self.state.iteration + 1
-            self._record(
-                {
-                    "kind": "resume",
-                    "pid": os.getpid(),
-                    "iteration": self.state.iteration,
-                    "in_flight": self.state.in_flight,
-                }
-            )
+            self._rerun = resumed_at + 1
+            in_flight = min(self.state.in_flight, default=None)
+            self._record(Resume(pid=os.getpid(), iteration=resumed_at, in_flight=in_flight, ts=now))
         else:
             if contents.records or contents.torn:
                 raise SessionError(
                     f"session {self.paths.session_id} already exists; use --resume to continue it"
                 )
             self.journal.open()
-            self._record(session_start_record(self.config, self.paths.session_id))
+            self._record(start)
         mark_latest(self.paths.sessions_dir, self.paths.session_id)
-        self._children.base = base_env(
-            self.child_env, session_id=self.paths.session_id, session_dir=self.paths.dir
-        )
-
-    def _collector(self, event: Event) -> None:
-        if self._collecting is not None:
-            self._collecting.append(event)
+        self._env = session_env(self._extra_env, session_dir=self.paths.dir)
+        return SessionStarted(start=start, session_dir=self.paths.dir, resumed_at=resumed_at)
 
     # -- the run ----------------------------------------------------------------------
 
     async def run(self) -> RunSummary:
         """Run (or resume) the session until a termination reason; always journal the end."""
         try:
-            self._start_session()
+            started = self._start_session()
         except BaseException:  # refused before the run: leave nothing held
             self.journal.close()
             self._lock.release()
@@ -268,18 +270,8 @@ class Engine:
         notes: list[str] = []
         end_failure: SessionError | None = None
         try:
-            await self.bus.publish(
-                Event(
-                    topic="loop.resumed" if self.resume else "loop.started",
-                    payload=loop_header(
-                        self.config,
-                        self.paths.session_id,
-                        self.paths.dir,
-                        self.state.iteration if self.resume else None,
-                    ),
-                    source="loop",
-                )
-            )
+            topic = LOOP_RESUMED if self.resume else LOOP_STARTED
+            await self.bus.publish(Event(topic=topic, payload=started, source="loop"))
             reason = await self._loop(notes)
         except anyio.get_cancelled_exc_class():
             reason = "interrupted"
@@ -303,14 +295,13 @@ class Engine:
         """
         failure: SessionError | None = None
         try:
-            end = session_end_record(reason, self.state.iteration, self._elapsed())
+            end = session_end(reason, self.state.iteration, self._elapsed(), self.wall_clock())
             try:
                 self._record(end)
             except SessionError as exc:
                 failure = exc
-            payload = {k: end[k] for k in ("reason", "iterations", "elapsed")}
-            payload["exit_code"] = exit_code_for(reason)
-            await self.bus.publish(Event(topic="loop.terminated", source="loop", payload=payload))
+            ended = SessionEnded(end=end, exit_code=exit_code_for(reason))
+            await self.bus.publish(Event(topic=LOOP_TERMINATED, source="loop", payload=ended))
         finally:
             for ext in self.extensions:
                 try:
@@ -321,50 +312,46 @@ class Engine:
             self._lock.release()
         return failure
 
+    async def _checkpoint(self) -> None:
+        """Let a cancellation in; every :data:`YIELD_INTERVAL`, let the event loop run."""
+        now = self.clock()
+        if now >= self._next_yield:
+            self._flush()  # nothing waits in a buffer while others run
+            await anyio.lowlevel.checkpoint()
+            self._next_yield = now + YIELD_INTERVAL
+        else:
+            await anyio.lowlevel.checkpoint_if_cancelled()
+
     async def _loop(self, notes: list[str]) -> str:
         while True:
-            # Instant backends never yield to the event loop: a cancellation (a replay's
-            # comparer stopping the run) is checked every CANCEL_CHECK_EVERY iterations,
-            # and the loop gets a turn (signals, progress) every YIELD_INTERVAL.
-            self._turns += 1
-            if self._turns % CANCEL_CHECK_EVERY == 0:
-                if time.monotonic() >= self._next_yield:
-                    self._flush()
-                    await anyio.lowlevel.checkpoint()
-                    self._next_yield = time.monotonic() + YIELD_INTERVAL
-                else:
-                    await anyio.lowlevel.checkpoint_if_cancelled()
-            planned, self._planned = self._planned, None
-            selection: Selection | None
-            if planned is not None and planned[0] == self.state.iteration:
-                # limits checked and hat chosen at the last commit, on this same state
-                selection = planned[1]
-            else:
-                reason = check_limits(self.state, self.limits, self._elapsed())
-                if reason is not None:
-                    return reason
-                selection = select_next(self.state, self.specs)
-            assert selection is not None
+            await self._checkpoint()
+            reason = check_limits(self.state, self.limits, self._elapsed())
+            if reason is not None:
+                return reason
+            selection = select_next(self.state, self.specs)
+            assert selection is not None  # check_limits stops a loop with nothing pending
             if selection.exhausted:
-                await self._exhaust(selection.hat, [p.seq for p in selection.triggers])
+                await self._exhaust(selection)
                 continue
             try:
-                await self._iteration(selection.hat, selection.triggers)
+                await self._iteration(selection)
             except BackendUnavailable as exc:
                 notes.append(str(exc))
                 log.error("backend unavailable", error=str(exc))  # noqa: TRY400 - expected, no traceback
                 return "backend_unavailable"
 
-    async def _exhaust(self, hat: str, dropped: list[int]) -> None:
+    async def _exhaust(self, selection: Selection) -> None:
+        hat = selection.hat
+        now = self.wall_clock()
         event = Event(
             topic=f"{hat}.exhausted",
             source="loop",
             payload=f"hat {hat!r} reached max_activations "
             f"({self.specs[hat].max_activations}); its events were dropped",
+            ts=now,
         )
-        self._record(
-            {"kind": "hat.exhausted", "hat": hat, "dropped": dropped, "event": event.to_dict()}
-        )
+        dropped = tuple(p.seq for p in selection.triggers)
+        self._record(HatExhausted(hat=hat, dropped=dropped, event=event, ts=now))
         log.warning("hat exhausted", hat=hat, dropped=len(dropped))
         await self.bus.publish(event)
 
@@ -373,15 +360,14 @@ class Engine:
     ) -> BackendRequest:
         """The backend call of an iteration: its prompt, events file, environment, timeout."""
         context = [s for ext in self._prompters if (s := ext.prompt_section(hat))]
-        trigger_events = (
-            (triggers[0].event,) if len(triggers) == 1 else tuple([p.event for p in triggers])
-        )
+        trigger_events = tuple([p.event for p in triggers])
         prompt = self._templates[hat].render(iteration, trigger_events, context)
-        it_dir = f"{self._iterations_root}/{iteration:06d}"  # text: no Path built (hot path)
-        events_file = f"{it_dir}/events.jsonl"
-        rerun = iteration == self._rerun
-        if rerun or self._uses_files[hat]:  # in-process hats: nothing to prepare (hot path)
-            prepare_events_file(it_dir, events_file, uses_files=self._uses_files[hat], rerun=rerun)
+        events_file = Path(f"{self._iterations}/{iteration:06d}/{EVENTS_FILE_NAME}")
+        uses_files = self.backends[hat].uses_files
+        prepare_events_file(events_file, uses_files=uses_files, rerun=iteration == self._rerun)
+        env = self._env
+        if uses_files and self._children.contributors:  # the child's variables, given for it
+            env = {**self._children.give(hat, iteration, activation, events_file), **env}
         return BackendRequest(
             hat=hat,
             prompt=prompt,
@@ -390,70 +376,51 @@ class Engine:
             activation=activation,
             events_file=events_file,
             workdir=self.workdir,
-            env=partial(self._children.build, hat, iteration, activation, events_file),
+            env=env,
             timeout_seconds=self._timeouts[hat],
-            iteration_dir=it_dir,
             triggers=trigger_events,
         )
 
-    async def _call(self, backend: Backend, request: BackendRequest) -> BackendResult:
-        """Run the hat; once it returns (or is cancelled) what its children got is void."""
-        try:
-            if self._instant[request.hat]:  # it never suspends: no timeout could ever fire
-                return await call_backend(backend, request)
-            self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
-            return await call_with_timeout(backend, request, self._deadlines[request.hat])
-        finally:  # a late tool call of its agent is refused from here on
-            self._children.release(request.iteration)
-
-    async def _iteration(self, hat: str, triggers: tuple[PendingEvent, ...]) -> None:
+    async def _iteration(self, selection: Selection) -> None:
+        hat, triggers = selection.hat, selection.triggers
         iteration = self.state.iteration + 1
         activation = self.state.activations.get(hat, 0)
-        spec = self.specs[hat]
         backend = self.backends[hat]
-        if self.state.in_flight != iteration or self.state.in_flight_hat != hat:
-            # not journaled with the last commit (the first iteration, after a resume...)
-            self._record(iteration_start_record(iteration, hat, triggers))
-        if ARMED:
-            crash_point("iteration.start")
+        seqs = tuple([p.seq for p in triggers])
+        self._record(
+            IterationStart(iteration=iteration, hat=hat, triggers=seqs, ts=self.wall_clock())
+        )
+        crash_point("iteration.start")
         started = self.clock()
         published: list[Event] = []
-        if self._starters:
-            self._collecting = published
-            try:
-                for ext in self._starters:
-                    for event in await ext.on_iteration_start(iteration, hat):
-                        await self.bus.publish(event)
-            finally:
-                self._collecting = None
+        for ext in self._starters:
+            await self._publish_collected(await ext.on_iteration_start(iteration, hat), published)
         request = self._request(hat, iteration, activation, triggers)
-        result = await self._call(backend, request)
-        emitted, events, problems = collect_events(
-            hat, result.output, None if result.wrote_events_file is False else request.events_file
-        )
+        if not backend.instant:
+            self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
+        try:
+            result = await call_with_timeout(backend, request, self._deadlines[hat])
+        finally:  # a late tool call of its agent is refused from here on
+            self._children.release(iteration)
+        now = self.wall_clock()
+        emitted, events, problems = collect_events(hat, result.output, request.events_file, now)
+        completion_event = self.config.loop.completion_event
         blocker = None
-        if events and events[-1].topic == self.config.loop.completion_event:
+        if events and events[-1].topic == completion_event:
             blocker = next((b for ext in self._blockers if (b := ext.completion_blocker())), None)
         outcome = decide_outcome(
-            spec,
+            self.specs[hat],
             ok=result.ok,
             failure=result.reason,
             events=events,
-            completion_event=self.config.loop.completion_event,
+            completion_event=completion_event,
             completion_blocker=blocker,
+            now=now,
         )
         outcome.notes.extend(problems)
-        self._collecting = published
-        try:
-            for event in outcome.publish:
-                await self.bus.publish(event)
-                if ARMED:
-                    crash_point("publish")
-        finally:
-            self._collecting = None
-        now = self.clock()
-        elapsed = self._base_elapsed + (now - self._t0)
-        record = iteration_record(
+        await self._publish_collected(outcome.publish, published, point="publish")
+        ended = self.clock()
+        record = iteration_end(
             iteration=iteration,
             hat=hat,
             activation=activation,
@@ -465,19 +432,16 @@ class Engine:
             events=events,
             emitted=emitted,
             published=published,
-            duration=now - started,
-            elapsed=elapsed,
+            duration=ended - started,
+            elapsed=self._base_elapsed + (ended - self._t0),
+            now=self.wall_clock(),
         )
-        if ARMED:
-            crash_point("iteration.end")
-        line = self._commit(record, published, elapsed)
-        if ARMED:
-            crash_point("iteration.committed")
-        if self._committers:
-            self._notify_committed(record, line)
-        await self.bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))
-        if ARMED:
-            crash_point("iteration.recorded")
+        crash_point("iteration.end")
+        self._record(record)
+        crash_point("iteration.committed")
+        self._notify_committed(record)
+        await self.bus.publish(Event(topic=ITERATION_DONE, source="loop", payload=record))
+        crash_point("iteration.recorded")
 
     def summary(self, reason: str, notes: list[str]) -> RunSummary:
         """The run summary for ``reason``."""

@@ -9,9 +9,11 @@ import structlog
 
 from loop.bus import EventBus
 from loop.engine.decide import exit_code_for
+from loop.engine.lifecycle import ITERATION_DONE, LOOP_RESUMED, LOOP_STARTED, SessionStarted
 from loop.engine.state import HatUsage, LoopState
 from loop.events import Event
 from loop.extensions import Extension
+from loop.records import IterationEnd
 
 __all__ = ["ProgressReporter", "RunSummary", "render_summary"]
 
@@ -87,40 +89,44 @@ class ProgressReporter(Extension):
 
     def attach(self, bus: EventBus) -> None:
         """Follow the loop's lifecycle events."""
-        bus.subscribe("loop.iteration.done", self._iteration, name="progress")
-        bus.subscribe("loop.started", self._started, name="progress")
-        bus.subscribe("loop.resumed", self._started, name="progress")
+        bus.subscribe(ITERATION_DONE, self._iteration, name="progress")
+        bus.subscribe(LOOP_STARTED, self._started, name="progress")
+        bus.subscribe(LOOP_RESUMED, self._started, name="progress")
 
     def _started(self, event: Event) -> None:
-        data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
+        if not isinstance(event.payload, SessionStarted):
+            return
+        started = event.payload
         fields: dict[str, Any] = {
-            "session": data.get("session_id"),
-            "hats": len(data.get("hats", {})),
+            "session": started.start.session_id,
+            "hats": len(started.start.hats),
         }
-        if event.topic == "loop.resumed":
-            log.info("session resumed", **fields, after_iteration=data.get("resumed_at_iteration"))
+        if started.resumed_at is not None:
+            log.info("session resumed", **fields, after_iteration=started.resumed_at)
         else:
             log.info("session started", **fields)
 
     def _iteration(self, event: Event) -> None:
-        rec: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
+        if not isinstance(event.payload, IterationEnd):
+            return
+        rec = event.payload
         fields: dict[str, Any] = {
-            "iteration": rec.get("iteration"),
-            "hat": rec.get("hat"),
-            "status": rec.get("status"),
-            "took": f"{rec.get('duration', 0):.2f}s",
-            "elapsed": f"{rec.get('elapsed', 0):.1f}s",
-            "events": ",".join(e["topic"] for e in rec.get("events", [])) or "-",
+            "iteration": rec.iteration,
+            "hat": rec.hat,
+            "status": rec.status,
+            "took": f"{rec.duration:.2f}s",
+            "elapsed": f"{rec.elapsed:.1f}s",
+            "events": ",".join(e.topic for e in rec.events) or "-",
         }
-        if rec.get("cost_usd") is not None:
-            fields["cost"] = f"${rec['cost_usd']:.4f}"
-        if rec.get("input_tokens") is not None or rec.get("output_tokens") is not None:
-            fields["tokens"] = f"{rec.get('input_tokens') or 0}/{rec.get('output_tokens') or 0}"
-        if rec.get("reason"):
-            fields["reason"] = rec["reason"]
-        for note in rec.get("notes", []):
-            log.warning("note", iteration=rec.get("iteration"), note=note)
-        if rec.get("status") == "ok":
+        if rec.cost_usd is not None:
+            fields["cost"] = f"${rec.cost_usd:.4f}"
+        if rec.input_tokens is not None or rec.output_tokens is not None:
+            fields["tokens"] = f"{rec.input_tokens or 0}/{rec.output_tokens or 0}"
+        if rec.reason:
+            fields["reason"] = rec.reason
+        for note in rec.notes:
+            log.warning("note", iteration=rec.iteration, note=note)
+        if rec.status == "ok":
             log.info("iteration", **fields)
         else:
             log.warning("iteration failed", **fields)

@@ -16,8 +16,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from loop.events import Event, is_reserved, pattern_specificity, topic_matches
+from loop.records import HatTopology
 
-__all__ = ["HatSpec", "route"]
+__all__ = ["HatSpec", "hat_specs", "route"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,17 +67,15 @@ def route(
     return None
 
 
-def hat_specs(hats: Mapping[str, object]) -> list[HatSpec]:
-    """HatSpecs from config hats (anything with the HatConfig attributes)."""
-    specs = []
-    for name, hat in hats.items():
-        specs.append(
-            HatSpec(
-                name=name,
-                triggers=tuple(getattr(hat, "triggers", ())),
-                publishes=tuple(getattr(hat, "publishes", ())),
-                default_publishes=getattr(hat, "default_publishes", None),
-                max_activations=getattr(hat, "max_activations", None),
-            )
+def hat_specs(hats: Mapping[str, HatTopology]) -> tuple[HatSpec, ...]:
+    """The routing view of a hat topology, in the hats' order (ties go to the first)."""
+    return tuple(
+        HatSpec(
+            name=name,
+            triggers=hat.triggers,
+            publishes=hat.publishes,
+            default_publishes=hat.default_publishes,
+            max_activations=hat.max_activations,
         )
-    return specs
+        for name, hat in hats.items()
+    )

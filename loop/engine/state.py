@@ -2,22 +2,31 @@
 
 Everything the engine needs (iteration count, pending events, per-hat activations,
 failure and stale counters, elapsed runtime, cost) is a fold of the session
-journal through :func:`apply`. The live engine appends a record and applies it; a
-restarted engine applies the records it reads back. One code path, so a resumed
-session is exactly the session that stopped.
+journal's typed records (:mod:`loop.records`) through :func:`apply`. The live engine
+appends a record and applies it; a restarted engine applies the records it reads
+back. One code path, so a resumed session is exactly the session that stopped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
-from loop.engine.routing import HatSpec, route
+from loop.engine.routing import HatSpec, hat_specs, route
 from loop.events import Event, is_reserved
+from loop.records import (
+    HatExhausted,
+    HatTopology,
+    IterationEnd,
+    IterationStart,
+    JournalRecord,
+    Resume,
+    SessionEnd,
+    SessionStart,
+)
 
-__all__ = ["HatUsage", "LoopState", "PendingEvent", "RouteContext", "apply", "fold"]
+__all__ = ["HatUsage", "InFlight", "LoopState", "PendingEvent", "RouteContext", "apply", "fold"]
 
 
 @dataclass(slots=True)
@@ -29,14 +38,49 @@ class PendingEvent:
     hat: str
 
 
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """An iteration that started and has not ended: its hat and the events it runs on."""
+
+    hat: str
+    triggers: tuple[int, ...]
+
+
 @dataclass(frozen=True)
 class RouteContext:  # not slotted: cached_property needs the instance __dict__
-    """What the reducer needs from the configuration."""
+    """What the reducer needs from the configuration: the hats and the loop's events."""
 
     hats: tuple[HatSpec, ...]
     completion_event: str = "LOOP_COMPLETE"
     fallback: str | None = None
     starting_event: str | None = None
+
+    @classmethod
+    def from_topology(
+        cls,
+        hats: Mapping[str, HatTopology],
+        *,
+        completion_event: str,
+        fallback: str | None,
+        starting_event: str,
+    ) -> RouteContext:
+        """The context of a hat topology (a configuration's, or a journal's)."""
+        return cls(
+            hats=hat_specs(hats),
+            completion_event=completion_event,
+            fallback=fallback,
+            starting_event=starting_event,
+        )
+
+    @classmethod
+    def from_start(cls, start: SessionStart) -> RouteContext:
+        """The context a session recorded in its ``session.start`` record."""
+        return cls.from_topology(
+            start.hats,
+            completion_event=start.completion_event,
+            fallback=start.fallback_hat,
+            starting_event=start.starting_event,
+        )
 
     @cached_property
     def hat_names(self) -> frozenset[str]:
@@ -76,23 +120,27 @@ class HatUsage:
     input_tokens: int | None = None
     output_tokens: int | None = None
 
-    def add(self, cost: Any, input_tokens: Any, output_tokens: Any) -> None:
+    def add(self, cost: float | None, input_tokens: int | None, output_tokens: int | None) -> None:
         """Add one iteration's figures (a missing one leaves its total as it was)."""
         if cost is not None:
-            self.cost_usd = (self.cost_usd or 0.0) + float(cost)
+            self.cost_usd = (self.cost_usd or 0.0) + cost
         if input_tokens is not None:
-            self.input_tokens = (self.input_tokens or 0) + int(input_tokens)
+            self.input_tokens = (self.input_tokens or 0) + input_tokens
         if output_tokens is not None:
-            self.output_tokens = (self.output_tokens or 0) + int(output_tokens)
+            self.output_tokens = (self.output_tokens or 0) + output_tokens
 
 
 @dataclass
 class LoopState:
-    """Plain data: what the journal says about a session so far."""
+    """Plain data: what the journal says about a session so far.
+
+    ``iteration`` is the highest committed iteration; ``in_flight`` holds the iterations
+    that started and have not ended, by number (one at most while iterations run one at
+    a time; a resume or the session's end clears them).
+    """
 
     iteration: int = 0
-    in_flight: int | None = None
-    in_flight_hat: str | None = None
+    in_flight: dict[int, InFlight] = field(default_factory=dict)
     next_seq: int = 1
     pending: list[PendingEvent] = field(default_factory=list)
     activations: dict[str, int] = field(default_factory=dict)
@@ -125,87 +173,53 @@ def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
         state.unrouted = event.topic
 
 
-def _events(raw: Sequence[dict[str, Any]]) -> list[Event]:
-    return [Event.from_dict(e) for e in raw]
-
-
-def apply(
-    state: LoopState,
-    record: dict[str, Any],
-    ctx: RouteContext,
-    published: Sequence[Event] | None = None,
-) -> LoopState:
-    """Fold one journal record into ``state`` (mutates and returns it).
-
-    ``published``: the events of an ``iteration.end`` record as :class:`Event` objects,
-    when the caller holds them already (the live engine, which just built the record
-    from them); otherwise they are rebuilt from the record.
-    """
-    kind = record.get("kind")
-    if kind == "iteration.end":  # the two records of every iteration first (hot path)
-        _apply_iteration_end(
-            state,
-            record,
-            ctx,
-            _events(record.get("published", [])) if published is None else published,
-        )
-    elif kind == "iteration.start":
-        state.in_flight = int(record["iteration"])
-        state.in_flight_hat = str(record["hat"])
-    elif kind == "session.start":
-        _route_into(state, Event.from_dict(record["start_event"]), ctx)
-    elif kind == "hat.exhausted":
-        dropped = set(record.get("dropped", []))
-        state.pending = [p for p in state.pending if p.seq not in dropped]
-        _route_into(state, Event.from_dict(record["event"]), ctx)
-    elif kind == "session.end":
-        state.termination = str(record["reason"])
-        state.in_flight = None
-        state.in_flight_hat = None
-    elif kind == "resume":
-        state.resumes += 1
-        state.termination = None
-        state.in_flight = None
-        state.in_flight_hat = None
+def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopState:
+    """Fold one journal record into ``state`` (mutates and returns it)."""
+    match record:
+        case IterationEnd():
+            _apply_iteration_end(state, record, ctx)
+        case IterationStart():
+            state.in_flight[record.iteration] = InFlight(record.hat, record.triggers)
+        case SessionStart():
+            _route_into(state, record.start_event, ctx)
+        case HatExhausted():
+            dropped = set(record.dropped)
+            state.pending = [p for p in state.pending if p.seq not in dropped]
+            _route_into(state, record.event, ctx)
+        case Resume():
+            state.resumes += 1
+            state.termination = None
+            state.in_flight.clear()  # what was in flight runs again
+        case SessionEnd():
+            state.termination = record.reason
+            state.in_flight.clear()
     return state
 
 
-def _apply_iteration_end(
-    state: LoopState, record: dict[str, Any], ctx: RouteContext, published: Sequence[Event]
-) -> None:
-    hat = str(record["hat"])
-    state.iteration = int(record["iteration"])
-    state.in_flight = None
-    state.in_flight_hat = None
+def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteContext) -> None:
+    hat = record.hat
+    state.iteration = max(state.iteration, record.iteration)
+    state.in_flight.pop(record.iteration, None)
     state.last_hat = hat
     state.activations[hat] = state.activations.get(hat, 0) + 1
-    state.elapsed = float(record.get("elapsed", state.elapsed))
-    cost, tokens_in, tokens_out = (
-        record.get("cost_usd"),
-        record.get("input_tokens"),
-        record.get("output_tokens"),
-    )
+    state.elapsed = max(state.elapsed, record.elapsed)
+    cost, tokens_in, tokens_out = record.cost_usd, record.input_tokens, record.output_tokens
     if cost is not None or tokens_in is not None or tokens_out is not None:
         if cost is not None:
-            state.cost_usd += float(cost)
+            state.cost_usd += cost
         usage = state.usage_per_hat.get(hat)
         if usage is None:
             usage = state.usage_per_hat[hat] = HatUsage()
         usage.add(cost, tokens_in, tokens_out)
-    if record.get("status") == "ok":
+    if record.status == "ok":
         state.consecutive_failures = 0
-        consumed = record.get("consumed")
-        if consumed:
-            pending = state.pending
-            if len(consumed) == 1 and pending and pending[0].seq == consumed[0]:
-                del pending[0]  # the oldest event, consumed alone: the common case
-            else:
-                gone = set(consumed)
-                state.pending = [p for p in pending if p.seq not in gone]
+        if record.consumed:
+            consumed = set(record.consumed)
+            state.pending = [p for p in state.pending if p.seq not in consumed]
     else:
         state.consecutive_failures += 1
         state.failed_iterations += 1
-    for event in published:
+    for event in record.published:
         if event.source == hat:
             state.events_per_hat[hat] = state.events_per_hat.get(hat, 0) + 1
             sig = event.signature()
@@ -215,11 +229,11 @@ def _apply_iteration_end(
                 state.last_signature = sig
                 state.repeat_count = 1
         _route_into(state, event, ctx)
-    if record.get("completed"):
+    if record.completed:
         state.completed = True
 
 
-def fold(records: Sequence[dict[str, Any]], ctx: RouteContext) -> LoopState:
+def fold(records: Iterable[JournalRecord], ctx: RouteContext) -> LoopState:
     """The state after all ``records`` (a fresh state for an empty journal)."""
     state = LoopState()
     for record in records:

@@ -1,9 +1,9 @@
-"""Interpret a loop session's journal (``journal.jsonl``) for export.
+"""A loop session's journal (``journal.jsonl``) as the export reads it.
 
-Parsing, and the torn-last-line rule, are the engine's (:mod:`loop.engine.journal`).
-Only what the export needs is kept: the session header, one record per finished
-iteration (an ``iteration.end``), and the session's end. Unknown record kinds are
-skipped, so the journal can grow new kinds without breaking the export.
+Parsing, validation and the torn-last-line rule are the engine's
+(:mod:`loop.engine.journal`, records of :mod:`loop.records`). Only what the export needs
+is kept: the session's start, one record per finished iteration (an ``iteration.end``),
+and the session's end.
 """
 
 from __future__ import annotations
@@ -15,36 +15,13 @@ from typing import Any
 import structlog
 
 from loop.engine.journal import read_journal as read_records
+from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import SessionError, StoreError
+from loop.records import HatTopology, IterationEnd, SessionEnd, SessionStart
 
-__all__ = ["IterationRecord", "SessionJournal", "read_journal"]
+__all__ = ["SessionJournal", "read_journal"]
 
 log = structlog.get_logger(__name__)
-
-JOURNAL_NAME = "journal.jsonl"
-
-
-@dataclass(frozen=True)
-class IterationRecord:
-    """One finished iteration, from its ``iteration.end`` record."""
-
-    iteration: int
-    hat: str
-    prompt: str
-    output: str
-    status: str
-    reason: str | None
-    events: list[dict[str, Any]]
-    duration: float | None
-    backend: str | None
-    ts: float | None
-    elapsed: float | None
-    cost_usd: float | None
-
-    @property
-    def ok(self) -> bool:
-        """Whether the iteration succeeded."""
-        return self.status == "ok"
 
 
 @dataclass
@@ -52,51 +29,43 @@ class SessionJournal:
     """What a journal says about a session."""
 
     path: Path
-    session_id: str | None = None
-    started_at: str | None = None
-    start_ts: float | None = None
-    hats: dict[str, dict[str, Any]] = field(default_factory=dict)
-    config: dict[str, Any] = field(default_factory=dict)
-    completion_event: str | None = None
-    iterations: list[IterationRecord] = field(default_factory=list)
-    end: dict[str, Any] | None = None
+    start: SessionStart | None = None
+    iterations: list[IterationEnd] = field(default_factory=list)
+    end: SessionEnd | None = None
     torn_tail: bool = False
 
+    @property
+    def session_id(self) -> str | None:
+        """The session's id (``None`` for a journal without its start)."""
+        return self.start.session_id if self.start else None
 
-def _float(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    @property
+    def started_at(self) -> str | None:
+        """When the session started (ISO 8601, UTC)."""
+        return self.start.started_at if self.start else None
 
+    @property
+    def hats(self) -> dict[str, HatTopology]:
+        """The session's hats."""
+        return self.start.hats if self.start else {}
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+    @property
+    def config(self) -> dict[str, Any]:
+        """The session's configuration (a snapshot)."""
+        return self.start.config if self.start else {}
 
-
-def _iteration(record: dict[str, Any]) -> IterationRecord | None:
-    number, hat = record.get("iteration"), record.get("hat")
-    if not isinstance(number, int) or not isinstance(hat, str):
-        return None
-    events = [e for e in record.get("events") or [] if isinstance(e, dict) and "topic" in e]
-    return IterationRecord(
-        iteration=number,
-        hat=hat,
-        prompt=_str(record.get("prompt")) or "",
-        output=_str(record.get("output")) or "",
-        status=_str(record.get("status")) or "ok",
-        reason=_str(record.get("reason")),
-        events=events,
-        duration=_float(record.get("duration")),
-        backend=_str(record.get("backend")),
-        ts=_float(record.get("ts")),
-        elapsed=_float(record.get("elapsed")),
-        cost_usd=_float(record.get("cost_usd")),
-    )
+    @property
+    def completion_event(self) -> str | None:
+        """The session's completion event."""
+        return self.start.completion_event if self.start else None
 
 
 def read_journal(session_dir: Path) -> SessionJournal:
     """Read ``session_dir / journal.jsonl`` with the engine's own journal reader.
 
     Raises:
-        StoreError: the journal is missing, unreadable, or corrupt before its last line.
+        StoreError: the journal is missing, unreadable, or holds a bad record before its
+            last line (naming the line).
     """
     path = session_dir / JOURNAL_NAME
     if not path.is_file():
@@ -108,29 +77,14 @@ def read_journal(session_dir: Path) -> SessionJournal:
         raise StoreError("line " + exc.message.removeprefix(f"{path}:"), file=path) from exc
     if contents.torn:
         log.warning("journal: ignoring a torn last line", file=str(path))
-    records, torn = contents.records, contents.torn
-    journal = SessionJournal(path=path, torn_tail=torn)
-    finished: dict[int, IterationRecord] = {}
-    for record in records:
-        kind = record.get("kind")
-        if kind == "session.start" and journal.session_id is None:
-            journal.session_id = _str(record.get("session_id"))
-            journal.started_at = _str(record.get("started_at"))
-            journal.start_ts = _float(record.get("ts"))
-            hats = record.get("hats")
-            journal.hats = (
-                {k: v for k, v in hats.items() if isinstance(v, dict)}
-                if isinstance(hats, dict)
-                else {}
-            )
-            journal.completion_event = _str(record.get("completion_event"))
-            config = record.get("config")
-            journal.config = config if isinstance(config, dict) else {}
-        elif kind == "iteration.end":
-            parsed = _iteration(record)
-            if parsed is not None:
-                finished[parsed.iteration] = parsed  # a resumed session may repeat one: last wins
-        elif kind == "session.end":
+    journal = SessionJournal(path=path, torn_tail=contents.torn)
+    finished: dict[int, IterationEnd] = {}
+    for record in contents.records:
+        if isinstance(record, SessionStart) and journal.start is None:
+            journal.start = record
+        elif isinstance(record, IterationEnd):
+            finished[record.iteration] = record  # a resumed session may repeat one: last wins
+        elif isinstance(record, SessionEnd):
             journal.end = record
     journal.iterations = [finished[n] for n in sorted(finished)]
     return journal

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from loop._fs import read_json
 from loop.errors import ToolError
+from loop.events import Event
 from loop.experience.export import (
     encode,
     export_conversations,
@@ -27,7 +28,7 @@ from loop.experience.export import (
     export_status,
     export_thoughts,
 )
-from loop.experience.journal import IterationRecord, SessionJournal, read_journal
+from loop.experience.journal import SessionJournal, read_journal
 from loop.experience.layout import (
     CONVERSATION_BATCH_LIMIT,
     MANIFEST,
@@ -43,6 +44,7 @@ from loop.experience.models import (
     ThoughtsInput,
 )
 from loop.experience.schemas import ExperienceSummary
+from loop.records import IterationEnd
 from loop.tools.base import ToolContext
 
 __all__ = [
@@ -105,23 +107,23 @@ def _clip(text: str) -> str:
     return text[:MAX_FIELD_CHARS] + f"\n[... {len(text) - MAX_FIELD_CHARS} characters cut]"
 
 
-def _own_events(it: IterationRecord) -> list[dict[str, Any]]:
-    return [e for e in it.events if e.get("topic") != THOUGHT_TOPIC]
+def _own_events(it: IterationEnd) -> list[Event]:
+    return [e for e in it.events if e.topic != THOUGHT_TOPIC]
 
 
-def _reasoning(it: IterationRecord) -> str:
+def _reasoning(it: IterationEnd) -> str:
     lines = []
     for event in _own_events(it):
-        target = f" (to {event['target']})" if event.get("target") else ""
-        lines.append(f"- {event['topic']}{target}: {_text(event.get('payload', ''))}".rstrip())
-    if not it.ok:
+        target = f" (to {event.target})" if event.target else ""
+        lines.append(f"- {event.topic}{target}: {_text(event.payload)}".rstrip())
+    if it.status != "ok":
         lines.append(f"- the iteration failed: {it.reason or 'no reason given'}")
     if not lines:
         return f"{it.hat} published no events."
     return f"{it.hat} published:\n" + "\n".join(lines)
 
 
-def _conversation(it: IterationRecord) -> dict[str, Any]:
+def _conversation(it: IterationEnd) -> dict[str, Any]:
     conv: dict[str, Any] = {
         "user_input": _clip(it.prompt) or "(empty prompt)",
         "ai_response": _clip(it.output) or "(no output)",
@@ -129,7 +131,7 @@ def _conversation(it: IterationRecord) -> dict[str, Any]:
         "iteration": it.iteration,
         "hat": it.hat,
         "status": it.status,
-        "topics": [e["topic"] for e in _own_events(it)],
+        "topics": [e.topic for e in _own_events(it)],
     }
     extras = {
         "timestamp": _iso(it.ts),
@@ -180,7 +182,7 @@ def _unique(items: list[str]) -> list[str]:
 def _summary(journal: SessionJournal, session_id: str) -> ExperienceSummary:
     its = journal.iterations
     ran = _unique([it.hat for it in its]) or list(journal.hats)
-    describe = {name: str(journal.hats.get(name, {}).get("description") or "") for name in ran}
+    describe = {name: hat.description if (hat := journal.hats.get(name)) else "" for name in ran}
     if len(ran) == 1:
         role = describe[ran[0]][:60] or "hatloop hat"
         ai_name = f"{ran[0]}({role})"
@@ -191,19 +193,15 @@ def _summary(journal: SessionJournal, session_id: str) -> ExperienceSummary:
     prompt = journal.config.get("prompt") or (
         loop_cfg.get("prompt") if isinstance(loop_cfg, dict) else None
     )
-    reason = (journal.end or {}).get("reason") or "no recorded end"
+    reason = journal.end.reason if journal.end else "no recorded end"
     task = f" on the task {_text(prompt)[:300]!r}" if prompt else ""
-    failed = sum(1 for it in its if not it.ok)
+    failed = sum(1 for it in its if it.status != "ok")
     control = {journal.completion_event, "LOOP_COMPLETE"}  # loop control, not a subject
-    topics = _unique(
-        [e["topic"] for it in its for e in _own_events(it) if e["topic"] not in control]
-    )
+    topics = _unique([e.topic for it in its for e in _own_events(it) if e.topic not in control])
     backends = _unique([it.backend for it in its if it.backend]) or _unique(
-        [str(h.get("backend")) for h in journal.hats.values() if h.get("backend")]
+        [h.backend for h in journal.hats.values()]
     )
-    elapsed = (journal.end or {}).get("elapsed")
-    if not isinstance(elapsed, int | float):
-        elapsed = its[-1].elapsed if its else None
+    elapsed = journal.end.elapsed if journal.end else its[-1].elapsed if its else None
     return ExperienceSummary(
         ai_name=ai_name,
         ai_context=f"hatloop hats: {context}" if context else "hats of a hatloop session",
@@ -212,13 +210,13 @@ def _summary(journal: SessionJournal, session_id: str) -> ExperienceSummary:
             f" ({failed} failed); it ended with: {reason}."
         ),
         experience_flow=[
-            f"{it.iteration}. {it.hat}: {', '.join(e['topic'] for e in _own_events(it)) or '-'}"
-            + ("" if it.ok else " (failed)")
+            f"{it.iteration}. {it.hat}: {', '.join(e.topic for e in _own_events(it)) or '-'}"
+            + ("" if it.status == "ok" else " (failed)")
             for it in its
         ],
         main_topics=topics or ran,
         ai_model=", ".join(backends) or None,
-        duration=format_duration(elapsed) if isinstance(elapsed, int | float) else None,
+        duration=format_duration(elapsed) if elapsed is not None else None,
         platform=PLATFORM,
     )
 
@@ -230,22 +228,21 @@ def plan_export(journal: SessionJournal, session_id: str) -> ExportPlan:
         {
             "hat": it.hat,
             "iteration": it.iteration,
-            "timestamp": _iso(_event_ts(e) or it.ts),
-            "insight": e.get("payload", ""),
+            "timestamp": _iso(e.ts or it.ts),
+            "insight": e.payload,
         }
         for it in its
         for e in it.events
-        if e.get("topic") == THOUGHT_TOPIC
+        if e.topic == THOUGHT_TOPIC
     ]
-    end = journal.end or {}
     costs = [it.cost_usd for it in its if it.cost_usd is not None]
     metadata: dict[str, Any] = {
         "platform": PLATFORM,
         "loop_session_id": journal.session_id,
         "started_at": journal.started_at,
-        "termination_reason": end.get("reason"),
+        "termination_reason": journal.end.reason if journal.end else None,
         "iterations": len(its),
-        "failed_iterations": [it.iteration for it in its if not it.ok],
+        "failed_iterations": [it.iteration for it in its if it.status != "ok"],
         "hats": sorted(journal.hats),
     }
     if costs:
@@ -253,9 +250,7 @@ def plan_export(journal: SessionJournal, session_id: str) -> ExportPlan:
     metadata = {k: v for k, v in metadata.items() if v is not None}
     session_facts = {
         **metadata,
-        "hat_descriptions": {
-            name: hat.get("description", "") for name, hat in journal.hats.items()
-        },
+        "hat_descriptions": {name: hat.description for name, hat in journal.hats.items()},
     }
     return ExportPlan(
         init=InitInput(
@@ -265,11 +260,6 @@ def plan_export(journal: SessionJournal, session_id: str) -> ExportPlan:
         thoughts={"insights": thoughts, "session": session_facts},
         thought_count=len(thoughts),
     )
-
-
-def _event_ts(event: dict[str, Any]) -> float | None:
-    ts = event.get("ts")
-    return float(ts) if isinstance(ts, int | float) and not isinstance(ts, bool) else None
 
 
 def export_session(

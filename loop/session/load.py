@@ -11,15 +11,26 @@ is read.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import Any
 
 from loop import _json
 from loop.engine.decide import exit_code_for
 from loop.engine.journal import read_journal
-from loop.errors import InputError, LoopError, PathError, RecordingError, SessionError
+from loop.engine.session_dir import JOURNAL_NAME
+from loop.errors import InputError, PathError, SessionError
+from loop.events import Event
+from loop.records import (
+    HatExhausted,
+    HatTopology,
+    IterationEnd,
+    IterationFields,
+    IterationStart,
+    Resume,
+    SessionEnd,
+    SessionStart,
+)
 from loop.session.reader import RecordingReader
+from loop.session.recording import FooterRecord, IterationRecord, MarkerRecord
 from loop.session.store import latest_session, validate_session_id
 from loop.session.view import (
     EndView,
@@ -31,9 +42,7 @@ from loop.session.view import (
     SessionView,
 )
 
-__all__ = ["JOURNAL_NAME", "load_session", "resolve_session"]
-
-JOURNAL_NAME = "journal.jsonl"
+__all__ = ["load_session", "resolve_session"]
 
 
 # -- finding the file ---------------------------------------------------------------------
@@ -116,52 +125,18 @@ def _first_kind(path: Path) -> object:
 # -- building the view --------------------------------------------------------------------
 
 
-def _problem(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    return f"{loc}: {err['msg']}" if loc else str(err["msg"])
-
-
-_M = TypeVar("_M", bound=BaseModel)
-
-
-class _Start(BaseModel):
-    """What the view needs of a journal's ``session.start`` record."""
-
-    session_id: str
-    started_at: str = ""
-    version: str = ""
-    config_digest: str = ""
-    starting_event: str = ""
-    completion_event: str = ""
-    hats: dict[str, HatView] = {}
-    start_event: EventView | None = None
-
-
 class _Builder:
     """Collects a session's parts record by record, in file order."""
 
-    def __init__(self, path: Path, error: type[LoopError]) -> None:
-        self.path = path
-        self.error = error
+    def __init__(self) -> None:
         self.iterations: list[IterationView] = []
         self.loop_events: list[LoopEvent] = []
         self.markers: list[MarkerView] = []
         self.end: EndView | None = None
         self.in_flight: int | None = None
 
-    def fail(self, message: str, line: int) -> LoopError:
-        return self.error(f"{self.path}:{line}: {message}")
-
-    def validate(self, model: type[_M], data: Any, line: int) -> _M:
-        try:
-            return model.model_validate(data)
-        except ValidationError as exc:
-            raise self.fail(f"invalid record: {_problem(exc)}", line) from None
-
-    def iteration(self, data: Any, line: int) -> None:
-        it = self.validate(IterationView, data, line)
-        self.iterations.append(it)
+    def iteration(self, record: IterationFields) -> None:
+        self.iterations.append(IterationView.model_validate(record, from_attributes=True))
         self.in_flight = None
 
     def ended(self, end: EndView) -> None:
@@ -188,49 +163,57 @@ def _end_marker(end: EndView) -> MarkerView:
     )
 
 
+def _event(event: Event) -> EventView:
+    return EventView.model_validate(event, from_attributes=True)
+
+
+def _hats(hats: dict[str, HatTopology]) -> dict[str, HatView]:
+    return {name: HatView.model_validate(hat, from_attributes=True) for name, hat in hats.items()}
+
+
 def _from_journal(path: Path) -> SessionView:
-    contents = read_journal(path)  # SessionError on a corrupt line before the last
+    contents = read_journal(path)  # SessionError on a bad line before the last
     records = contents.records
     if not records:
         raise SessionError(f"{path}:1: no complete record (the first line is torn)")
-    build = _Builder(path, SessionError)
-    start = build.validate(_Start, records[0], 1)
-    if start.start_event is not None:
-        build.loop_events.append(LoopEvent(after=0, event=start.start_event))
-    for line, rec in enumerate(records[1:], start=2):
-        kind = rec.get("kind")
-        if kind == "iteration.end":
-            build.iteration(rec, line)
-        elif kind == "iteration.start":
-            build.in_flight = _int(rec.get("iteration"))
-        elif kind == "hat.exhausted":
-            event = build.validate(EventView, rec.get("event"), line)
-            build.loop_events.append(LoopEvent(after=build.done, event=event))
-            build.markers.append(
-                MarkerView(
-                    kind="hat_exhausted",
-                    after=build.done,
-                    message=f"hat {rec.get('hat')} reached its max_activations: "
-                    f"{len(rec.get('dropped') or [])} pending event(s) dropped, "
-                    f"{event.topic} published",
+    start = records[0]
+    if not isinstance(start, SessionStart):
+        raise SessionError(f"{path}:1: the first record is {start.kind!r}, not session.start")
+    build = _Builder()
+    build.loop_events.append(LoopEvent(after=0, event=_event(start.start_event)))
+    for record in records[1:]:
+        match record:
+            case IterationEnd():
+                build.iteration(record)
+            case IterationStart():
+                build.in_flight = record.iteration
+            case HatExhausted():
+                event = _event(record.event)
+                build.loop_events.append(LoopEvent(after=build.done, event=event))
+                build.markers.append(
+                    MarkerView(
+                        kind="hat_exhausted",
+                        after=build.done,
+                        message=f"hat {record.hat} reached its max_activations: "
+                        f"{len(record.dropped)} pending event(s) dropped, "
+                        f"{event.topic} published",
+                    )
                 )
-            )
-        elif kind == "resume":
-            was = rec.get("in_flight")
-            build.resumed(
-                f"resumed by pid {rec.get('pid')} after iteration {rec.get('iteration')}"
-                + (f" (iteration {was} was in flight and ran again)" if was else "")
-            )
-        elif kind == "session.end":
-            reason = str(rec.get("reason", "unknown"))
-            build.ended(
-                EndView(
-                    reason=reason,
-                    iterations=_int(rec.get("iterations")) or build.done,
-                    elapsed=float(rec.get("elapsed") or 0.0),
-                    exit_code=exit_code_for(reason),
+            case Resume():
+                was = record.in_flight
+                build.resumed(
+                    f"resumed by pid {record.pid} after iteration {record.iteration}"
+                    + (f" (iteration {was} was in flight and ran again)" if was else "")
                 )
-            )
+            case SessionEnd():
+                build.ended(
+                    EndView(
+                        reason=record.reason,
+                        iterations=record.iterations or build.done,
+                        elapsed=record.elapsed,
+                        exit_code=exit_code_for(record.reason),
+                    )
+                )
     in_flight = build.in_flight if build.end is None else None
     if in_flight is not None:
         build.markers.append(
@@ -251,7 +234,7 @@ def _from_journal(path: Path) -> SessionView:
         config_digest=start.config_digest,
         starting_event=start.starting_event,
         completion_event=start.completion_event,
-        hats=start.hats,
+        hats=_hats(start.hats),
         iterations=tuple(build.iterations),
         loop_events=tuple(build.loop_events),
         markers=tuple(build.markers),
@@ -262,46 +245,36 @@ def _from_journal(path: Path) -> SessionView:
     )
 
 
-def _int(value: Any) -> int | None:
-    return value if type(value) is int else None
-
-
 def _from_recording(path: Path) -> SessionView:
-    with RecordingReader(path) as reader:  # the header, every kind, a torn last line
-        header, torn, warnings = reader.header, reader.torn, list(reader.warnings)
-    build = _Builder(path, RecordingError)
-    records = 0
-    last_footer_records: int | None = None
-    bad: tuple[int, str] | None = None
-    with path.open("rb") as fh:
-        for line, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue
-            if bad is not None:
-                raise build.fail(bad[1], bad[0])
-            try:
-                data = _json.loads(raw)
-            except ValueError as exc:
-                bad = (line, f"corrupt record (not JSON: {exc})")
-                continue
+    with RecordingReader(path) as reader:  # every line checked; a torn last one skipped
+        header, warnings = reader.header, list(reader.warnings)
+        footer = reader.footer
+        build = _Builder()
+        records = 1
+        last_footer_records: int | None = None
+        for _, record in reader.records():
+            match record:
+                case IterationRecord():
+                    build.iteration(record)
+                case MarkerRecord(marker="resumed"):
+                    build.resumed(record.message)
+                case MarkerRecord():
+                    build.markers.append(
+                        MarkerView(kind=record.marker, after=build.done, message=record.message)
+                    )
+                case FooterRecord():
+                    last_footer_records = record.records
+                    build.ended(
+                        EndView(
+                            reason=record.reason,
+                            iterations=record.iterations,
+                            elapsed=record.elapsed,
+                            exit_code=record.exit_code,
+                        )
+                    )
+                case _:
+                    continue
             records += 1
-            kind = data.get("kind") if isinstance(data, dict) else None
-            if kind == "iteration":
-                build.iteration(data, line)
-            elif kind == "marker":
-                marker = str(data.get("marker"))
-                message = str(data.get("message", ""))
-                if marker == "resumed":
-                    build.resumed(message)
-                else:
-                    build.markers.append(MarkerView(kind=marker, after=build.done, message=message))
-            elif kind == "footer":
-                end = build.validate(EndView, data, line)
-                last_footer_records = _int(data.get("records"))
-                build.ended(end)
-    if bad is not None and not torn:  # the reader's scan already refused this
-        raise build.fail(bad[1], bad[0])
-    footer = reader.footer
     markers = tuple(build.markers)
     return SessionView(
         source="recording",
@@ -314,7 +287,7 @@ def _from_recording(path: Path) -> SessionView:
         config_digest=header.config_digest,
         starting_event=header.starting_event,
         completion_event=header.completion_event,
-        hats={name: HatView.model_validate(hat.model_dump()) for name, hat in header.hats.items()},
+        hats=_hats(header.hats),
         iterations=tuple(build.iterations),
         loop_events=(_start_event(header.starting_event, header.config, build.iterations),),
         markers=markers,

@@ -8,57 +8,46 @@ contents, so memory stays flat however large the recording is. Bad input is a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, TypeVar
+from typing import BinaryIO
 
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from loop import _json
-from loop.backends.replay import ReplayIteration
-from loop.config import LoadedConfig, config_digest, config_from_snapshot
-from loop.engine.records import hats_record
+from loop.config import config_digest, config_from_snapshot
 from loop.errors import RecordingError
+from loop.records import HatTopology, validation_message
 from loop.session.recording import (
     SCHEMA_VERSION,
     FooterRecord,
-    HatTopology,
     HeaderRecord,
     IterationRecord,
     MarkerRecord,
-    Record,
-    parse_record,
+    RecordingRecord,
+    parse_header,
+    parse_iteration,
+    parse_line,
 )
 
-__all__ = ["RecordingReader", "topology"]
+__all__ = ["RecordingReader"]
 
 log = structlog.get_logger("loop.replay")
 
-_M = TypeVar("_M", bound=BaseModel)
 READ_BUFFER = 256 * 1024  # bytes read per system call while scanning or replaying
 
 
-# The first bytes of an iteration line as the recorder writes it (kind, iteration, hat).
-_PREFIX = re.compile(rb'\{"kind":"iteration","iteration":([1-9][0-9]{0,17}),"hat":"([^"\\]*)",')
+class _LineKey(BaseModel):
+    """What the scan reads of a line: its kind, and an iteration's number and hat (the
+    rest of an iteration line is validated when it is read)."""
 
+    model_config = ConfigDict(extra="ignore", strict=True)
 
-def _iteration_prefix(raw: bytes) -> tuple[int, str] | None:
-    """``(iteration, hat)`` of a complete line that starts like the recorder's, else None."""
-    if not raw.endswith(b"\n") or (match := _PREFIX.match(raw)) is None:
-        return None
-    try:
-        return int(match.group(1)), match.group(2).decode()
-    except UnicodeDecodeError:
-        return None
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors(include_url=False)[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    return f"{loc}: {err['msg']}" if loc else str(err["msg"])
+    kind: str
+    iteration: int | None = None
+    hat: str | None = None
 
 
 class RecordingReader:
@@ -77,7 +66,7 @@ class RecordingReader:
         self.torn = False
         self._index: dict[int, tuple[int, int, int]] = {}  # iteration -> offset, size, line
         self._last = 0
-        self._cache: tuple[int, ReplayIteration] | None = None
+        self._cache: tuple[int, IterationRecord] | None = None
         self._fh: BinaryIO = self._open()
         try:
             self.header = self._scan()
@@ -87,8 +76,7 @@ class RecordingReader:
 
     def _open(self) -> BinaryIO:
         try:
-            # a large buffer: the scan and a replay read the file front to back, and each
-            # read is a system call (a replayed iteration is only tens of microseconds)
+            # a large buffer: the scan and a replay read the file front to back
             return self.path.open("rb", buffering=READ_BUFFER)
         except FileNotFoundError as exc:
             raise RecordingError("recording not found", file=self.path) from exc
@@ -105,36 +93,26 @@ class RecordingReader:
     def _scan(self) -> HeaderRecord:
         header: HeaderRecord | None = None
         offset = 0
-        bad: tuple[int, str] | None = None
+        bad: tuple[int, str] | None = None  # a line that is not JSON: torn if it is the last
         for number, raw in enumerate(self._fh, start=1):
             if bad is not None:
                 raise self._error(f"corrupt record ({bad[1]})", bad[0])
             size = len(raw)
-            if header is not None and (found := _iteration_prefix(raw)) is not None:
-                # a whole line as the recorder writes it: indexed from its first bytes, its
-                # JSON read once, when replayed (a torn line has no newline: it never gets here)
-                self._index_iteration(
-                    found[0], found[1], number=number, offset=offset, size=size, header=header
-                )
-                offset += size
-                continue
-            if raw[:1].isspace() and not raw.strip():
-                offset += size
-                continue
-            try:
-                data = _json.loads(raw)
-            except ValueError as exc:
-                if header is None:
-                    raise self._error(
-                        "not a JSONL recording: the line is not JSON", number
-                    ) from exc
-                bad = (number, f"not JSON: {exc}")
-                offset += size
-                continue
-            if header is None:
-                header = self._read_header(data, number)
+            if not raw.strip():
+                pass
+            elif header is None:
+                header = self._read_header(raw, number)
             else:
-                self._add(data, number, offset, size, header)
+                try:
+                    key = _LineKey.model_validate_json(raw)
+                except ValidationError as exc:
+                    if exc.errors()[0]["type"] != "json_invalid":
+                        raise self._error(
+                            f"not a recording record: {validation_message(exc)}", number
+                        ) from None
+                    bad = (number, f"not JSON: {validation_message(exc)}")
+                else:
+                    self._add(key, raw, number, offset=offset, size=size, header=header)
             offset += size
         if header is None:
             raise self._error("empty recording (no records)")
@@ -149,40 +127,48 @@ class RecordingReader:
             )
         return header
 
-    def _read_header(self, data: Any, number: int) -> HeaderRecord:
+    def _read_header(self, raw: bytes, number: int) -> HeaderRecord:
+        try:
+            data = _json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise self._error("not a JSONL recording: the line is not JSON", number) from exc
         if not isinstance(data, dict) or "kind" not in data:
             raise self._error('not a hatloop recording: a record has no "kind"', number)
         if data.get("kind") != "header":
             raise self._error(f"expected a header record first, found {data.get('kind')!r}", number)
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if type(version) is not int or version != SCHEMA_VERSION:
             raise self._error(
                 f"unknown schema version {version!r} (this hatloop reads "
                 f"version {SCHEMA_VERSION}; re-record or upgrade)",
                 number,
             )
         try:
-            return HeaderRecord.model_validate(data)
-        except ValidationError as exc:
-            raise self._error(f"invalid header: {_first_error(exc)}", number) from exc
+            return parse_header(raw)
+        except ValueError as exc:
+            raise self._error(f"invalid header: {exc}", number) from None
 
-    def _add(self, data: Any, number: int, offset: int, size: int, header: HeaderRecord) -> None:
-        if not isinstance(data, dict):
-            raise self._error("corrupt record: not a JSON object", number)
-        if data.get("kind") == "iteration":
-            # Indexed from the plain data; the whole record is validated when it is read
-            # (once per replayed iteration, not twice): a bad one is the same error then.
-            iteration, hat = data.get("iteration"), data.get("hat")
-            if not (
-                type(iteration) is int and iteration >= 1 and isinstance(hat, str)
-            ):  # not indexable: the model says exactly what is wrong
-                self._parse(data, number)
+    def _add(
+        self,
+        key: _LineKey,
+        raw: bytes,
+        number: int,
+        *,
+        offset: int,
+        size: int,
+        header: HeaderRecord,
+    ) -> None:
+        if key.kind == "iteration":
+            # indexed from its number and hat; the whole record is validated when it is
+            # read (once per replayed iteration): a bad one is the same error then
+            if key.iteration is None or key.iteration < 1 or key.hat is None:
+                self._parse(raw, number)  # says exactly what is wrong
                 raise self._error("invalid record: iteration or hat", number)
-            self._index_iteration(
-                iteration, hat, number=number, offset=offset, size=size, header=header
-            )
+            self._check_iteration(key.iteration, key.hat, number, header)
+            self._index[key.iteration] = (offset, size, number)
+            self._last = max(self._last, key.iteration)
             return
-        record = self._parse(data, number)
+        record = self._parse(raw, number)
         if isinstance(record, MarkerRecord):
             self.markers.append((number, record))
         elif isinstance(record, FooterRecord):
@@ -190,9 +176,8 @@ class RecordingReader:
         else:
             raise self._error("a second header record", number)
 
-    def _index_iteration(
-        self, iteration: int, hat: str, *, number: int, offset: int, size: int, header: HeaderRecord
-    ) -> None:
+    def _check_iteration(self, iteration: int, hat: str, number: int, header: HeaderRecord) -> None:
+        """Refuse iteration ``iteration`` of line ``number`` if recorded twice or of no hat."""
         if iteration in self._index:
             raise self._error(f"iteration {iteration} is recorded twice", number)
         if hat not in header.hats:
@@ -200,14 +185,12 @@ class RecordingReader:
                 f"iteration {iteration} names hat {hat!r}, which the header does not define",
                 number,
             )
-        self._index[iteration] = (offset, size, number)
-        self._last = max(self._last, iteration)
 
-    def _parse(self, data: dict[str, Any], number: int) -> Record:
+    def _parse(self, raw: bytes, number: int) -> RecordingRecord:
         try:
-            return parse_record(data)
-        except ValidationError as exc:
-            raise self._error(f"invalid record: {_first_error(exc)}", number) from exc
+            return parse_line(raw)
+        except ValueError as exc:
+            raise self._error(f"invalid record: {exc}", number) from None
 
     # -- on demand ------------------------------------------------------------------
 
@@ -222,40 +205,29 @@ class RecordingReader:
         return self._last
 
     def iteration(self, number: int) -> IterationRecord | None:
-        """Read iteration ``number`` from disk, the whole record, validated."""
-        return self._read(number, IterationRecord)
-
-    def replay_iteration(self, number: int) -> ReplayIteration | None:
-        """What replay needs of iteration ``number``, validated (the last one is cached).
-
-        Replay asks for each iteration twice (to serve it, then to compare): the second
-        time is the cache.
-        """
+        """Iteration ``number``, read from disk and validated (the last one read is kept:
+        replay asks for each iteration twice, to serve it and to compare it)."""
         if self._cache is not None and self._cache[0] == number:
             return self._cache[1]
-        record = self._read(number, ReplayIteration)
-        if record is not None:
-            self._cache = (number, record)
-        return record
-
-    def _read(self, number: int, model: type[_M]) -> _M | None:
         entry = self._index.get(number)
         if entry is None:
             return None
         offset, size, line = entry
         self._fh.seek(offset)
         try:
-            return model.model_validate_json(self._fh.read(size))
-        except ValidationError as exc:
-            raise self._error(f"invalid record: {_first_error(exc)}", line) from exc
+            record = parse_iteration(self._fh.read(size))
+        except ValueError as exc:
+            raise self._error(f"invalid record: {exc}", line) from None
+        self._cache = (number, record)
+        return record
 
-    def records(self) -> Iterator[tuple[int, Record]]:
+    def records(self) -> Iterator[tuple[int, RecordingRecord]]:
         """Every record with its line number, streamed from disk (the torn line skipped)."""
         with self.path.open("rb") as fh:
             for number, raw in enumerate(fh, start=1):
                 if raw.strip():
                     try:
-                        yield number, parse_record(_json.loads(raw))
+                        yield number, parse_line(raw)
                     except ValueError:  # only the torn last line gets here after the scan
                         return
 
@@ -276,7 +248,7 @@ class RecordingReader:
         config = config_from_snapshot(
             header.config, base_dir=Path.cwd(), source=f"{self.path}:1 (recorded config)"
         )
-        derived = topology(config)
+        derived = config.topology()
         for name in sorted(set(derived) | set(header.hats)):
             mine, theirs = header.hats.get(name), derived.get(name)
             if mine != theirs:
@@ -325,11 +297,6 @@ class RecordingReader:
         tb: TracebackType | None,
     ) -> None:
         self.close()
-
-
-def topology(config: LoadedConfig) -> dict[str, HatTopology]:
-    """The hat topology a configuration implies (what a header records)."""
-    return {name: HatTopology(**hat) for name, hat in hats_record(config).items()}
 
 
 def _brief(hat: HatTopology | None) -> str:

@@ -1,10 +1,9 @@
 """The session recorder: a bus subscriber that writes the session as JSONL.
 
 It listens to the engine's lifecycle events (``loop.started`` / ``loop.resumed``,
-``loop.terminated``) and takes each committed iteration with its journal line (the
-``committed`` hook: the recording line is that line with ``kind`` renamed and two fields
-added, so nothing is encoded twice), and writes one record per line. Lines go
-out in batches, one ``write`` per batch: before every hat that waits (the engine calls
+``loop.terminated``), takes each committed iteration's typed record (the ``committed``
+hook), and writes one record per line, each encoded here. Lines go out in batches, one
+``write`` per batch: before every hat that waits (the engine calls
 :meth:`Recorder.flush`), at least every few milliseconds while hats are instant, and at
 the end. A crash leaves at most a torn last line, and the lines a crash kept from the
 file are backfilled from the journal when the session resumes.
@@ -25,7 +24,6 @@ Guarantees:
 from __future__ import annotations
 
 import os
-import re
 import sys
 import time
 from collections.abc import Mapping
@@ -34,23 +32,31 @@ from types import TracebackType
 from typing import Any
 
 import structlog
-from pydantic import BaseModel
 
 from loop import __version__, _json
 from loop._fs import write_all
 from loop.bus import EventBus
 from loop.config import config_digest
 from loop.engine.journal import read_journal
+from loop.engine.lifecycle import (
+    LOOP_RESUMED,
+    LOOP_STARTED,
+    LOOP_TERMINATED,
+    SessionEnded,
+    SessionStarted,
+)
+from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import InputError, LoopError
 from loop.events import Event
 from loop.extensions import Extension
+from loop.records import IterationEnd, encode_record
 from loop.session.recording import (
     FooterRecord,
     HeaderRecord,
     MarkerRecord,
+    RecordingRecord,
     iso_time,
     iteration_data,
-    iteration_line,
 )
 from loop.session.redact import Redactor
 
@@ -64,7 +70,6 @@ MARKER_RESERVE = 256
 FOOTER_RESERVE = 320
 MIN_MAX_BYTES = 1024
 BATCH_BYTES = 64 * 1024  # a batch of lines is written once it reaches this size
-_ITERATION_LINE = re.compile(rb'^\{"kind":"iteration","iteration":(\d+)')
 
 
 class RecorderClosed(LoopError):
@@ -74,27 +79,20 @@ class RecorderClosed(LoopError):
 _write_all = write_all  # one name to patch in tests
 
 
-def _line(record: BaseModel | dict[str, Any], redactor: Redactor | None) -> bytes:
-    data = (
-        record.model_dump(mode="json", exclude_none=True)
-        if isinstance(record, BaseModel)
-        else record
-    )
-    line = _json.dumps_record_line(data)
+def _line(record: RecordingRecord | dict[str, Any], redactor: Redactor | None) -> bytes:
+    """A record (or its data) as its line, with secrets redacted.
+
+    A marker is written without the fields its kind leaves unset, so that it fits the
+    room kept for it.
+    """
+    if isinstance(record, MarkerRecord):
+        record = {k: v for k, v in vars(record).items() if v is not None}
+    line = _json.dumps_record_line(record) if isinstance(record, dict) else encode_record(record)
     if redactor is None or not redactor.found_in(line):  # the common case: one scan
         return line
     # redact the values, never the encoded text: a secret may also match inside a
     # number, a key or a literal, and replacing it there would break the line
-    return _json.dumps_record_line(redactor.value(data))
-
-
-def _iteration_line(
-    rec: dict[str, Any], journal_line: bytes | None, ts: float, redactor: Redactor | None
-) -> bytes:
-    line = iteration_line(rec, journal_line, ts)
-    if redactor is None or not redactor.found_in(line):
-        return line
-    return _line(iteration_data(rec, ts), redactor)
+    return _json.dumps_record_line(redactor.value(_json.loads(line)))
 
 
 class Recorder(Extension):
@@ -171,9 +169,9 @@ class Recorder(Extension):
         if self._attached:
             raise RecorderClosed(f"recorder for {self.path} is already attached (one-shot)")
         self._attached = True
-        bus.subscribe("loop.started", self._on_start, name="recorder")
-        bus.subscribe("loop.resumed", self._on_start, name="recorder")
-        bus.subscribe("loop.terminated", self._on_terminated, name="recorder")
+        bus.subscribe(LOOP_STARTED, self._on_start, name="recorder")
+        bus.subscribe(LOOP_RESUMED, self._on_start, name="recorder")
+        bus.subscribe(LOOP_TERMINATED, self._on_terminated, name="recorder")
 
     async def aclose(self) -> None:
         """Write what is buffered and close the file (idempotent)."""
@@ -295,7 +293,7 @@ class Recorder(Extension):
             return True
         return False
 
-    def _put(self, record: BaseModel | dict[str, Any]) -> None:
+    def _put(self, record: RecordingRecord) -> None:
         """Write one record, keeping room for the cap marker and the footer."""
         if not self._refused():
             self._put_line(_line(record, self.redactor))
@@ -344,82 +342,85 @@ class Recorder(Extension):
     # -- bus handlers -----------------------------------------------------------------
 
     def _on_start(self, event: Event) -> None:
-        data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
+        if not isinstance(event.payload, SessionStarted):
+            return
+        started = event.payload
         if self.redactor is not None:  # secrets in backend env tables, before any record
-            self.redactor.learn_from_config(data.get("config", {}))
+            self.redactor.learn_from_config(started.start.config)
         if self._fd is None and not self._disabled:
             self._open()
         if self._disabled or self.bytes == 0:
-            self._put(self._header(data))
-        elif not self._same_session(data):
+            self._put(self._header(started, event.ts))
+        elif not self._same_session(started.start.session_id):
             self._disabled = True
             log.error(
                 "recording: the file holds another session; nothing appended",
                 file=str(self.path),
-                session=data.get("session_id"),
+                session=started.start.session_id,
             )
-        if event.topic == "loop.resumed":
+        if started.resumed_at is not None:
             if not self._disabled:
-                self._backfill(data)
-            at = data.get("resumed_at_iteration")
+                self._backfill(started)
             self._put(
                 MarkerRecord(
                     marker="resumed",
-                    session_id=str(data.get("session_id", "")),
-                    resumed_at_iteration=at,
-                    config_digest=config_digest(data.get("config", {})),
-                    message=f"session resumed after iteration {at}",
+                    session_id=started.start.session_id,
+                    resumed_at_iteration=started.resumed_at,
+                    config_digest=started.start.config_digest,
+                    message=f"session resumed after iteration {started.resumed_at}",
                     ts=event.ts,
                 )
             )
 
-    def _same_session(self, data: dict[str, Any]) -> bool:
+    def _same_session(self, session_id: str) -> bool:
         try:
             with self.path.open("rb") as fh:
                 first = _json.loads(fh.readline())
         except (OSError, ValueError):
             return False
-        return isinstance(first, dict) and first.get("session_id") == data.get("session_id")
+        return isinstance(first, dict) and first.get("session_id") == session_id
 
-    def _header(self, data: dict[str, Any]) -> HeaderRecord:
-        config = data.get("config", {})
+    def _header(self, started: SessionStarted, ts: float) -> HeaderRecord:
+        start = started.start
+        config = start.config
         if self.redactor is not None:  # the digest must describe the config as recorded
             config = self.redactor.value(config)  # its secrets were learnt in _on_start
         return HeaderRecord(
-            session_id=str(data.get("session_id", "")),
-            started_at=iso_time(),
+            session_id=start.session_id,
+            started_at=iso_time(start.ts),
+            config_digest=config_digest(config),
+            starting_event=start.starting_event,
+            completion_event=start.completion_event,
+            hats=start.hats,
+            config=config,
             hatloop_version=__version__,
             python_version=sys.version.split()[0],
-            config_digest=config_digest(config),
-            starting_event=str(data.get("starting_event", "")),
-            completion_event=str(data.get("completion_event", "")),
-            hats=data.get("hats", {}),
-            config=config,
             redacted=self.redactor is not None,
             max_bytes=self.max_bytes,
-            ts=_now(),
+            ts=ts,
         )
 
     def _last_recorded(self) -> int:
+        """The highest iteration the file holds (lines that are not JSON are skipped)."""
         last = 0
         with self.path.open("rb") as fh:
             for raw in fh:
-                if match := _ITERATION_LINE.match(raw):
-                    last = max(last, int(match.group(1)))
+                try:
+                    data = _json.loads(raw)
+                except ValueError:
+                    continue
+                number = data.get("iteration") if isinstance(data, dict) else None
+                if data.get("kind") == "iteration" and type(number) is int:
+                    last = max(last, number)
         return last
 
-    def _backfill(self, data: dict[str, Any]) -> None:
+    def _backfill(self, started: SessionStarted) -> None:
         """Record committed iterations the killed process never recorded (from the journal).
 
         A ``kill -9`` between the journal commit and the recording write, or in the
         middle of that write, loses the record; the journal still has it.
         """
-        session_dir = data.get("session_dir")
-        if not session_dir:  # older engines: state paths resolve against the working folder
-            loop_cfg = data.get("config", {}).get("loop", {})
-            sessions = Path(str(loop_cfg.get("sessions_dir", ".loop/sessions")))
-            session_dir = Path.cwd() / sessions / str(data.get("session_id", ""))
-        journal = Path(session_dir) / "journal.jsonl"
+        journal = started.session_dir / JOURNAL_NAME
         try:
             last = self._last_recorded()
             records = read_journal(journal).records
@@ -430,38 +431,36 @@ class Recorder(Extension):
                 error=str(exc),
             )
             return
-        for rec in records:
-            if rec.get("kind") == "iteration.end" and int(rec.get("iteration", 0)) > last:
-                self._record_iteration(rec, None)
+        for record in records:
+            if isinstance(record, IterationEnd) and record.iteration > last:
+                self._record_iteration(record)
 
-    def committed(self, record: dict[str, Any], line: bytes) -> None:
-        """Record an iteration the engine just committed (``line``: its journal line)."""
-        self._record_iteration(record, line)
+    def committed(self, record: IterationEnd) -> None:
+        """Record an iteration the engine just committed."""
+        self._record_iteration(record)
 
-    def _record_iteration(self, rec: dict[str, Any], journal_line: bytes | None) -> None:
-        if self._refused():
-            return
-        ts = float(rec.get("ts") or _now())
-        self._put_line(_iteration_line(rec, journal_line, ts, self.redactor))
+    def _record_iteration(self, record: IterationEnd) -> None:
+        if not self._refused():
+            self._put_line(_line(iteration_data(record), self.redactor))
 
     def _on_terminated(self, event: Event) -> None:
-        data: dict[str, Any] = event.payload if isinstance(event.payload, dict) else {}
-        if self._footer_written:
+        if self._footer_written or not isinstance(event.payload, SessionEnded):
             return
+        ended = event.payload
         self.flush()
         self._footer_written = True
         if self._disabled:
             self.write_failures += 1
             return
         footer = FooterRecord(
-            reason=str(data.get("reason", "unknown"))[:64],
-            iterations=int(data.get("iterations", 0)),
-            elapsed=float(data.get("elapsed", 0.0)),
-            exit_code=int(data.get("exit_code", 1)),
+            reason=ended.end.reason[:64],
+            iterations=ended.end.iterations,
+            elapsed=ended.end.elapsed,
+            exit_code=ended.exit_code,
             records=self.records,
             write_failures=self.write_failures,
             cap_reached=self.cap_reached,
-            ts=_now(),
+            ts=event.ts,
         )
         line = _line(footer, None)
         if self.bytes + len(line) <= self.max_bytes:

@@ -18,10 +18,10 @@ from pydantic import BaseModel, Field
 
 from loop._fs import check_name
 from loop.engine.journal import read_journal
-from loop.engine.routing import HatSpec
 from loop.engine.session_dir import JOURNAL_NAME, LATEST, SessionPaths, is_locked
 from loop.engine.state import LoopState, RouteContext, fold
 from loop.errors import PathError
+from loop.records import SessionStart
 
 __all__ = [
     "PendingSummary",
@@ -30,7 +30,6 @@ __all__ = [
     "latest_session",
     "list_sessions",
     "new_session_id",
-    "route_context_from_start",
     "session_status",
     "validate_session_id",
 ]
@@ -71,26 +70,6 @@ def list_sessions(sessions_dir: Path) -> list[str]:
     found = [p for p in sessions_dir.iterdir() if (p / JOURNAL_NAME).exists()]
     found.sort(key=lambda p: ((p / JOURNAL_NAME).stat().st_mtime, p.name))
     return [p.name for p in found]
-
-
-def route_context_from_start(record: dict[str, Any]) -> RouteContext:
-    """The routing context recorded in a ``session.start`` record."""
-    hats = tuple(
-        HatSpec(
-            name=name,
-            triggers=tuple(h.get("triggers", ())),
-            publishes=tuple(h.get("publishes", ())),
-            default_publishes=h.get("default_publishes"),
-            max_activations=h.get("max_activations"),
-        )
-        for name, h in record.get("hats", {}).items()
-    )
-    return RouteContext(
-        hats=hats,
-        completion_event=record.get("completion_event", "LOOP_COMPLETE"),
-        fallback=record.get("fallback_hat"),
-        starting_event=record.get("starting_event"),
-    )
 
 
 class PendingSummary(BaseModel):
@@ -135,11 +114,8 @@ def session_status(sessions_dir: Path, session_id: str) -> SessionStatus:
     if not paths.journal.exists():
         return SessionStatus(session_id=session_id, status="not_found")
     contents = read_journal(paths.journal)
-    start = next((r for r in contents.records if r.get("kind") == "session.start"), None)
-    if start is None:
-        state = LoopState()
-    else:
-        state = fold(contents.records, route_context_from_start(start))
+    start = next((r for r in contents.records if isinstance(r, SessionStart)), None)
+    state = LoopState() if start is None else fold(contents.records, RouteContext.from_start(start))
     if is_locked(paths.lock):
         status = "running"
     elif state.termination is None or state.termination == "interrupted":
@@ -156,7 +132,7 @@ def session_status(sessions_dir: Path, session_id: str) -> SessionStatus:
         status=status,
         iterations=state.iteration,
         last_hat=state.last_hat,
-        in_flight=state.in_flight,
+        in_flight=min(state.in_flight, default=None),
         pending=[
             PendingSummary(topic=p.event.topic, hat=p.hat, source=p.event.source)
             for p in state.pending

@@ -116,6 +116,14 @@ class ToolContext:
             events_file=Path(ef) if ef else None,
         )
 
+    def variables(self) -> dict[str, str]:
+        """The variables that point a child process's tool calls at these files (what
+        :meth:`from_env` reads back): agents inside a loop share the loop's files."""
+        env = {ENV_WORKSPACE: str(self.workspace), ENV_EXPERIENCES: str(self.experiences_base)}
+        if self.tasks_file is not None:
+            env[ENV_TASKS_FILE] = str(self.tasks_file)
+        return env
+
 
 ToolFunc = Callable[[ToolContext, Any], BaseModel]
 

@@ -156,7 +156,6 @@ def make_request(tmp_path: Path) -> MakeRequest:
             "activation": 0,
             "events_file": iteration_dir / "events.jsonl",
             "workdir": workdir,
-            "iteration_dir": iteration_dir,
         }
         fields.update(overrides)
         return BackendRequest(**fields)

@@ -295,7 +295,7 @@ def test_a_corrupt_line_before_the_last_is_a_one_line_error(
 def test_an_invalid_iteration_record_is_a_one_line_error(
     made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An iteration line that is JSON but not an iteration names the field."""
+    """An iteration line that is JSON but not an iteration names the line and the field."""
     lines = made.journal.read_text(encoding="utf-8").splitlines()
     rec = json.loads(lines[2])
     del rec["hat"]
@@ -304,7 +304,8 @@ def test_an_invalid_iteration_record_is_a_one_line_error(
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     code, _, err = run(capsys, "show", str(path))
     assert code == 2
-    assert err == f"error: {path}:3: invalid record: hat: Field required\n"
+    assert err.startswith(f"error: {path}:3: corrupt journal line (iteration.end.hat: Field")
+    assert err.count("\n") == 1
 
 
 def test_bad_targets_are_one_line_errors_with_exit_2(

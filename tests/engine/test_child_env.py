@@ -10,9 +10,10 @@ from typing import Any
 
 import anyio
 
-from loop.backends.base import BackendRequest, BackendResult
+from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.backends.command import CommandBackend
 from loop.extensions import Extension, RunningIteration
+from loop.records import IterationEnd
 from loop.testing import make_config, run_hats, scripted, tag
 
 # Prints the variables it was given as one event's payload.
@@ -43,8 +44,8 @@ class Grants(Extension):
         self.log.append(("released", iteration.iteration))
         self.released.append(iteration)
 
-    def committed(self, record: dict[str, Any], line: bytes) -> None:
-        self.log.append(("committed", record["iteration"]))
+    def committed(self, record: IterationEnd) -> None:
+        self.log.append(("committed", record.iteration))
 
 
 def two_hats(tmp_path: Path, **loop: Any) -> Any:
@@ -107,7 +108,7 @@ async def test_in_process_hats_never_ask_for_a_child_environment(tmp_path: Path)
     assert grants.log == [("committed", 1), ("committed", 2)]
 
 
-class Hangs:
+class Hangs(Backend):
     """Reads its environment, then waits until the engine's timeout cancels it."""
 
     kind = "hangs"

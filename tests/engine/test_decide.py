@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -9,6 +11,7 @@ from loop.engine.decide import Limits, check_limits, decide_outcome, exit_code_f
 from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.events import Event
+from loop.records import IterationEnd, SessionStart
 
 PLANNER = HatSpec("planner", ("task.start",), ("plan.ready",))
 BUILDER = HatSpec(
@@ -18,12 +21,20 @@ CTX = RouteContext(hats=(PLANNER, BUILDER), completion_event="LOOP_COMPLETE")
 LIMITS = Limits(max_iterations=10, max_runtime_seconds=60, max_consecutive_failures=2)
 
 
-def start_record() -> dict:
-    return {
-        "kind": "session.start",
-        "session_id": "s",
-        "start_event": Event(topic="task.start", payload="go").to_dict(),
-    }
+def start_record() -> SessionStart:
+    return SessionStart(
+        session_id="s",
+        started_at="2026-01-01T00:00:00Z",
+        config_digest="sha256:0",
+        starting_event="task.start",
+        completion_event="LOOP_COMPLETE",
+        hats={},
+        config={},
+        version="0",
+        config_source="test",
+        start_event=Event(topic="task.start", payload="go"),
+        ts=0.0,
+    )
 
 
 def end_record(
@@ -32,19 +43,25 @@ def end_record(
     published: list[Event],
     consumed: list[int],
     *,
-    status: str = "ok",
+    status: Literal["ok", "failed"] = "ok",
     completed: bool = False,
-) -> dict:
-    return {
-        "kind": "iteration.end",
-        "iteration": n,
-        "hat": hat,
-        "status": status,
-        "published": [e.to_dict() for e in published],
-        "consumed": consumed,
-        "completed": completed,
-        "elapsed": float(n),
-    }
+) -> IterationEnd:
+    return IterationEnd(
+        iteration=n,
+        hat=hat,
+        backend="scripted",
+        backend_ok=status == "ok",
+        status=status,
+        prompt="",
+        output="",
+        events=(),
+        published=tuple(published),
+        consumed=tuple(consumed),
+        completed=completed,
+        duration=0.0,
+        elapsed=float(n),
+        ts=0.0,
+    )
 
 
 def test_next_hat_is_the_oldest_pending_events_hat_with_all_its_events() -> None:
@@ -80,6 +97,7 @@ def test_completion_counts_only_as_the_last_event() -> None:
         events=[ev("LOOP_COMPLETE"), ev("plan.ready")],
         completion_event="LOOP_COMPLETE",
         completion_blocker=None,
+        now=0.0,
     )
     assert not mid.completed and "not the last event" in mid.notes[0]
     last = decide_outcome(
@@ -89,6 +107,7 @@ def test_completion_counts_only_as_the_last_event() -> None:
         events=[ev("plan.ready"), ev("LOOP_COMPLETE")],
         completion_event="LOOP_COMPLETE",
         completion_blocker=None,
+        now=0.0,
     )
     assert last.completed and last.consume
 
@@ -102,6 +121,7 @@ def test_a_blocked_completion_tells_the_hat_why() -> None:
         events=[Event(topic="LOOP_COMPLETE", source="planner")],
         completion_event="LOOP_COMPLETE",
         completion_blocker="2 tasks open",
+        now=0.0,
     )
     assert not out.completed
     rejection = out.publish[-1]
@@ -118,6 +138,7 @@ def test_default_publishes_is_used_only_when_nothing_was_emitted() -> None:
         events=[],
         completion_event="LOOP_COMPLETE",
         completion_blocker=None,
+        now=0.0,
     )
     assert [e.topic for e in out.publish] == ["build.done"] and out.consume
     sneaky = HatSpec("r", ("x.y",), default_publishes="LOOP_COMPLETE")
@@ -128,6 +149,7 @@ def test_default_publishes_is_used_only_when_nothing_was_emitted() -> None:
         events=[],
         completion_event="LOOP_COMPLETE",
         completion_blocker=None,
+        now=0.0,
     )
     assert out2.status == "failed" and not out2.completed and not out2.publish
     silent = decide_outcome(
@@ -137,6 +159,7 @@ def test_default_publishes_is_used_only_when_nothing_was_emitted() -> None:
         events=[],
         completion_event="LOOP_COMPLETE",
         completion_blocker=None,
+        now=0.0,
     )
     assert silent.status == "failed" and silent.reason == "no events emitted"
 
@@ -150,6 +173,7 @@ def test_a_failed_iteration_publishes_nothing_and_keeps_its_triggers() -> None:
         events=[Event(topic="plan.ready", source="planner")],
         completion_event="LOOP_COMPLETE",
         completion_blocker=None,
+        now=0.0,
     )
     assert out.status == "failed" and not out.consume and not out.publish
     assert out.reason == "exit status 3"
@@ -239,5 +263,5 @@ def test_an_ok_iteration_removes_exactly_its_consumed_events(n: int, consumed: l
     """Whatever is consumed (the oldest alone, several, unknown seqs), only those go."""
     pending = [PendingEvent(seq, Event(topic="plan.ready"), "builder") for seq in range(1, n + 1)]
     state = LoopState(pending=list(pending), next_seq=n + 1)
-    apply(state, end_record(1, "builder", [], consumed), CTX, [])
+    apply(state, end_record(1, "builder", [], consumed), CTX)
     assert [p.seq for p in state.pending] == [p.seq for p in pending if p.seq not in consumed]

@@ -16,15 +16,16 @@ from loop.engine import journal as journal_mod
 from loop.engine.invoke import BACKSTOP_SECONDS
 from loop.engine.journal import read_journal
 from loop.extensions import Extension
+from loop.records import IterationEnd, IterationStart
 from loop.testing import make_config, run_hats, scripted, tag
 
 AGENTS = Path(__file__).parent / "agents"
 
 
-def journal_ends(tmp_path: Path, session_id: str) -> list[dict[str, Any]]:
+def journal_ends(tmp_path: Path, session_id: str) -> list[IterationEnd]:
     """The ``iteration.end`` records of a session's journal."""
     records = read_journal(tmp_path / f".loop/sessions/{session_id}/journal.jsonl").records
-    return [r for r in records if r["kind"] == "iteration.end"]
+    return [r for r in records if isinstance(r, IterationEnd)]
 
 
 def pingpong(tmp_path: Path, **loop: Any) -> Any:
@@ -50,11 +51,11 @@ async def test_scripted_ping_pong_completes_and_journals_every_iteration(tmp_pat
     assert summary.iterations == 4
     assert cap.topics() == ["ping.done", "pong.done", "ping.done", "LOOP_COMPLETE"]
     records = read_journal(tmp_path / ".loop/sessions/s1/journal.jsonl").records
-    kinds = [r["kind"] for r in records]
+    kinds = [r.kind for r in records]
     assert kinds[0] == "session.start" and kinds[-1] == "session.end"
-    ends = [r for r in records if r["kind"] == "iteration.end"]
-    assert [r["hat"] for r in ends] == ["ping", "pong", "ping", "pong"]
-    assert "Events that triggered you" in ends[0]["prompt"] and "task.start" in ends[0]["prompt"]
+    ends = [r for r in records if r.kind == "iteration.end"]
+    assert [r.hat for r in ends] == ["ping", "pong", "ping", "pong"]
+    assert "Events that triggered you" in ends[0].prompt and "task.start" in ends[0].prompt
 
 
 async def test_a_real_subprocess_agent_emits_through_both_channels(tmp_path: Path) -> None:
@@ -93,9 +94,9 @@ async def test_a_failing_command_is_a_failed_iteration_with_its_reason(tmp_path:
     assert summary.reason == "max_consecutive_failures" and summary.exit_code == 1
     ends = journal_ends(tmp_path, "f")
     assert len(ends) == 2
-    assert ends[0]["status"] == "failed" and ends[0]["exit_code"] == 3
-    assert ends[0]["reason"] == "exit status 3: something broke"
-    assert ends[0]["output"].strip() == "partial output"
+    assert ends[0].status == "failed" and ends[0].exit_code == 3
+    assert ends[0].reason == "exit status 3: something broke"
+    assert ends[0].output.strip() == "partial output"
 
 
 def _alive(pid: int) -> bool:
@@ -121,7 +122,7 @@ async def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="t")
     assert summary.reason == "max_consecutive_failures"
     ends = journal_ends(tmp_path, "t")
-    assert ends[0]["reason"] == "timeout after 1s"
+    assert ends[0].reason == "timeout after 1s"
     parent, child = (int(x) for x in pids.read_text().split())
     assert not _alive(parent) and not _alive(child)
 
@@ -138,10 +139,10 @@ async def test_a_timed_out_command_keeps_what_it_printed(tmp_path: Path) -> None
     summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="p")
     assert summary.reason == "max_consecutive_failures"
     (end,) = journal_ends(tmp_path, "p")
-    assert end["reason"] == "timeout after 1s"
-    assert end["output"] == "partial output\n"
-    assert end["meta"]["stderr_tail"] == "still thinking"
-    assert end["duration"] < 1 + BACKSTOP_SECONDS
+    assert end.reason == "timeout after 1s"
+    assert end.output == "partial output\n"
+    assert end.meta["stderr_tail"] == "still thinking"
+    assert end.duration < 1 + BACKSTOP_SECONDS
 
 
 def slow_check(ctx: HatContext) -> str:
@@ -162,7 +163,7 @@ async def test_a_python_backend_timeout_limits_the_hat(tmp_path: Path) -> None:
     summary, _ = await run_hats(cfg, {"a": backend}, workdir=tmp_path, session_id="py")
     assert summary.reason == "max_consecutive_failures"
     (end,) = journal_ends(tmp_path, "py")
-    assert end["reason"] == "timeout after 0.3s"
+    assert end.reason == "timeout after 0.3s"
 
 
 async def test_max_activations_publishes_exhausted_once_then_stops(tmp_path: Path) -> None:
@@ -237,7 +238,7 @@ async def test_scripted_outputs_running_out_is_a_failed_iteration(tmp_path: Path
         cfg, {"a": scripted(tag("a.more"))}, workdir=tmp_path, session_id="x"
     )
     ends = journal_ends(tmp_path, "x")
-    assert "scripted outputs exhausted" in ends[-1]["reason"]
+    assert "scripted outputs exhausted" in ends[-1].reason
     assert summary.reason == "max_consecutive_failures"
 
 
@@ -286,9 +287,9 @@ async def test_prompt_in_a_file_and_the_output_cap(tmp_path: Path) -> None:
     ends = [
         r
         for r in read_journal(tmp_path / "two/.loop/sessions/g/journal.jsonl").records
-        if r["kind"] == "iteration.end"
+        if r.kind == "iteration.end"
     ]
-    assert len(ends[0]["output"]) == 1000 and ends[0]["meta"]["truncated"] is True
+    assert len(ends[0].output) == 1000 and ends[0].meta["truncated"] is True
     assert summary2.reason == "max_consecutive_failures"  # the tag was cut off: no event
 
 
@@ -318,10 +319,11 @@ class CountWrites:
         monkeypatch.setattr(os, "write", write)
 
 
-async def test_next_marker_rides_on_the_commit_write(
+async def test_each_record_is_one_write_and_iterations_start_before_they_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each commit carries the next iteration's start in the same write, never the last."""
+    """Every record is journaled by one write of its own: an iteration's start marker
+    before it runs, its end when it commits."""
     cfg = pingpong(tmp_path)
     backends = {
         "ping": scripted(tag("ping.done", "1"), tag("ping.done", "2")),
@@ -331,7 +333,11 @@ async def test_next_marker_rides_on_the_commit_write(
     counter = CountWrites(monkeypatch, journal)
     summary, _ = await run_hats(cfg, backends, workdir=tmp_path, session_id="m")
     assert summary.iterations == 4
-    kinds = [(r["kind"], r.get("iteration")) for r in read_journal(journal).records]
+    records = read_journal(journal).records
+    kinds = [
+        (r.kind, r.iteration if isinstance(r, IterationStart | IterationEnd) else None)
+        for r in records
+    ]
     assert kinds == [
         ("session.start", None),
         ("iteration.start", 1),
@@ -344,8 +350,7 @@ async def test_next_marker_rides_on_the_commit_write(
         ("iteration.end", 4),  # completed: no marker for an iteration that will not run
         ("session.end", None),
     ]
-    # session.start, the first marker, four commits (three with the next marker), the end
-    assert counter.writes == 7
+    assert counter.writes == len(records)
 
 
 @pytest.mark.parametrize("durable", [True, False])
@@ -375,13 +380,13 @@ async def test_durable_journal_syncs_once_per_commit_point(
     }
     summary, _ = await run_hats(cfg, backends, workdir=tmp_path, session_id="d")
     assert summary.iterations == 4
-    # session.start, four commits (three carry the next marker), session.end
+    # session.start, four commits, session.end (the start markers are never synced)
     assert len(syncs) == (6 if durable else 0)
     assert len(folder_syncs) == (1 if durable else 0)
 
 
-async def test_the_last_commit_before_a_limit_carries_no_marker(tmp_path: Path) -> None:
-    """Stopped at max_iterations: the last commit carries no marker; nothing is in flight."""
+async def test_no_marker_follows_the_last_commit_before_a_limit(tmp_path: Path) -> None:
+    """Stopped at max_iterations: no start marker after the last commit; nothing in flight."""
     cfg = pingpong(tmp_path, max_iterations=3)
     backends = {
         "ping": scripted(*(tag("ping.done", str(k)) for k in range(5))),
@@ -390,6 +395,6 @@ async def test_the_last_commit_before_a_limit_carries_no_marker(tmp_path: Path) 
     summary, _ = await run_hats(cfg, backends, workdir=tmp_path, session_id="x3")
     assert (summary.reason, summary.iterations) == ("max_iterations", 3)
     records = read_journal(tmp_path / ".loop/sessions/x3/journal.jsonl").records
-    assert [r["kind"] for r in records[-2:]] == ["iteration.end", "session.end"]
-    starts = [r["iteration"] for r in records if r["kind"] == "iteration.start"]
+    assert [r.kind for r in records[-2:]] == ["iteration.end", "session.end"]
+    starts = [r.iteration for r in records if r.kind == "iteration.start"]
     assert starts == [1, 2, 3]

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loop import _json
 from loop.backends.base import BackendResult
 from loop.engine.decide import Outcome
-from loop.engine.records import iteration_record
-from loop.session.recording import IterationRecord, iteration_data
+from loop.engine.records import iteration_end
+from loop.records import IterationEnd
+from loop.session.recording import iteration_data, parse_iteration
 
 seconds = st.floats(min_value=0, max_value=10**6, allow_nan=False, allow_infinity=False)
 
 
 def _record(
     result: BackendResult, outcome: Outcome, *, duration: float = 0.0, elapsed: float = 0.0
-) -> dict[str, Any]:
+) -> IterationEnd:
     """The record of an iteration with no triggers and no events."""
-    return iteration_record(
+    return iteration_end(
         iteration=1,
         hat="h",
         activation=0,
@@ -34,6 +35,7 @@ def _record(
         published=[],
         duration=duration,
         elapsed=elapsed,
+        now=1.0,
     )
 
 
@@ -43,7 +45,7 @@ def test_timings_are_kept_to_the_microsecond(duration: float, elapsed: float) ->
     rec = _record(
         BackendResult(output=""), Outcome(status="ok"), duration=duration, elapsed=elapsed
     )
-    for given_value, kept in ((duration, rec["duration"]), (elapsed, rec["elapsed"])):
+    for given_value, kept in ((duration, rec.duration), (elapsed, rec.elapsed)):
         assert abs(kept - given_value) <= 5e-7 + 1e-9 * given_value
         exponent = Decimal(repr(kept)).as_tuple().exponent
         assert isinstance(exponent, int) and exponent >= -6
@@ -56,8 +58,8 @@ def test_a_backend_that_succeeded_with_nothing_to_say_is_journaled_as_ok() -> No
         BackendResult(output="nothing to say"),
         Outcome(status="failed", reason="the hat published nothing"),
     )
-    assert (rec["status"], rec["backend_ok"]) == ("failed", True)
+    assert (rec.status, rec.backend_ok) == ("failed", True)
     failed = _record(BackendResult.failed("exit code 2"), Outcome(status="failed"))
-    assert failed["backend_ok"] is False
-    data = iteration_data({**rec, "ts": 1.0}, 1.0)
-    assert IterationRecord.model_validate(data).backend_ok is True
+    assert failed.backend_ok is False
+    line = _json.dumps_record_line(iteration_data(rec))
+    assert parse_iteration(line).backend_ok is True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from structlog.testing import capture_logs
@@ -10,11 +11,12 @@ from loop.bus import EventBus
 from loop.engine.progress import ProgressReporter, RunSummary, render_summary, usage_text
 from loop.engine.state import HatUsage, fold
 from loop.events import Event
+from loop.records import IterationEnd
 from tests.engine.test_decide import CTX, end_record, start_record
 
 
-def _end(n: int, hat: str, **usage: Any) -> dict[str, Any]:
-    return {**end_record(n, hat, [], []), **usage}
+def _end(n: int, hat: str, **usage: Any) -> IterationEnd:
+    return replace(end_record(n, hat, [], []), **usage)
 
 
 def test_usage_is_folded_per_hat_from_what_each_backend_reported() -> None:
@@ -82,13 +84,13 @@ async def test_progress_line_shows_cost_and_tokens() -> None:
     """The iteration line carries cost and tokens when the backend reported them."""
     bus = EventBus()
     ProgressReporter().attach(bus)
-    record = {"iteration": 1, "hat": "planner", "status": "ok", "duration": 1.0, "elapsed": 1.0}
+    record = replace(end_record(1, "planner", [], []), duration=1.0, elapsed=1.0)
     with capture_logs() as logs:
         await bus.publish(
             Event(
                 topic="loop.iteration.done",
                 source="loop",
-                payload={**record, "cost_usd": 0.5, "input_tokens": 1200, "output_tokens": 34},
+                payload=replace(record, cost_usd=0.5, input_tokens=1200, output_tokens=34),
             )
         )
         await bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))

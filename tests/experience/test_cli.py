@@ -138,9 +138,17 @@ def test_export_command_exports_a_session(
             "kind": "session.start",
             "session_id": "run-1",
             "started_at": "2025-01-01T00:00:00Z",
-            "ts": 1.0,
-            "hats": {"solo": {"description": "Does it all", "backend": "scripted"}},
+            "config_digest": "sha256:0",
+            "starting_event": "task.start",
+            "completion_event": "LOOP_COMPLETE",
+            "hats": {
+                "solo": {"description": "Does it all", "triggers": ["*"], "backend": "scripted"}
+            },
             "config": {},
+            "version": "0.1.0",
+            "config_source": "loop.toml",
+            "start_event": {"topic": "task.start", "payload": "go", "source": "loop", "ts": 1.0},
+            "ts": 1.0,
         },
         {
             "kind": "iteration.end",
@@ -149,6 +157,7 @@ def test_export_command_exports_a_session(
             "prompt": "p",
             "output": "o",
             "status": "ok",
+            "backend_ok": True,
             "reason": None,
             "events": [],
             "published": [],

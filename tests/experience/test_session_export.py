@@ -50,6 +50,7 @@ def _end(
         "prompt": f"prompt {n}",
         "output": f"output {n}" if output is None else output,
         "status": status,
+        "backend_ok": status == "ok",
         "reason": reason,
         "events": events,
         "published": events,
@@ -72,25 +73,34 @@ def _write(session_dir: Path, records: list[dict[str, Any]], tail: str = "") -> 
     return session_dir
 
 
+def _start(session_id: str, config: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "session.start",
+        "session_id": session_id,
+        "started_at": "2025-01-01T12:00:00Z",
+        "config_digest": "sha256:0",
+        "starting_event": "task.start",
+        "completion_event": "LOOP_COMPLETE",
+        "hats": HATS,
+        "config": config,
+        "version": "0.1.0",
+        "config_source": "loop.toml",
+        "start_event": _ev("task.start", "Build the thing", "loop"),
+        "ts": 1_700_000_000.0,
+    }
+
+
 def _session(
     tmp_path: Path, iterations: list[dict[str, Any]], *, tail: str = "", end: bool = True
 ) -> Path:
-    records: list[dict[str, Any]] = [
-        {
-            "kind": "session.start",
-            "session_id": "20250101-120000-demo",
-            "started_at": "2025-01-01T12:00:00Z",
-            "ts": 1_700_000_000.0,
-            "hats": HATS,
-            "config": {"loop": {"prompt": "Build the thing"}},
-        },
-    ]
+    records = [_start("20250101-120000-demo", {"loop": {"prompt": "Build the thing"}})]
     for record in iterations:
         records.append(
             {
                 "kind": "iteration.start",
                 "iteration": record["iteration"],
                 "hat": record["hat"],
+                "triggers": [],
                 "ts": record["ts"] - 0.5,
             }
         )
@@ -252,7 +262,8 @@ def test_repeated_iteration_after_resume_counts_once(tmp_path: Path) -> None:
     """An iteration journaled twice (around a resume) is read once, the last record winning."""
     session = _session(tmp_path, [_end(1, "planner", []), _end(2, "builder", [])])
     with (session / "journal.jsonl").open("a") as fh:
-        fh.write(json.dumps({"kind": "resume", "ts": 1.0}) + "\n")
+        resume = {"kind": "resume", "pid": 1, "iteration": 1, "in_flight": 2, "ts": 1.0}
+        fh.write(json.dumps(resume) + "\n")
         fh.write(json.dumps(_end(2, "builder", [], output="second try")) + "\n")
     journal = read_journal(session)
     assert [it.iteration for it in journal.iterations] == [1, 2]
@@ -285,7 +296,7 @@ def test_unsafe_session_id_from_the_journal_is_refused(ctx: ToolContext, tmp_pat
     session = _write(
         tmp_path / "s",
         [
-            {"kind": "session.start", "session_id": "../../evil", "hats": HATS, "config": {}},
+            _start("../../evil", {}),
             _end(1, "planner", []),
         ],
     )

@@ -21,12 +21,14 @@ from loop.bus import EventBus
 from loop.config import load_config
 from loop.emit import append_event
 from loop.engine.decide import Outcome
+from loop.engine.journal import read_journal
 from loop.engine.progress import RunSummary
-from loop.engine.records import iteration_record
+from loop.engine.records import iteration_end
 from loop.engine.state import PendingEvent
 from loop.errors import InputError, SessionError
 from loop.events import Event
 from loop.extensions import Extension
+from loop.records import IterationEnd, encode_record, parse_record
 from loop.replay import replay_recording
 from loop.runner import RunOptions, build_backends, run_loop
 from loop.session import recorder as recorder_mod
@@ -39,8 +41,8 @@ from loop.session.recording import (
     MarkerRecord,
     iso_time,
     iteration_data,
-    iteration_line,
-    parse_record,
+    parse_iteration,
+    parse_line,
     recording_json_schema,
 )
 
@@ -85,12 +87,13 @@ backend = { type = "scripted", outputs = [
 """
 
 
-class Yielding:
+class Yielding(Backend):
     """A backend wrapper with a checkpoint, so a cancelled run stops between iterations."""
 
     def __init__(self, inner: Backend) -> None:
         self.inner = inner
         self.kind = inner.kind
+        self.uses_files = inner.uses_files
 
     async def run(self, request: BackendRequest) -> BackendResult:
         """Yield to the event loop, then run the wrapped backend."""
@@ -143,7 +146,7 @@ class StopAfter(Extension):
         bus.subscribe("loop.iteration.done", self._done)
 
     def _done(self, event: Event) -> None:
-        if isinstance(event.payload, dict) and event.payload["iteration"] >= self.n:
+        if isinstance(event.payload, IterationEnd) and event.payload.iteration >= self.n:
             self.scope.cancel()
 
 
@@ -153,7 +156,7 @@ async def test_records_header_iterations_and_footer(tmp_path: Path) -> None:
     data = lines(path)
     kinds = [d["kind"] for d in data]
     assert kinds == ["header"] + ["iteration"] * 5 + ["footer"]
-    records = [parse_record(d) for d in data]
+    records = [parse_line(line) for line in path.read_bytes().splitlines()]
     schema = recording_json_schema()
     for d in data:
         jsonschema.validate(d, schema)
@@ -163,7 +166,7 @@ async def test_records_header_iterations_and_footer(tmp_path: Path) -> None:
     assert header.session_id == summary.session_id
     config = load_config(tmp_path / "loop.toml", root=tmp_path)
     assert header.config_digest == config.digest()
-    assert header.hats["builder"].triggers == ["plan.ready", "review.rejected"]
+    assert header.hats["builder"].triggers == ("plan.ready", "review.rejected")
     assert header.hats["reviewer"].backend == "scripted"
     assert header.python_version.count(".") == 2
     its = [r for r in records if isinstance(r, IterationRecord)]
@@ -465,8 +468,8 @@ def test_markers_and_records_are_small_enough_for_the_reserve() -> None:
         cap_reached=True,
         ts=1e10,
     )
-    assert len(marker.model_dump_json(exclude_none=True)) + 1 <= recorder_mod.MARKER_RESERVE
-    assert len(footer.model_dump_json(exclude_none=True)) + 1 <= recorder_mod.FOOTER_RESERVE
+    assert len(recorder_mod._line(marker, None)) <= recorder_mod.MARKER_RESERVE
+    assert len(recorder_mod._line(footer, None)) <= recorder_mod.FOOTER_RESERVE
 
 
 def test_run_command_records_and_refuses_to_overwrite(
@@ -533,7 +536,7 @@ async def test_secrets_set_in_a_backend_env_table_are_redacted_too(tmp_path: Pat
     assert "[redacted:MY_API_KEY]" in text
 
 
-class RichBackend:
+class RichBackend(Backend):
     """Fails once, then emits through the file (a null payload) and completes, with costs."""
 
     kind = "rich"
@@ -586,15 +589,20 @@ publishes = ["side.note", "LOOP_COMPLETE"]
     schema = recording_json_schema()
     for d in data:
         jsonschema.validate(d, schema)
-        parse_record(d)
-    failed, done = (IterationRecord.model_validate(d) for d in data if d["kind"] == "iteration")
+    for line in path.read_bytes().splitlines():
+        parse_line(line)
+    failed, done = (
+        parse_iteration(line)
+        for line in path.read_bytes().splitlines()
+        if json.loads(line)["kind"] == "iteration"
+    )
     assert (failed.status, failed.backend_ok, failed.reason, failed.exit_code) == (
         "failed",
         False,
         "tool crashed",
         3,
     )
-    assert failed.consumed == [] and failed.events == []
+    assert failed.consumed == () and failed.events == ()
     assert done.backend_ok and done.status == "ok" and done.completed
     assert [(e.topic, e.payload) for e in done.emitted] == [("side.note", None)]  # null kept
     assert done.events[-1].payload == {"a": [1, 2.5, None], "é": True}
@@ -610,6 +618,7 @@ PING_PONG = """
 prompt = "p"
 max_iterations = {n}
 stale_threshold = 100000
+durable = false  # instant iterations: no sync to wait for between them
 [tasks]
 enabled = false
 [themes]
@@ -670,7 +679,7 @@ async def test_instant_hats_are_recorded_in_batches(
     assert result.ok, result.divergence
 
 
-class Peeking:
+class Peeking(Backend):
     """A backend that waits (not instant) and reads the recording before it answers."""
 
     kind = "peeking"
@@ -754,7 +763,7 @@ _PAYLOAD = _TEXT | st.dictionaries(_TEXT, st.integers() | _TEXT, max_size=3)
     meta=st.dictionaries(_TEXT, _TEXT, max_size=2),
     ts=st.floats(1e9, 4e9),
 )
-def test_iteration_line_from_the_journal_line_is_the_encoded_record(
+def test_an_iteration_line_is_its_journal_record_with_a_timestamp(
     *,
     output: str,
     payloads: list[Any],
@@ -763,11 +772,12 @@ def test_iteration_line_from_the_journal_line_is_the_encoded_record(
     meta: dict[str, str],
     ts: float,
 ) -> None:
-    """The recording line built from the journal's bytes equals encoding the record afresh
-    (the engine's record, with any texts, payloads, status and meta)."""
-    events = [Event(topic="a.b", payload=p, source="hat") for p in payloads]
+    """The recording line of a committed iteration reads back as the journal record's
+    fields, plus ``kind`` and the readable ``timestamp`` (any texts, payloads, status and
+    meta); the journal line reads back as the record itself."""
+    events = [Event(topic="a.b", payload=p, source="hat", ts=ts) for p in payloads]
     outcome = Outcome(status="ok" if ok else "failed", publish=events, consume=ok, reason=reason)
-    rec = iteration_record(
+    rec = iteration_end(
         iteration=3,
         hat="hat",
         activation=1,
@@ -775,58 +785,47 @@ def test_iteration_line_from_the_journal_line_is_the_encoded_record(
         prompt=f"# prompt\n{output}",
         result=BackendResult(output=output, ok=ok, reason=reason, meta=meta),
         outcome=outcome,
-        triggers=(PendingEvent(seq=1, event=Event(topic="t.x", payload=output), hat="hat"),),
+        triggers=(PendingEvent(seq=1, event=Event(topic="t.x", payload=output, ts=ts), hat="h"),),
         events=events,
         emitted=events[:1],
         published=events,
         duration=0.001,
         elapsed=1.5,
+        now=ts,
     )
-    rec["ts"] = ts  # as the engine's commit adds it: the last key
-    journal_line = _json.dumps_record_line(rec)
-    fresh = _json.dumps_record_line(iteration_data(rec, ts))
-    assert iteration_line(rec, journal_line, ts) == fresh
-    assert json.loads(fresh)["kind"] == "iteration"
-    assert json.loads(fresh)["backend_ok"] is ok  # the backend's own verdict, journaled
-    # a record of another shape is encoded afresh, never spliced wrongly
-    odd = {**rec, "extra": 1}
-    assert iteration_line(odd, journal_line, ts) == _json.dumps_record_line(iteration_data(odd, ts))
-    # a record of an older journal (no backend_ok): derived from status and reason
-    old = {k: v for k, v in rec.items() if k != "backend_ok"}
-    old_line = _json.dumps_record_line(old)
-    old_fresh = _json.dumps_record_line(iteration_data(old, ts))
-    assert iteration_line(old, old_line, ts) == old_fresh
-    derived = ok or (reason or "").startswith("no events emitted")
-    assert json.loads(old_fresh)["backend_ok"] is derived
+    assert parse_record(encode_record(rec)) == rec
+    line = _json.dumps_record_line(iteration_data(rec))
+    recorded = parse_iteration(line)
+    assert recorded.kind == "iteration" and recorded.timestamp == iso_time(ts)
+    fields = {k: v for k, v in vars(recorded).items() if k not in ("kind", "timestamp")}
+    assert fields == {k: v for k, v in vars(rec).items() if k != "kind"}
+    assert recorded.backend_ok is ok  # the backend's own verdict, journaled
 
 
-async def test_an_extension_sees_each_committed_journal_line_and_may_fail(
-    tmp_path: Path,
-) -> None:
-    """``committed`` gets each iteration's record with its exact journal line; an extension
+async def test_an_extension_sees_each_committed_record_and_may_fail(tmp_path: Path) -> None:
+    """``committed`` gets each iteration's record as the journal holds it; an extension
     that raises there is logged and the loop goes on."""
-    seen: list[tuple[int, bytes]] = []
+    seen: list[IterationEnd] = []
 
     class Watcher(Extension):
         name = "watcher"
 
-        def committed(self, record: dict[str, Any], line: bytes) -> None:
-            seen.append((record["iteration"], line))
+        def committed(self, record: IterationEnd) -> None:
+            seen.append(record)
 
     class Broken(Extension):
         name = "broken"
 
-        def committed(self, record: dict[str, Any], line: bytes) -> None:
+        def committed(self, record: IterationEnd) -> None:
             raise RuntimeError("boom")
 
     summary = await _record_ping_pong(
         tmp_path, 6, _ping_pong_backends(6), Recorder(tmp_path / "r.jsonl"), [Broken(), Watcher()]
     )
     assert summary.iterations == 6
-    assert [i for i, _ in seen] == [1, 2, 3, 4, 5, 6]
-    journal = (Path(summary.session_dir) / "journal.jsonl").read_bytes().splitlines(keepends=True)
-    for _, line in seen:
-        assert line in journal
+    assert [r.iteration for r in seen] == [1, 2, 3, 4, 5, 6]
+    journal = read_journal(Path(summary.session_dir) / "journal.jsonl").records
+    assert seen == [r for r in journal if isinstance(r, IterationEnd)]
 
 
 async def test_secrets_that_match_numbers_keys_or_literals_never_break_a_line(
@@ -900,8 +899,8 @@ async def test_a_torn_line_longer_than_a_block_is_cut_alone(tmp_path: Path) -> N
 
 
 @given(st.lists(st.floats(min_value=0, max_value=4e9, allow_nan=False), min_size=1, max_size=20))
-def test_iso_time_is_the_millisecond_of_ts_in_any_call_order(stamps: list[float]) -> None:
-    """The texts cached per second and per millisecond always match a fresh formatting."""
+def test_iso_time_is_the_millisecond_of_ts(stamps: list[float]) -> None:
+    """The readable timestamp is ts truncated to the millisecond, in ISO 8601 UTC."""
     for ts in [*stamps, *stamps[:1]]:
         ms = int(ts * 1000)
         moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -12,8 +11,10 @@ import pytest
 
 from loop.config import LoadedConfig
 from loop.engine.journal import read_journal
+from loop.engine.records import session_start
 from loop.engine.session_dir import SessionLock, SessionPaths
 from loop.errors import PathError, SessionError
+from loop.records import IterationEnd, Resume, encode_record
 from loop.session.store import session_status, validate_session_id
 from loop.testing import make_config, run_hats, scripted, tag
 
@@ -44,16 +45,8 @@ async def test_a_second_run_on_a_running_session_is_refused(tmp_path: Path) -> N
     ) as holder:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         assert session_status(paths.sessions_dir, "busy").status == "not_found"
-        (paths.journal).write_text(
-            json.dumps(
-                {
-                    "kind": "session.start",
-                    "session_id": "busy",
-                    "start_event": {"topic": "task.start"},
-                }
-            )
-            + "\n"
-        )
+        start = session_start(cfg, "busy", 1.0)
+        paths.journal.write_bytes(encode_record(start))
         assert session_status(paths.sessions_dir, "busy").status == "running"
         with pytest.raises(SessionError, match="already running"):
             await run_hats(
@@ -113,11 +106,11 @@ async def test_a_corrupt_line_in_the_middle_is_an_error_naming_it(tmp_path: Path
 def test_a_torn_last_line_is_dropped_deterministically(tmp_path: Path) -> None:
     """A final line without its newline (or not JSON) is ignored and reported as torn."""
     journal = tmp_path / "journal.jsonl"
-    good = json.dumps({"kind": "resume"}) + "\n"
-    for tail in ('{"kind": "iteration.e', '{"kind": "iteration.end"}'):
-        journal.write_text(good + tail)
+    good = encode_record(Resume(pid=1, iteration=0, ts=1.0))
+    for tail in (b'{"kind": "iteration.e', b'{"kind": "iteration.end"}'):
+        journal.write_bytes(good + tail)
         contents = read_journal(journal)
-        assert [r["kind"] for r in contents.records] == ["resume"]
+        assert [r.kind for r in contents.records] == ["resume"]
         assert contents.torn and contents.good_size == len(good)
 
 
@@ -154,7 +147,9 @@ async def test_a_full_disk_stops_the_run_and_leaves_only_whole_lines(
     def write(fd: int, data: bytes) -> int:
         if state["full"] and os.path.realpath(f"/proc/self/fd/{fd}") == str(journal.resolve()):
             state["writes"] += 1
-            if state["writes"] >= 4:  # the second commit: half of it lands, then ENOSPC
+            # session.start, two markers and a commit, then the second commit: half of it
+            # lands, then ENOSPC
+            if state["writes"] >= 5:
                 real(fd, data[: len(data) // 2])
                 raise OSError(28, "No space left on device")
         return real(fd, data)
@@ -166,7 +161,7 @@ async def test_a_full_disk_stops_the_run_and_leaves_only_whole_lines(
     assert "\n" not in str(info.value)
     contents = read_journal(journal)
     assert not contents.torn  # the half line was cut off
-    ends = [r["iteration"] for r in contents.records if r["kind"] == "iteration.end"]
+    ends = [r.iteration for r in contents.records if isinstance(r, IterationEnd)]
     assert ends == [1]
     state["full"] = False  # space again: the session resumes where the disk filled up
     done, _ = await run_hats(
