@@ -123,18 +123,22 @@ def pattern_specificity(pattern: str) -> tuple[int, int]:
     return (sum(1 for s in segs if s != "*"), len(segs))
 
 
-_TAG = re.compile(
-    r"<event\s+(?P<attrs>[^>]*?)\s*(?:/>|>(?P<body>.*?)</event\s*>)",
-    re.DOTALL | re.IGNORECASE,
-)
+# A tag, in any letter case, self-closing or with a body: (attribute text, body).
+_TAG = re.compile(r"<(?i:event)\s+([^>]*?)\s*(?:/>|>(.*?)</(?i:event)\s*>)", re.DOTALL)
 _ATTR = re.compile(r"""([A-Za-z_][\w\-]*)\s*=\s*(?:"([^"]*)"|'([^']*)')""")  # key, "v", 'v'
 
 
 def _attributes(raw: str) -> tuple[str | None, str | None]:
     """``(topic, target)`` from a tag's attribute text; ``None`` where absent or invalid."""
-    attrs = {key.lower(): html.unescape(dq or sq) for key, dq, sq in _ATTR.findall(raw)}
-    topic = attrs.get("topic", "").strip()
-    return (topic if is_valid_topic(topic) else None), (attrs.get("target") or None)
+    topic = target = None
+    for key, double_quoted, single_quoted in _ATTR.findall(raw):
+        value = html.unescape(double_quoted or single_quoted)
+        match key.lower():
+            case "topic":
+                topic = value.strip()
+            case "target":
+                target = value or None
+    return (topic if topic and is_valid_topic(topic) else None), target
 
 
 def _payload(body: str) -> EventPayload:
@@ -157,11 +161,8 @@ def parse_event_tags(text: str, *, source: str, ts: float | None = None) -> list
     """
     when = time.time() if ts is None else ts
     events: list[Event] = []
-    for match in _TAG.finditer(text):
-        topic, target = _attributes(match.group("attrs"))
+    for attributes, body in _TAG.findall(text):
+        topic, target = _attributes(attributes)
         if topic is not None:
-            payload = _payload(match.group("body") or "")
-            events.append(
-                Event(topic=topic, payload=payload, source=source, target=target, ts=when)
-            )
+            events.append(Event(topic, _payload(body), source, target, when))
     return events

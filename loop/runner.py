@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,11 @@ log = structlog.get_logger("loop.runner")
 
 @dataclass
 class RunOptions:
-    """How to run: which session, where, and what else listens on the bus."""
+    """How to run: which session, where, and what else listens on the bus.
+
+    ``clock`` and ``wall_clock`` are the engine's (see :class:`~loop.engine.driver.Engine`):
+    a test passes a :class:`~loop.testing.FakeClock` to control runtime and timings.
+    """
 
     workdir: Path
     session_id: str | None = None
@@ -45,6 +50,8 @@ class RunOptions:
     extensions: list[Extension] = field(default_factory=list)
     backends: dict[str, Backend] | None = None
     handle_signals: bool = True
+    clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
 
 
 def build_backends(config: LoadedConfig) -> dict[str, Backend]:
@@ -140,6 +147,8 @@ async def run_loop(
         workdir=options.workdir,
         resume=options.resume,
         env=ctx.variables(),
+        clock=options.clock,
+        wall_clock=options.wall_clock,
     )
     received: list[int] = []
     summary: RunSummary | None = None

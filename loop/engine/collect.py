@@ -42,7 +42,7 @@ def _event(line: bytes, hat: str, now: float) -> Event | str:
     )
 
 
-def read_events_file(path: Path, hat: str, now: float) -> tuple[list[Event], list[str]]:
+def read_events_file(path: str | Path, hat: str, now: float) -> tuple[list[Event], list[str]]:
     """The events in an emit file, as published by ``hat``, and what was wrong with it.
 
     No file means no events. A malformed line is reported in ``problems`` (with its
@@ -51,7 +51,8 @@ def read_events_file(path: Path, hat: str, now: float) -> tuple[list[Event], lis
     if not os.access(path, os.F_OK):  # most in-process hats emit nothing: no file, no error
         return [], []
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:  # noqa: PTH123 - a text path: no Path built for it
+            data = fh.read()
     except FileNotFoundError:
         return [], []
     events: list[Event] = []
@@ -67,7 +68,7 @@ def read_events_file(path: Path, hat: str, now: float) -> tuple[list[Event], lis
 
 
 def collect_events(
-    hat: str, output: str, events_file: Path, now: float
+    hat: str, output: str, events_file: str | Path, now: float
 ) -> tuple[list[Event], list[Event], list[str]]:
     """``(emitted, events, problems)``: the emit-file events, all events, what was wrong.
 

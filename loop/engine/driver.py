@@ -271,7 +271,9 @@ class Engine:
         end_failure: SessionError | None = None
         try:
             topic = LOOP_RESUMED if self.resume else LOOP_STARTED
-            await self.bus.publish(Event(topic=topic, payload=started, source="loop"))
+            await self.bus.publish(
+                Event(topic=topic, payload=started, source="loop", ts=self.wall_clock())
+            )
             reason = await self._loop(notes)
         except anyio.get_cancelled_exc_class():
             reason = "interrupted"
@@ -301,7 +303,9 @@ class Engine:
             except SessionError as exc:
                 failure = exc
             ended = SessionEnded(end=end, exit_code=exit_code_for(reason))
-            await self.bus.publish(Event(topic=LOOP_TERMINATED, source="loop", payload=ended))
+            await self.bus.publish(
+                Event(topic=LOOP_TERMINATED, source="loop", payload=ended, ts=end.ts)
+            )
         finally:
             for ext in self.extensions:
                 try:
@@ -358,11 +362,15 @@ class Engine:
     def _request(
         self, hat: str, iteration: int, activation: int, triggers: tuple[PendingEvent, ...]
     ) -> BackendRequest:
-        """The backend call of an iteration: its prompt, events file, environment, timeout."""
+        """The backend call of an iteration: its prompt, events file, environment, timeout.
+
+        The events file is :meth:`events_path` (the engine reads it as text; the backend
+        gets a :class:`~pathlib.Path`).
+        """
         context = [s for ext in self._prompters if (s := ext.prompt_section(hat))]
         trigger_events = tuple([p.event for p in triggers])
         prompt = self._templates[hat].render(iteration, trigger_events, context)
-        events_file = Path(f"{self._iterations}/{iteration:06d}/{EVENTS_FILE_NAME}")
+        events_file = Path(self.events_path(iteration))
         uses_files = self.backends[hat].uses_files
         prepare_events_file(events_file, uses_files=uses_files, rerun=iteration == self._rerun)
         env = self._env
@@ -380,6 +388,10 @@ class Engine:
             timeout_seconds=self._timeouts[hat],
             triggers=trigger_events,
         )
+
+    def events_path(self, iteration: int) -> str:
+        """The events file of ``iteration``, as text."""
+        return f"{self._iterations}/{iteration:06d}/{EVENTS_FILE_NAME}"
 
     async def _iteration(self, selection: Selection) -> None:
         hat, triggers = selection.hat, selection.triggers
@@ -402,8 +414,9 @@ class Engine:
             result = await call_with_timeout(backend, request, self._deadlines[hat])
         finally:  # a late tool call of its agent is refused from here on
             self._children.release(iteration)
+        events_path = self.events_path(iteration)
         now = self.wall_clock()
-        emitted, events, problems = collect_events(hat, result.output, request.events_file, now)
+        emitted, events, problems = collect_events(hat, result.output, events_path, now)
         completion_event = self.config.loop.completion_event
         blocker = None
         if events and events[-1].topic == completion_event:
@@ -440,7 +453,9 @@ class Engine:
         self._record(record)
         crash_point("iteration.committed")
         self._notify_committed(record)
-        await self.bus.publish(Event(topic=ITERATION_DONE, source="loop", payload=record))
+        await self.bus.publish(
+            Event(topic=ITERATION_DONE, source="loop", payload=record, ts=record.ts)
+        )
         crash_point("iteration.recorded")
 
     def summary(self, reason: str, notes: list[str]) -> RunSummary:

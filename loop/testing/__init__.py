@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,8 +137,14 @@ async def run_hats(
     session_id: str | None = None,
     extra: list[Extension] | None = None,
     resume: bool = False,
+    clock: Callable[[], float] | None = None,
+    wall_clock: Callable[[], float] | None = None,
 ) -> tuple[RunSummary, EventCapture]:
-    """Run a loop in-process with the given backends; return its summary and a capture."""
+    """Run a loop in-process with the given backends; return its summary and a capture.
+
+    ``clock`` and ``wall_clock`` (a :class:`FakeClock`, say) replace the engine's
+    monotonic clock (runtime limit, durations) and its time of day (record timestamps).
+    """
     capture = EventCapture()
     options = RunOptions(
         workdir=workdir,
@@ -148,5 +154,9 @@ async def run_hats(
         backends=dict(backends),
         handle_signals=False,
     )
+    if clock is not None:
+        options.clock = clock
+    if wall_clock is not None:
+        options.wall_clock = wall_clock
     summary = await run_loop(config, options, [capture, *(extra or [])])
     return summary, capture
