@@ -31,7 +31,7 @@ from loop.bus import EventBus
 from loop.events import Event
 from loop.records import IterationEnd
 
-__all__ = ["Extension", "RunningIteration", "overrides"]
+__all__ = ["Extension", "RunningIteration"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +99,3 @@ class Extension:
 
     async def aclose(self) -> None:
         """Release what the extension holds when the run ends."""
-
-
-def overrides(ext: Extension, hook: str) -> bool:
-    """Whether ``ext``'s class overrides the hook ``hook`` (the engine calls only those)."""
-    return getattr(type(ext), hook) is not getattr(Extension, hook)  # hook: a method name

@@ -18,7 +18,7 @@ from loop.backends._process import STOP_SECONDS
 from loop.backends.base import Backend, BackendRequest, BackendResult, effective_timeout
 from loop.config import LoadedConfig
 from loop.errors import BackendUnavailable, InputError
-from loop.extensions import Extension, RunningIteration, overrides
+from loop.extensions import Extension, RunningIteration
 
 __all__ = [
     "BACKSTOP_SECONDS",
@@ -59,7 +59,7 @@ class ChildVariables:
     def __init__(
         self, extensions: Sequence[Extension], *, session_id: str, session_dir: Path
     ) -> None:
-        self.contributors = [e for e in extensions if overrides(e, "child_env")]
+        self.contributors = [e for e in extensions if type(e).child_env is not Extension.child_env]
         self._session_id = session_id
         self._session_dir = session_dir.resolve()
         self._given: dict[int, RunningIteration] = {}
