@@ -3,6 +3,12 @@
 The child runs in its own session (process group). On timeout or cancellation the
 whole group gets SIGTERM, then SIGKILL after a short grace, in a shielded scope so
 that cleanup finishes even while the caller is being cancelled.
+
+Output goes through pipes or, with ``output_files=True``, into unnamed temporary files
+read back once the group has stopped. Files are for children written for Node or Bun:
+their writes to a pipe are asynchronous, and what is still queued for a full pipe when
+they call ``process.exit`` is dropped (a reader slowed down by a busy machine loses the
+end of the output); their writes to a file are synchronous, so nothing is lost.
 """
 
 from __future__ import annotations
@@ -11,9 +17,11 @@ import contextlib
 import os
 import signal
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
@@ -63,6 +71,14 @@ async def _read_capped(
         size += len(kept)
 
 
+def _read_back(file: IO[bytes], cap: int, sink: list[bytes], flags: dict[str, bool]) -> None:
+    file.seek(0)
+    data = file.read(cap + 1)
+    if len(data) > cap:
+        flags["truncated"] = True
+    sink.append(data[:cap])
+
+
 def _reap_stragglers(proc: Process) -> None:
     # The leader has exited; anything left in its group (it holds our pipes open) goes.
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -92,46 +108,55 @@ async def run_process(
     cwd: Path | None = None,
     timeout: float | None = None,
     max_output_bytes: int = 10 * 1024 * 1024,
+    output_files: bool = False,
 ) -> ProcessResult:
     """Run ``argv`` to completion (or timeout) and capture its output.
+
+    With ``output_files`` stdout and stderr are temporary files, not pipes (see above).
 
     Raises:
         BackendUnavailable: the program does not exist or is not executable.
     """
-    try:
-        proc = await anyio.open_process(
-            list(argv),
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=dict(env) if env is not None else None,
-            start_new_session=True,
-        )
-    except FileNotFoundError as exc:
-        raise BackendUnavailable(f"program not found: {argv[0]}") from exc
-    except PermissionError as exc:
-        raise BackendUnavailable(f"program not executable: {argv[0]}") from exc
     out: list[bytes] = []
     err: list[bytes] = []
     flags = {"truncated": False}
     timed_out = False
-    try:
-        with anyio.move_on_after(timeout) as scope:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_read_capped, proc.stdout, max_output_bytes, out, flags)
-                tg.start_soon(_read_capped, proc.stderr, max_output_bytes, err, flags)
-                if proc.stdin is not None:
-                    with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                        await proc.stdin.send(stdin or b"")
-                    await proc.stdin.aclose()
-                await proc.wait()
-                _reap_stragglers(proc)
-        timed_out = scope.cancelled_caught
-    finally:
-        await _kill_group(proc)
-        with anyio.CancelScope(shield=True):
-            await proc.aclose()
+    with contextlib.ExitStack() as stack:
+        files = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(2 * output_files)]
+        try:
+            proc = await anyio.open_process(
+                list(argv),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=files[0] if files else subprocess.PIPE,
+                stderr=files[1] if files else subprocess.PIPE,
+                cwd=cwd,
+                env=dict(env) if env is not None else None,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise BackendUnavailable(f"program not found: {argv[0]}") from exc
+        except PermissionError as exc:
+            raise BackendUnavailable(f"program not executable: {argv[0]}") from exc
+        try:
+            with anyio.move_on_after(timeout) as scope:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(_read_capped, proc.stdout, max_output_bytes, out, flags)
+                    tg.start_soon(_read_capped, proc.stderr, max_output_bytes, err, flags)
+                    if proc.stdin is not None:
+                        with contextlib.suppress(
+                            anyio.BrokenResourceError, anyio.ClosedResourceError
+                        ):
+                            await proc.stdin.send(stdin or b"")
+                        await proc.stdin.aclose()
+                    await proc.wait()
+                    _reap_stragglers(proc)
+            timed_out = scope.cancelled_caught
+        finally:
+            await _kill_group(proc)
+            with anyio.CancelScope(shield=True):
+                await proc.aclose()
+        for file, sink in zip(files, (out, err), strict=False):
+            _read_back(file, max_output_bytes, sink, flags)  # at most the cap: quick
     return ProcessResult(
         returncode=proc.returncode,
         stdout=b"".join(out),

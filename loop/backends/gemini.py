@@ -8,6 +8,14 @@ assistant's text in ``delta`` pieces), ``tool_use`` / ``tool_result``, ``error``
 calls, duration). The output is every assistant message, in order (text written before a
 tool call counts: its ``<event>`` tags are read); the result line decides success.
 
+Two timing windows of the CLI (0.61), which a busy machine hits, are closed here. Its
+stdout goes to a file, not a pipe: Node drops the writes still queued for a full pipe
+when the CLI exits, so a slow reader lost the end of the stream (the result line). And
+the CLI gives stdin 500 ms to deliver a first chunk; when its event loop stalls longer
+it runs as if stdin were empty and exits 42 ("No input provided via stdin") before any
+model call: the run is then repeated once, with a warning. Its first user message
+echoes the input it got: a run whose echo lacks the prompt fails, never passes unnoticed.
+
 Unattended defaults (each overridable): the working folder is trusted for the run
 (``GEMINI_CLI_TRUST_WORKSPACE=true``; without it a headless run exits 55), and the
 approval mode is ``yolo`` (headless, any other mode offers the agent only read-only
@@ -32,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import structlog
 
 from loop._fs import write_json
@@ -60,6 +69,7 @@ __all__ = [
     "GeminiBackend",
     "GeminiStream",
     "build_argv",
+    "lost_prompt",
     "mcp_settings",
     "parse_stream",
     "prepare_home",
@@ -73,6 +83,9 @@ HOME_DIR_NAME = "gemini-home"
 SETTINGS_NAME = "settings.json"
 ENV_HOME = "GEMINI_CLI_HOME"
 ENV_TRUST = "GEMINI_CLI_TRUST_WORKSPACE"
+# The CLI's exit status and message when it read nothing from stdin (its 500 ms wait).
+EXIT_NO_INPUT = 42
+NO_INPUT = b"No input provided via stdin"
 
 
 # -- pure parts ---------------------------------------------------------------------------
@@ -147,6 +160,7 @@ class GeminiStream:
     """What the stream-json output said."""
 
     result: dict[str, Any] | None = None
+    prompt: str | None = None  # the CLI's echo of the prompt it got
     session_id: str | None = None
     model: str | None = None
     messages: list[str] = field(default_factory=list)
@@ -170,6 +184,8 @@ def parse_stream(stdout: str) -> GeminiStream:
         kind = item.get("type")
         if kind == "message" and item.get("role") == "assistant":
             current.append(str(item.get("content") or ""))
+        elif kind == "message" and item.get("role") == "user" and stream.prompt is None:
+            stream.prompt = str(item.get("content") or "")
         elif kind == "tool_use":
             close_message()
             stream.tool_uses.append(str(item.get("tool_name")))
@@ -186,8 +202,18 @@ def parse_stream(stdout: str) -> GeminiStream:
     return stream
 
 
-def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
-    """Turn a finished CLI run into a :class:`BackendResult` (pure)."""
+def lost_prompt(proc: ProcessResult) -> bool:
+    """Whether the CLI gave up waiting for the prompt on stdin and did nothing (pure)."""
+    return proc.returncode == EXIT_NO_INPUT and not proc.stdout.strip() and NO_INPUT in proc.stderr
+
+
+def summarize(
+    proc: ProcessResult, timeout: float | None, prompt: str | None = None
+) -> BackendResult:
+    """Turn a finished CLI run into a :class:`BackendResult` (pure).
+
+    With ``prompt``, a run whose echo of the prompt (the first user message) lacks it fails.
+    """
     stream = parse_stream(proc.stdout.decode("utf-8", errors="replace"))
     res = stream.result or {}
     stats = res.get("stats") if isinstance(res.get("stats"), dict) else {}
@@ -213,6 +239,9 @@ def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
         meta=meta,
     )
     reason = _failure(proc, stream.result, timeout)
+    echo = stream.prompt
+    if reason is None and prompt is not None and echo is not None and prompt not in echo:
+        reason = "gemini ran without the whole prompt (its echo of the prompt lacks it)"
     if reason is not None:
         result.ok = False
         result.reason = reason
@@ -224,6 +253,8 @@ def _failure(proc: ProcessResult, res: dict[str, Any] | None, timeout: float | N
     tail = f": {stderr}" if stderr else ""
     if proc.timed_out:
         return f"timeout after {timeout:g}s" if timeout is not None else "timeout"
+    if lost_prompt(proc):
+        return "gemini read no prompt from stdin (it gives up after 500 ms without input)"
     if res is None:
         cap = " (output cap reached)" if proc.truncated else ""
         return f"gemini printed no result line{cap} (exit status {proc.returncode}){tail}"
@@ -321,13 +352,28 @@ class GeminiBackend(Backend):
         """
         argv, env = self.prepare(request)
         timeout = effective_timeout(self.config.timeout_seconds, request.timeout_seconds)
+        deadline = None if timeout is None else anyio.current_time() + timeout
         log.debug("gemini.start", hat=request.hat, iteration=request.iteration, argv=argv)
-        proc = await run_process(
-            argv,
-            stdin=request.prompt.encode("utf-8"),
-            env=env,
-            cwd=request.workdir,
-            timeout=timeout,
-            max_output_bytes=self.config.max_output_bytes,
-        )
-        return summarize(proc, timeout)
+
+        async def attempt() -> ProcessResult:
+            left = None if deadline is None else max(deadline - anyio.current_time(), 0.0)
+            return await run_process(
+                argv,
+                stdin=request.prompt.encode("utf-8"),
+                env=env,
+                cwd=request.workdir,
+                timeout=left,
+                max_output_bytes=self.config.max_output_bytes,
+                output_files=True,  # see the module's docstring
+            )
+
+        proc = await attempt()
+        if lost_prompt(proc):
+            log.warning(
+                "gemini.prompt_not_read",
+                hat=request.hat,
+                iteration=request.iteration,
+                note="the CLI gave up waiting for the prompt on stdin (500 ms); running it again",
+            )
+            proc = await attempt()
+        return summarize(proc, timeout, request.prompt)

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from loop.backends._process import ProcessResult
 from loop.backends.gemini import (
     GeminiBackend,
     build_argv,
+    lost_prompt,
     mcp_settings,
     parse_stream,
     prepare_home,
@@ -28,6 +30,13 @@ from tests.backends.conftest import MakeGemini, MakeRequest, marked_processes
 from tests.backends.mcp_http import HttpMCP
 
 FIXED = ["--output-format", "stream-json", "--approval-mode", "yolo"]
+# The CLI's last stderr line when its wait for stdin ended with nothing read.
+NO_INPUT = (
+    "No input provided via stdin. Input can be provided by piping data into gemini or using "
+    "the --prompt option.\n"
+)
+# Preloaded into the CLI, it ends that wait at once the first time (see the file).
+STDIN_STALL = Path(__file__).with_name("gemini_stdin_stall.mjs")
 UNTRUSTED = (
     "\x1b[31mGemini CLI is not running in a trusted directory. To proceed, either use "
     "`--skip-trust`, set the `GEMINI_CLI_TRUST_WORKSPACE=true` environment variable, or trust "
@@ -216,6 +225,33 @@ def test_summarize_timeout_and_nonzero_exit() -> None:
     assert failed.reason == "gemini exit status 1: boom"
 
 
+def test_lost_prompt_is_exit_42_with_the_message_and_nothing_on_stdout() -> None:
+    """Only the CLI's "no input" exit counts (it ran nothing); the reason says so."""
+    lost = _proc("", stderr="Ripgrep is not available.\n" + NO_INPUT, rc=42)
+    assert lost_prompt(lost)
+    assert not lost_prompt(_proc("", stderr=NO_INPUT, rc=1))
+    assert not lost_prompt(_proc("", stderr="Error resuming session: x\n", rc=42))
+    assert not lost_prompt(_proc(_line(type="init"), stderr=NO_INPUT, rc=42))
+    reason = summarize(lost, None).reason
+    assert reason == "gemini read no prompt from stdin (it gives up after 500 ms without input)"
+
+
+def test_summarize_fails_a_run_whose_echo_lacks_the_prompt() -> None:
+    """The CLI's user message echoes what it read: the prompt whole, or the run failed."""
+
+    def run(echo: str) -> str | None:
+        stdout = _line(type="message", role="user", content=echo) + "\n" + RESULT_OK
+        return summarize(_proc(stdout), None, "the prompt").reason
+
+    assert run("the prompt") is None
+    assert run("<hook_context>x</hook_context>\n\nthe prompt") is None  # a start-up hook's
+    assert run("<hook_context>x</hook_context>") == (
+        "gemini ran without the whole prompt (its echo of the prompt lacks it)"
+    )
+    assert run("the pro") is not None
+    assert summarize(_proc(RESULT_OK), None, "the prompt").ok  # no echo: nothing to compare
+
+
 # -- the real CLI against the mock API ----------------------------------------------------
 
 
@@ -233,6 +269,29 @@ async def test_real_cli_text_reply_with_a_200_kb_prompt(
     assert result.output == reply
     assert (result.input_tokens, result.output_tokens) == (42, 7)
     assert any(t.endswith("END-OF-PROMPT-4d2") and len(t) > 200_000 for t in texts)
+
+
+@pytest.mark.gemini
+async def test_real_cli_run_again_when_it_reads_no_prompt(
+    make_gemini: MakeGemini, make_request: MakeRequest, tmp_path: Path
+) -> None:
+    """The CLI's wait for stdin ends before the prompt is read (a stalled event loop): it
+    exits 42 having done nothing; the backend says so and runs it again, prompt whole."""
+    marker = tmp_path / "stdin-stalled"
+    env = {
+        "NODE_OPTIONS": f"--import={STDIN_STALL.as_uri()}",
+        "HATLOOP_STDIN_STALL_MARKER": str(marker),
+    }
+    prompt = "y" * 100_000 + "\nEND-OF-PROMPT-7c1"
+    with MockGemini(turns=["Done."]) as mock, capture_logs() as logs:
+        result = await make_gemini(mock, mcp=False, env=env).run(make_request(prompt))
+        texts = [t for r in mock.turn_requests for t in r.user_texts()]
+    assert marker.exists()  # the first run did lose its stdin
+    assert result.ok, result.reason
+    assert result.output == "Done."
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["gemini.prompt_not_read"]
+    assert len(mock.turn_requests) == 1
+    assert any(t.endswith("END-OF-PROMPT-7c1") and len(t) > 100_000 for t in texts)
 
 
 @pytest.mark.gemini
