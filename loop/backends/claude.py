@@ -290,6 +290,7 @@ class ClaudeBackend(Backend):
             cwd=request.workdir,
             timeout=timeout,
             max_output_bytes=self.config.max_output_bytes,
+            output_files=True,  # Bun drops pipe writes still queued at exit (see _process)
         )
         result = summarize(proc, timeout)
         failed = [
