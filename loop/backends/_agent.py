@@ -4,7 +4,8 @@
 * where that server is: the session's loopback endpoint (``LOOP_MCP_URL`` with the
   bearer secret ``LOOP_MCP_TOKEN``) when the loop serves one, else a stdio command;
 * reading a CLI's JSON-lines stream without tripping on noise;
-* turning a CLI's error text into one clean line for an iteration's reason.
+* turning a CLI's error text into one clean line for an iteration's reason;
+* a tool call in one short line, for a person following the agent (``-v``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ __all__ = [
     "MCP_ENV_KEYS",
     "MCP_SERVER_NAME",
     "McpEndpoint",
+    "call_text",
     "error_line",
     "int_or_none",
+    "json_line",
     "json_lines",
     "mcp_endpoint",
     "mcp_server_env",
@@ -91,6 +94,34 @@ def json_lines(text: str) -> Iterator[dict[str, Any]]:
             continue
         if isinstance(item, dict):
             yield item
+
+
+def json_line(line: str) -> dict[str, Any] | None:
+    """One line of a JSON-lines stream as its object, or None (noise, a cut line)."""
+    return next(json_lines(line), None) if line.lstrip().startswith("{") else None
+
+
+CALL_TEXT_LIMIT = 160  # characters of a tool call shown to a person
+# The input that says most about a call, by the names the CLIs' tools give it.
+_TELLING = ("command", "cmd", "file_path", "path", "absolute_path", "pattern", "query", "url")
+
+
+def call_text(name: str, args: Any = None) -> str:
+    """A tool call in one line: its name and its most telling input (a shell command, a
+    path...), else its input as compact JSON; cut at :data:`CALL_TEXT_LIMIT`."""
+    shown = ""
+    if isinstance(args, dict):
+        telling = next((args[k] for k in _TELLING if isinstance(args.get(k), str | list)), None)
+        if isinstance(telling, list):
+            telling = " ".join(str(part) for part in telling)
+        shown = (
+            telling
+            if telling is not None
+            else (json.dumps(args, ensure_ascii=False) if args else "")
+        )
+    elif args not in (None, ""):
+        shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    return one_line(f"{name} {shown}".strip(), CALL_TEXT_LIMIT)
 
 
 def int_or_none(value: Any) -> int | None:

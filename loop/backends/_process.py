@@ -9,6 +9,10 @@ read back once the group has stopped. Files are for children written for Node or
 their writes to a pipe are asynchronous, and what is still queued for a full pipe when
 they call ``process.exit`` is dropped (a reader slowed down by a busy machine loses the
 end of the output); their writes to a file are synchronous, so nothing is lost.
+
+An :class:`~loop.backends._output.OutputWatch` sees the output while the child runs
+(from the pipes as they are read, or by following the files): its lines as they arrive,
+and a silence longer than its ``idle_timeout``, which stops the child as a timeout does.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import os
 import signal
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -26,9 +30,10 @@ from typing import IO
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
+from loop.backends._output import OutputWatch
 from loop.errors import BackendUnavailable
 
-__all__ = ["STOP_SECONDS", "ProcessResult", "last_line", "run_process"]
+__all__ = ["STOP_SECONDS", "ProcessResult", "last_line", "run_process", "stop_reason"]
 
 KILL_GRACE_SECONDS = 2.0  # SIGTERM, then this long before SIGKILL
 KILL_WAIT_SECONDS = 5.0  # SIGKILL, then this long for the leader to be reaped
@@ -44,22 +49,43 @@ def last_line(raw: bytes, limit: int = 300) -> str:
 
 @dataclass(slots=True)
 class ProcessResult:
-    """A finished child: exit code, captured output, and whether a limit cut it."""
+    """A finished child: exit code, captured output, and whether a limit cut it.
+
+    ``idle_timeout`` is the silence limit that stopped the child, when one did (then
+    ``timed_out`` is False: the two limits are told apart).
+    """
 
     returncode: int | None
     stdout: bytes
     stderr: bytes
     timed_out: bool = False
     truncated: bool = False
+    idle_timeout: float | None = None
+
+
+def stop_reason(proc: ProcessResult, timeout: float | None) -> str | None:
+    """Why a limit stopped the child, as an iteration's reason: ``timeout after Ns`` or
+    ``idle_timeout: no output for Ns``; None when it ran to its end."""
+    if proc.idle_timeout is not None:
+        return f"idle_timeout: no output for {proc.idle_timeout:g}s"
+    if proc.timed_out:
+        return f"timeout after {timeout:g}s" if timeout is not None else "timeout"
+    return None
 
 
 async def _read_capped(
-    stream: ByteReceiveStream | None, cap: int, sink: list[bytes], flags: dict[str, bool]
+    stream: ByteReceiveStream | None,
+    cap: int,
+    sink: list[bytes],
+    flags: dict[str, bool],
+    seen: Callable[[bytes], None] | None = None,
 ) -> None:
     if stream is None:
         return
     size = 0
     async for chunk in stream:
+        if seen is not None:
+            seen(chunk)
         if size >= cap:
             flags["truncated"] = True
             continue  # keep draining so the child never blocks on a full pipe
@@ -109,10 +135,12 @@ async def run_process(
     timeout: float | None = None,
     max_output_bytes: int = 10 * 1024 * 1024,
     output_files: bool = False,
+    watch: OutputWatch | None = None,
 ) -> ProcessResult:
     """Run ``argv`` to completion (or timeout) and capture its output.
 
     With ``output_files`` stdout and stderr are temporary files, not pipes (see above).
+    ``watch`` sees the output as it arrives, and may stop a silent child.
 
     Raises:
         BackendUnavailable: the program does not exist or is not executable.
@@ -140,8 +168,11 @@ async def run_process(
         try:
             with anyio.move_on_after(timeout) as scope:
                 async with anyio.create_task_group() as tg:
-                    tg.start_soon(_read_capped, proc.stdout, max_output_bytes, out, flags)
-                    tg.start_soon(_read_capped, proc.stderr, max_output_bytes, err, flags)
+                    seen = [None, None] if watch is None else [watch.stdout, watch.stderr]
+                    tg.start_soon(_read_capped, proc.stdout, max_output_bytes, out, flags, seen[0])
+                    tg.start_soon(_read_capped, proc.stderr, max_output_bytes, err, flags, seen[1])
+                    if watch is not None:
+                        tg.start_soon(watch.run, scope, files)
                     if proc.stdin is not None:
                         with contextlib.suppress(
                             anyio.BrokenResourceError, anyio.ClosedResourceError
@@ -150,6 +181,8 @@ async def run_process(
                         await proc.stdin.aclose()
                     await proc.wait()
                     _reap_stragglers(proc)
+                    if watch is not None:
+                        watch.stopped()
             timed_out = scope.cancelled_caught
         finally:
             await _kill_group(proc)
@@ -157,10 +190,14 @@ async def run_process(
                 await proc.aclose()
         for file, sink in zip(files, (out, err), strict=False):
             _read_back(file, max_output_bytes, sink, flags)  # at most the cap: quick
+        if watch is not None:
+            watch.finish()
+    idled = watch is not None and watch.idled
     return ProcessResult(
         returncode=proc.returncode,
         stdout=b"".join(out),
         stderr=b"".join(err),
-        timed_out=timed_out,
+        timed_out=timed_out and not idled,
         truncated=flags["truncated"],
+        idle_timeout=watch.idle_timeout if watch is not None and idled else None,
     )

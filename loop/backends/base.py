@@ -25,20 +25,72 @@ attribute          default  meaning
                             backstop, a little later
 ``uses_loop_tools`` False   its agent is given hatloop's tools over MCP: the runner
                             serves the session's endpoint (``[mcp] serve = "auto"``)
+``watches_output`` False    its child's output is watched as it arrives
+                            (:meth:`Backend.watch`): ``request.observer`` gets it
+                            (``-v``) and ``request.idle_timeout_seconds`` applies
 =================  =======  ==========================================================
+
+A backend that watches its child's output passes :meth:`Backend.watch` to
+:func:`~loop.backends._process.run_process`; what a line of its stdout means to a person
+(a line as it is, or an agent CLI's JSON line read as text and tool calls) is its
+:meth:`Backend.output_reader`. The observation itself is in one place, ``run_process``.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from loop.backends._output import OutputWatch
 from loop.events import Event
 
-__all__ = ["Backend", "BackendRequest", "BackendResult", "child_env", "effective_timeout"]
+__all__ = [
+    "AgentOutput",
+    "Backend",
+    "BackendRequest",
+    "BackendResult",
+    "OutputKind",
+    "OutputObserver",
+    "OutputReader",
+    "child_env",
+    "effective_timeout",
+]
+
+# ``line``: a line the child printed as it is; ``text``: what an agent said; ``tool``: a
+# tool call of an agent (its name and a short form of its input).
+OutputKind = Literal["line", "text", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOutput:
+    """A piece of a hat's output as it arrives, for a person to follow (``-v``)."""
+
+    hat: str
+    iteration: int
+    kind: OutputKind
+    text: str
+
+
+OutputObserver = Callable[[AgentOutput], None]
+
+
+class OutputReader:
+    """Reads a child's stdout, line by line as it arrives, into what a person follows.
+
+    The base class hands on every line as it is (``line``); the agent-CLI backends read
+    their JSON lines into ``text`` and ``tool`` pieces. One reader reads one run.
+    """
+
+    def read(self, line: str) -> Iterable[tuple[OutputKind, str]]:
+        """The pieces one stdout line holds."""
+        return (("line", line),)
+
+    def end(self) -> Iterable[tuple[OutputKind, str]]:
+        """What is left once the output is all read (text held back for its line end)."""
+        return ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +102,9 @@ class BackendRequest:
     resumed session carries on where it stopped. ``triggers`` are the events that
     activated the hat; ``env`` holds the session's variables for a child process (the
     session folder, the tools' settings...), the same for every iteration, and
-    :meth:`variables` adds the iteration's own.
+    :meth:`variables` adds the iteration's own. ``observer`` (``-v``) and
+    ``idle_timeout_seconds`` concern backends that watch their child's output
+    (:attr:`Backend.watches_output`); the others never call the one nor apply the other.
     """
 
     hat: str
@@ -63,6 +117,8 @@ class BackendRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_seconds: float | None = None
     triggers: tuple[Event, ...] = ()
+    observer: OutputObserver | None = None
+    idle_timeout_seconds: float | None = None
 
     @property
     def iteration_dir(self) -> Path:
@@ -114,6 +170,7 @@ class Backend:
     timeout_seconds: float | None = None
     own_timeout: bool = False
     uses_loop_tools: bool = False
+    watches_output: bool = False
 
     async def run(self, request: BackendRequest) -> BackendResult:
         """Run the hat once with ``request.prompt``; never raise for ordinary failures.
@@ -122,6 +179,32 @@ class Backend:
             BackendUnavailable: the backend cannot run at all (its program is missing).
         """
         raise NotImplementedError(f"{type(self).__name__} must implement run()")
+
+    def output_reader(self) -> OutputReader:
+        """A fresh reader of this backend's stdout (see :class:`OutputReader`)."""
+        return OutputReader()
+
+    def watch(self, request: BackendRequest) -> OutputWatch | None:
+        """What watches one run of the child for ``request``: its stdout read by
+        :meth:`output_reader` into ``request.observer``, and its silence measured against
+        ``request.idle_timeout_seconds``. None when nobody looks and no limit is set."""
+        observer, idle = request.observer, request.idle_timeout_seconds
+        if observer is None and idle is None:
+            return None
+        if observer is None:
+            return OutputWatch(idle_timeout=idle)
+        reader = self.output_reader()
+        hat, iteration = request.hat, request.iteration
+
+        def hand_on(pieces: Iterable[tuple[OutputKind, str]]) -> None:
+            for kind, text in pieces:
+                observer(AgentOutput(hat=hat, iteration=iteration, kind=kind, text=text))
+
+        return OutputWatch(
+            on_line=lambda line: hand_on(reader.read(line)),
+            on_end=lambda: hand_on(reader.end()),
+            idle_timeout=idle,
+        )
 
 
 def child_env(request: BackendRequest, own: Mapping[str, str] | None = None) -> dict[str, str]:

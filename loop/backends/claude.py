@@ -28,12 +28,14 @@ from typing import Any
 import structlog
 
 from loop._fs import write_json
-from loop.backends._agent import ENV_MCP_TOKEN, ENV_MCP_URL, mcp_endpoint
-from loop.backends._process import ProcessResult, last_line, run_process
+from loop.backends._agent import ENV_MCP_TOKEN, ENV_MCP_URL, call_text, json_line, mcp_endpoint
+from loop.backends._process import ProcessResult, last_line, run_process, stop_reason
 from loop.backends.base import (
     Backend,
     BackendRequest,
     BackendResult,
+    OutputKind,
+    OutputReader,
     child_env,
     effective_timeout,
 )
@@ -44,6 +46,7 @@ __all__ = [
     "MCP_SERVER_NAME",
     "ClaudeBackend",
     "ClaudeConfig",
+    "StreamReader",
     "StreamSummary",
     "build_argv",
     "effective_timeout",
@@ -178,6 +181,26 @@ def _collect_assistant(item: dict[str, Any], summary: StreamSummary) -> None:
             summary.texts.append(str(block.get("text", "")))
 
 
+class StreamReader(OutputReader):
+    """The NDJSON lines as they arrive, for a person: each assistant message's text and
+    tool calls (a ``tool_use`` block: its name and its most telling input)."""
+
+    def read(self, line: str) -> list[tuple[OutputKind, str]]:
+        """The text and tool calls of one ``assistant`` line; nothing for the others."""
+        item = json_line(line)
+        message = item.get("message") if item and item.get("type") == "assistant" else None
+        content = message.get("content") if isinstance(message, dict) else None
+        pieces: list[tuple[OutputKind, str]] = []
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text" and str(block.get("text") or "").strip():
+                pieces.append(("text", str(block["text"])))
+            elif block.get("type") == "tool_use":
+                pieces.append(("tool", call_text(str(block.get("name")), block.get("input"))))
+        return pieces
+
+
 def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -226,8 +249,8 @@ def _failure(
     proc: ProcessResult, res: dict[str, Any] | None, timeout: float | None, stderr_tail: str
 ) -> str | None:
     tail = f": {stderr_tail}" if stderr_tail else ""
-    if proc.timed_out:
-        return f"timeout after {timeout:g}s" if timeout is not None else "timeout"
+    if (stopped := stop_reason(proc, timeout)) is not None:
+        return stopped
     if res is None:
         cap = " (output cap reached)" if proc.truncated else ""
         return f"claude printed no result line{cap} (exit status {proc.returncode}){tail}"
@@ -249,6 +272,7 @@ class ClaudeBackend(Backend):
 
     kind = "claude"
     own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
+    watches_output = True  # the text and tool calls of its stream, as they arrive
 
     def __init__(self, config: ClaudeConfig | None = None) -> None:
         self.config = config or ClaudeConfig()
@@ -259,6 +283,10 @@ class ClaudeBackend(Backend):
     def from_config(cls, config: ClaudeConfig) -> ClaudeBackend:
         """Build from TOML settings."""
         return cls(config)
+
+    def output_reader(self) -> StreamReader:
+        """Reads the stream-json lines into the agent's text and tool calls."""
+        return StreamReader()
 
     def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
         """Write the MCP config file (when enabled) and return the argv and environment."""
@@ -291,6 +319,7 @@ class ClaudeBackend(Backend):
             timeout=timeout,
             max_output_bytes=self.config.max_output_bytes,
             output_files=True,  # Bun drops pipe writes still queued at exit (see _process)
+            watch=self.watch(request),
         )
         result = summarize(proc, timeout)
         failed = [

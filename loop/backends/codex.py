@@ -34,19 +34,23 @@ import structlog
 from loop.backends._agent import (
     ENV_MCP_TOKEN,
     MCP_SERVER_NAME,
+    call_text,
     error_line,
     int_or_none,
+    json_line,
     json_lines,
     mcp_endpoint,
     mcp_server_env,
     one_line,
     stdio_command,
 )
-from loop.backends._process import ProcessResult, run_process
+from loop.backends._process import ProcessResult, run_process, stop_reason
 from loop.backends.base import (
     Backend,
     BackendRequest,
     BackendResult,
+    OutputKind,
+    OutputReader,
     child_env,
     effective_timeout,
 )
@@ -55,6 +59,7 @@ from loop.config.backends import CodexConfig
 __all__ = [
     "CodexBackend",
     "CodexStream",
+    "StreamReader",
     "build_argv",
     "mcp_overrides",
     "parse_stream",
@@ -152,6 +157,53 @@ def _tool_name(item: dict[str, Any]) -> str | None:
     return None
 
 
+def _call_text(item: dict[str, Any]) -> str | None:
+    """A tool item in one line for a person (None: not a tool call)."""
+    name = _tool_name(item)
+    if name is None:
+        return None
+    kind = item.get("type")
+    if kind == "command_execution":
+        return call_text(name, {"command": item.get("command")})
+    if kind == "mcp_tool_call":
+        return call_text(name, item.get("arguments"))
+    if kind == "file_change":
+        changes = item.get("changes")
+        paths = (
+            [c.get("path") for c in changes if isinstance(c, dict)]
+            if isinstance(changes, list)
+            else []
+        )
+        return call_text(name, " ".join(str(p) for p in paths if p))
+    return call_text(name, item.get("query"))
+
+
+class StreamReader(OutputReader):
+    """The JSON lines as they arrive, for a person: each agent message, and each tool
+    call when it starts (or, when its start was not seen, when it completes)."""
+
+    def __init__(self) -> None:
+        self._started: set[str] = set()
+
+    def read(self, line: str) -> list[tuple[OutputKind, str]]:
+        """The message or tool call one JSON line holds."""
+        event = json_line(line)
+        item = event.get("item") if event else None
+        if event is None or not isinstance(item, dict):
+            return []
+        key = str(item.get("id"))
+        if event.get("type") == "item.started" and (call := _call_text(item)) is not None:
+            self._started.add(key)
+            return [("tool", call)]
+        if event.get("type") != "item.completed":
+            return []
+        if item.get("type") == "agent_message":
+            text = str(item.get("text") or "")
+            return [("text", text)] if text.strip() else []
+        call = _call_text(item) if key not in self._started else None
+        return [("tool", call)] if call is not None else []
+
+
 def _item(item: dict[str, Any], stream: CodexStream) -> None:
     kind = item.get("type")
     if kind == "agent_message":
@@ -222,8 +274,8 @@ def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
 def _failure(proc: ProcessResult, stream: CodexStream, timeout: float | None) -> str | None:
     stderr = error_line(proc.stderr)
     tail = f": {stderr}" if stderr else ""
-    if proc.timed_out:
-        return f"timeout after {timeout:g}s" if timeout is not None else "timeout"
+    if (stopped := stop_reason(proc, timeout)) is not None:
+        return stopped
     if stream.failed is not None:
         return f"codex turn failed: {stream.failed}"
     if stream.turns == 0:
@@ -243,6 +295,7 @@ class CodexBackend(Backend):
 
     kind = "codex"
     own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
+    watches_output = True  # its messages and tool calls, as they arrive
 
     def __init__(self, config: CodexConfig | None = None) -> None:
         self.config = config or CodexConfig()
@@ -253,6 +306,10 @@ class CodexBackend(Backend):
     def from_config(cls, config: CodexConfig) -> CodexBackend:
         """Build from TOML settings."""
         return cls(config)
+
+    def output_reader(self) -> StreamReader:
+        """Reads the JSON lines into the agent's messages and tool calls."""
+        return StreamReader()
 
     def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
         """The argv and environment for one iteration."""
@@ -283,5 +340,6 @@ class CodexBackend(Backend):
             cwd=request.workdir,
             timeout=timeout,
             max_output_bytes=self.config.max_output_bytes,
+            watch=self.watch(request),
         )
         return summarize(proc, timeout)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from loop.backends._process import last_line, run_process
+from loop.backends._process import last_line, run_process, stop_reason
 from loop.backends.base import Backend, BackendRequest, BackendResult, child_env, effective_timeout
 from loop.config.backends import DEFAULT_MAX_OUTPUT, CommandConfig
 
@@ -44,6 +44,7 @@ class CommandBackend(Backend):
 
     kind = "command"
     own_timeout = True  # run_process stops the child at the timeout and keeps its output
+    watches_output = True  # its stdout lines, as they arrive (-v); idle_timeout_seconds
 
     def __init__(
         self,
@@ -86,15 +87,14 @@ class CommandBackend(Backend):
             cwd=request.workdir,
             timeout=timeout,
             max_output_bytes=self.max_output_bytes,
+            watch=self.watch(request),
         )
         output = proc.stdout.decode("utf-8", errors="replace")
         meta: dict[str, Any] = {"stderr_tail": last_line(proc.stderr)} if proc.stderr else {}
         if proc.truncated:
             meta["truncated"] = True
-        if proc.timed_out:
-            res = BackendResult.failed(
-                f"timeout after {timeout:g}s", output=output, exit_code=proc.returncode
-            )
+        if (stopped := stop_reason(proc, timeout)) is not None:
+            res = BackendResult.failed(stopped, output=output, exit_code=proc.returncode)
         elif proc.returncode != 0:
             why = f"exit status {proc.returncode}"
             if proc.stderr:

@@ -47,19 +47,23 @@ from loop._fs import write_json
 from loop.backends._agent import (
     ENV_MCP_TOKEN,
     MCP_SERVER_NAME,
+    call_text,
     error_line,
     int_or_none,
+    json_line,
     json_lines,
     mcp_endpoint,
     mcp_server_env,
     one_line,
     stdio_command,
 )
-from loop.backends._process import ProcessResult, run_process
+from loop.backends._process import ProcessResult, run_process, stop_reason
 from loop.backends.base import (
     Backend,
     BackendRequest,
     BackendResult,
+    OutputKind,
+    OutputReader,
     child_env,
     effective_timeout,
 )
@@ -68,6 +72,7 @@ from loop.config.backends import GeminiConfig
 __all__ = [
     "GeminiBackend",
     "GeminiStream",
+    "StreamReader",
     "build_argv",
     "lost_prompt",
     "mcp_settings",
@@ -202,6 +207,35 @@ def parse_stream(stdout: str) -> GeminiStream:
     return stream
 
 
+class StreamReader(OutputReader):
+    """The JSON lines as they arrive, for a person: the assistant's text, whole lines at a
+    time (it arrives in pieces), and its tool calls."""
+
+    def __init__(self) -> None:
+        self._text = ""  # assistant text after its last line end
+
+    def read(self, line: str) -> list[tuple[OutputKind, str]]:
+        """The complete lines of text and the tool call one JSON line completes."""
+        item = json_line(line)
+        kind = item.get("type") if item else None
+        if item is None:
+            return []
+        if kind == "message" and item.get("role") == "assistant":
+            head, newline, self._text = (self._text + str(item.get("content") or "")).rpartition(
+                "\n"
+            )
+            return [("text", head)] if newline and head.strip() else []
+        if kind == "tool_use":
+            call = call_text(str(item.get("tool_name")), item.get("parameters"))
+            return [*self.end(), ("tool", call)]
+        return self.end() if kind == "result" else []
+
+    def end(self) -> list[tuple[OutputKind, str]]:
+        """The text held back for its line end."""
+        text, self._text = self._text, ""
+        return [("text", text)] if text.strip() else []
+
+
 def lost_prompt(proc: ProcessResult) -> bool:
     """Whether the CLI gave up waiting for the prompt on stdin and did nothing (pure)."""
     return proc.returncode == EXIT_NO_INPUT and not proc.stdout.strip() and NO_INPUT in proc.stderr
@@ -251,8 +285,8 @@ def summarize(
 def _failure(proc: ProcessResult, res: dict[str, Any] | None, timeout: float | None) -> str | None:
     stderr = error_line(proc.stderr)
     tail = f": {stderr}" if stderr else ""
-    if proc.timed_out:
-        return f"timeout after {timeout:g}s" if timeout is not None else "timeout"
+    if (stopped := stop_reason(proc, timeout)) is not None:
+        return stopped
     if lost_prompt(proc):
         return "gemini read no prompt from stdin (it gives up after 500 ms without input)"
     if res is None:
@@ -315,6 +349,7 @@ class GeminiBackend(Backend):
 
     kind = "gemini"
     own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
+    watches_output = True  # the text and tool calls of its stream, as they arrive
 
     def __init__(self, config: GeminiConfig | None = None) -> None:
         self.config = config or GeminiConfig()
@@ -325,6 +360,10 @@ class GeminiBackend(Backend):
     def from_config(cls, config: GeminiConfig) -> GeminiBackend:
         """Build from TOML settings."""
         return cls(config)
+
+    def output_reader(self) -> StreamReader:
+        """Reads the stream-json lines into the agent's text and tool calls."""
+        return StreamReader()
 
     def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
         """Set up the session's Gemini home (with ``mcp``) and return argv and environment."""
@@ -365,6 +404,7 @@ class GeminiBackend(Backend):
                 timeout=left,
                 max_output_bytes=self.config.max_output_bytes,
                 output_files=True,  # see the module's docstring
+                watch=self.watch(request),
             )
 
         proc = await attempt()
