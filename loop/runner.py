@@ -13,6 +13,7 @@ import anyio
 import structlog
 
 from loop.backends import Backend, build_backend
+from loop.backends.base import OutputObserver
 from loop.bus import EventBus
 from loop.config import LoadedConfig
 from loop.engine.driver import Engine
@@ -41,6 +42,7 @@ class RunOptions:
 
     ``clock`` and ``wall_clock`` are the engine's (see :class:`~loop.engine.driver.Engine`):
     a test passes a :class:`~loop.testing.FakeClock` to control runtime and timings.
+    ``observer`` sees the hats' output as it arrives (``-v``).
     """
 
     workdir: Path
@@ -52,6 +54,7 @@ class RunOptions:
     handle_signals: bool = True
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
+    observer: OutputObserver | None = None
 
 
 def build_backends(config: LoadedConfig) -> dict[str, Backend]:
@@ -149,6 +152,7 @@ async def run_loop(
         env=ctx.variables(),
         clock=options.clock,
         wall_clock=options.wall_clock,
+        observer=options.observer,
     )
     received: list[int] = []
     summary: RunSummary | None = None

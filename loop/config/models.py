@@ -48,6 +48,7 @@ class LoopSection(_Strict):
     max_iterations: int = Field(default=50, ge=1)
     max_runtime_seconds: float = Field(default=3600, gt=0)
     iteration_timeout_seconds: float = Field(default=600, gt=0)
+    idle_timeout_seconds: float | None = Field(default=None, gt=0)
     max_consecutive_failures: int = Field(default=3, ge=1)
     stale_threshold: int = Field(default=3, ge=2)
     hats: list[str] = Field(default_factory=list)
@@ -124,6 +125,7 @@ class HatConfig(_Strict):
     default_publishes: str | None = None
     max_activations: int | None = Field(default=None, ge=1)
     timeout_seconds: float | None = Field(default=None, gt=0)
+    idle_timeout_seconds: float | None = Field(default=None, gt=0)
     backend: BackendConfig | None = None
 
     @field_validator("triggers")

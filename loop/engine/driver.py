@@ -25,7 +25,7 @@ import anyio.lowlevel
 import structlog
 
 from loop._faults import crash_point
-from loop.backends.base import Backend, BackendRequest
+from loop.backends.base import Backend, BackendRequest, OutputObserver
 from loop.bus import EventBus
 from loop.config import LoadedConfig
 from loop.engine.collect import EVENTS_FILE_NAME, collect_events
@@ -41,6 +41,7 @@ from loop.engine.invoke import (
     ChildVariables,
     call_with_timeout,
     hat_limits,
+    idle_limits,
     prepare_events_file,
     session_env,
 )
@@ -52,6 +53,7 @@ from loop.engine.lifecycle import (
     LOOP_TERMINATED,
     SessionEnded,
     SessionStarted,
+    started_event,
 )
 from loop.engine.progress import RunSummary
 from loop.engine.prompt import PromptTemplate
@@ -87,6 +89,7 @@ class Engine:
         env: variables for every child process (the tools' settings).
         clock: a monotonic clock, in seconds (runtime limit, durations, yielding).
         wall_clock: seconds since the epoch (the records' and events' timestamps).
+        observer: sees the hats' output as it arrives (``-v``), where backends report it.
     """
 
     def __init__(
@@ -102,8 +105,10 @@ class Engine:
         env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        observer: OutputObserver | None = None,
     ) -> None:
         self.config = config
+        self.observer = observer
         self.paths = paths
         self.backends = dict(backends)
         self.bus = bus or EventBus()
@@ -148,6 +153,7 @@ class Engine:
             for name, hat in config.hats.items()
         }
         self._timeouts, self._deadlines = hat_limits(config, self.backends)
+        self._idle = idle_limits(config, self.backends)
         # each per-iteration hook is called on the extensions that implement it
         exts = self.extensions
         self._starters = [
@@ -387,6 +393,8 @@ class Engine:
             env=env,
             timeout_seconds=self._timeouts[hat],
             triggers=trigger_events,
+            observer=self.observer,
+            idle_timeout_seconds=self._idle[hat],
         )
 
     def events_path(self, iteration: int) -> str:
@@ -408,6 +416,7 @@ class Engine:
         for ext in self._starters:
             await self._publish_collected(await ext.on_iteration_start(iteration, hat), published)
         request = self._request(hat, iteration, activation, triggers)
+        await self.bus.publish(started_event(request, backend, self.state, self.wall_clock()))
         if not backend.instant:
             self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
         try:

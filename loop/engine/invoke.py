@@ -28,6 +28,7 @@ __all__ = [
     "engine_deadline",
     "hat_limits",
     "hat_timeout",
+    "idle_limits",
     "prepare_events_file",
     "session_env",
 ]
@@ -137,6 +138,29 @@ def hat_limits(
     }
     deadlines = {name: engine_deadline(backends[name], t) for name, t in timeouts.items()}
     return timeouts, deadlines
+
+
+def idle_limits(config: LoadedConfig, backends: Mapping[str, Backend]) -> dict[str, float | None]:
+    """Per hat: how long its agent may stay silent (``idle_timeout_seconds`` on the hat,
+    else on ``[loop]``; None: no limit). A hat whose backend does not watch its output
+    (``python``, ``scripted``) has none; one that sets it itself is warned about."""
+    limits: dict[str, float | None] = {}
+    for name, backend in backends.items():
+        hat = config.hats.get(name)
+        if hat is None:
+            continue
+        if not backend.watches_output:
+            if hat.idle_timeout_seconds is not None:
+                log.warning(
+                    "idle_timeout_seconds does not apply to this hat: its backend does not "
+                    "watch an agent's output",
+                    hat=name,
+                    backend=backend.kind,
+                )
+            limits[name] = None
+            continue
+        limits[name] = hat.idle_timeout_seconds or config.loop.idle_timeout_seconds
+    return limits
 
 
 async def call_backend(backend: Backend, request: BackendRequest) -> BackendResult:

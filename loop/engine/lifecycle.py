@@ -5,34 +5,49 @@ topic                         payload
 ============================  =============================================================
 ``loop.started``              :class:`SessionStarted` (a new session)
 ``loop.resumed``              :class:`SessionStarted` (``resumed_at`` set)
+``loop.iteration.started``    :class:`IterationStarted` (its hat is about to run)
 ``loop.iteration.done``       the committed :class:`~loop.records.IterationEnd` record
+``loop.waiting``              :class:`Waiting` (the loop waits before it goes on)
 ``loop.terminated``           :class:`SessionEnded`
 ============================  =============================================================
 
 Subscribers (the progress display, the recorder, replay's comparer) read these instead
 of the journal; extensions that must see each commit first use
-:meth:`~loop.extensions.Extension.committed`.
+:meth:`~loop.extensions.Extension.committed`. ``loop.iteration.started`` and
+``loop.waiting`` are for the displays only: nothing on disk depends on them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from loop.backends.base import Backend, BackendRequest
+from loop.engine.state import HatUsage, LoopState
+from loop.events import Event
 from loop.records import SessionEnd, SessionStart
 
 __all__ = [
     "ITERATION_DONE",
+    "ITERATION_STARTED",
     "LOOP_RESUMED",
     "LOOP_STARTED",
     "LOOP_TERMINATED",
+    "LOOP_WAITING",
+    "IterationStarted",
     "SessionEnded",
     "SessionStarted",
+    "Waiting",
+    "spent",
+    "started_event",
+    "waiting_event",
 ]
 
 LOOP_STARTED = "loop.started"
 LOOP_RESUMED = "loop.resumed"
+ITERATION_STARTED = "loop.iteration.started"
 ITERATION_DONE = "loop.iteration.done"
+LOOP_WAITING = "loop.waiting"
 LOOP_TERMINATED = "loop.terminated"
 
 
@@ -55,3 +70,60 @@ class SessionEnded:
 
     end: SessionEnd
     exit_code: int
+
+
+def spent(state: LoopState) -> HatUsage:
+    """What the session's committed iterations cost, all hats together (None: no backend
+    reported that figure)."""
+    total = HatUsage()
+    for usage in state.usage_per_hat.values():
+        total.add(usage.cost_usd, usage.input_tokens, usage.output_tokens)
+    return total
+
+
+@dataclass(frozen=True, slots=True)
+class IterationStarted:
+    """An iteration's hat is about to run.
+
+    ``spent`` is what the session cost before it; ``watched`` tells whether its backend
+    reports output as it arrives (:attr:`~loop.backends.base.Backend.watches_output`).
+    """
+
+    iteration: int
+    hat: str
+    backend: str
+    ts: float
+    spent: HatUsage = field(default_factory=HatUsage)
+    watched: bool = False
+
+
+def started_event(request: BackendRequest, backend: Backend, state: LoopState, ts: float) -> Event:
+    """The ``loop.iteration.started`` event of ``request``'s iteration, about to run on
+    ``backend`` after the iterations ``state`` holds."""
+    running = IterationStarted(
+        iteration=request.iteration,
+        hat=request.hat,
+        backend=backend.kind,
+        ts=ts,
+        spent=spent(state),
+        watched=backend.watches_output,
+    )
+    return Event(topic=ITERATION_STARTED, source="loop", payload=running, ts=ts)
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """The loop is waiting before it goes on (a rate limit, a usage limit...).
+
+    ``reason`` says for what, in a few words (``rate limit``); ``until`` is when the wait
+    ends, in seconds since the epoch, if known. The live line shows it as
+    ``waiting for rate limit until 14:05``; the next ``loop.iteration.started`` ends it.
+    """
+
+    reason: str
+    until: float | None = None
+
+
+def waiting_event(reason: str, until: float | None, *, ts: float) -> Event:
+    """The ``loop.waiting`` event the engine publishes when it starts waiting."""
+    return Event(topic=LOOP_WAITING, source="loop", payload=Waiting(reason, until), ts=ts)
