@@ -1,24 +1,83 @@
-"""Logging: structlog to stderr; a console renderer on a terminal, JSON lines otherwise."""
+"""Logging, and what hatloop may do to a terminal: colours and the live status line.
+
+Logs are structlog lines on stderr. Their format (``--log-format``): ``console`` lines for
+people, always, unless JSON lines are asked for with ``--log-format json`` or the
+environment variable ``HATLOOP_LOG_FORMAT=json`` (a CI job or a log shipper that wants
+them sets it once). ``CI`` alone never switches to JSON: CI logs are read by people. It
+turns the live line off, and colours follow the usual rules.
+
+Colours (``--color auto|always|never``): ``auto`` colours a terminal, unless ``NO_COLOR``
+is set or ``TERM=dumb``; ``always`` colours even a pipe or a file (and wins over
+``NO_COLOR``, as a flag does); ``never`` never.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
-from typing import Literal
+from collections.abc import Mapping
+from typing import Literal, TextIO
 
 import structlog
 
-__all__ = ["configure_logging"]
+__all__ = ["ColorChoice", "configure_logging", "live_line_allowed", "log_format", "use_colors"]
 
 LogFormat = Literal["auto", "console", "json"]
+ColorChoice = Literal["auto", "always", "never"]
+LOG_FORMAT_ENV = "HATLOOP_LOG_FORMAT"
 
 
-def configure_logging(fmt: LogFormat = "auto", *, level: int = logging.INFO) -> None:
-    """Send structlog output to stderr; ``auto`` picks console on a TTY (not in CI)."""
-    if fmt == "auto":
-        interactive = sys.stderr.isatty() and not os.environ.get("CI")
-        fmt = "console" if interactive else "json"
+def log_format(fmt: LogFormat = "auto", env: Mapping[str, str] | None = None) -> LogFormat:
+    """The format ``auto`` stands for: ``HATLOOP_LOG_FORMAT`` if it names one, else console."""
+    if fmt != "auto":
+        return fmt
+    asked = (os.environ if env is None else env).get(LOG_FORMAT_ENV, "").strip().lower()
+    return "json" if asked == "json" else "console"
+
+
+def use_colors(
+    choice: ColorChoice = "auto",
+    stream: TextIO | None = None,
+    env: Mapping[str, str] | None = None,
+) -> bool:
+    """Whether to colour what goes to ``stream`` (default: stderr)."""
+    if choice != "auto":
+        return choice == "always"
+    env = os.environ if env is None else env
+    if env.get("NO_COLOR") or env.get("TERM") == "dumb":
+        return False
+    return _isatty(sys.stderr if stream is None else stream)
+
+
+def live_line_allowed(
+    choice: ColorChoice = "auto",
+    stream: TextIO | None = None,
+    env: Mapping[str, str] | None = None,
+) -> bool:
+    """Whether the live status line may be drawn on ``stream`` (default: stderr): a
+    terminal that can redraw a line (not ``TERM=dumb``), not in CI (``CI`` set), and
+    colour not turned off (``--color never``, or ``NO_COLOR`` unless ``--color always``)."""
+    env = os.environ if env is None else env
+    if choice == "never" or env.get("TERM") == "dumb" or env.get("CI"):
+        return False
+    if choice == "auto" and env.get("NO_COLOR"):
+        return False
+    return _isatty(sys.stderr if stream is None else stream)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or stand-in stream
+        return False
+
+
+def configure_logging(
+    fmt: LogFormat = "auto", *, level: int = logging.INFO, color: ColorChoice = "auto"
+) -> None:
+    """Send structlog output to stderr, as :func:`log_format` and :func:`use_colors` say."""
+    fmt = log_format(fmt)
     processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -27,9 +86,14 @@ def configure_logging(fmt: LogFormat = "auto", *, level: int = logging.INFO) -> 
     if fmt == "json":
         processors += [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
     else:
-        # keys in the order they are given (iteration, hat, status...), not sorted
+        # keys in the order they are given (iteration, hat, status...), not sorted; plain
+        # tracebacks (structlog would pick rich's boxed ones, rich being installed)
         processors.append(
-            structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty(), sort_keys=False)
+            structlog.dev.ConsoleRenderer(
+                colors=use_colors(color),
+                sort_keys=False,
+                exception_formatter=structlog.dev.plain_traceback,
+            )
         )
     structlog.configure(
         processors=processors,
@@ -70,7 +134,8 @@ class _ToStructlog(logging.Handler):
 
 
 class _Stderr:
-    """Whatever ``sys.stderr`` is at write time (test runners swap it per test)."""
+    """Whatever ``sys.stderr`` is at write time (test runners swap it per test, and the
+    live line routes it above itself while it is drawn)."""
 
     def write(self, text: str) -> int:
         return sys.stderr.write(text)

@@ -110,7 +110,10 @@ def main(argv: list[str]) -> int:
         args = parser.parse_args(argv)
         from loop._log import configure_logging  # noqa: PLC0415 - structlog only when running
 
-        configure_logging(getattr(args, "log_format", None) or "auto")
+        configure_logging(
+            getattr(args, "log_format", None) or "auto",
+            color=getattr(args, "color", None) or "auto",
+        )
         handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
         if handler is None:  # a placeholder: cannot happen for a registered command
             raise UsageError(f"unknown command {args.command!r}")

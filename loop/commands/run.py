@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from loop._log import live_line_allowed, use_colors
 from loop.commands.common import print_json, run_async
 from loop.config import load_config
 from loop.engine.progress import render_summary
@@ -105,9 +106,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="export the session as an experience when it ends",
     )
-    p.add_argument("--log-format", choices=["auto", "console", "json"], default="auto")
-    p.add_argument("--quiet", "-q", action="store_true", help="no per-iteration progress")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    o = p.add_argument_group("output")
+    o.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="print each hat's output on stderr as it arrives, prefixed with the hat",
+    )
+    o.add_argument(
+        "--quiet", "-q", action="store_true", help="no per-iteration progress, no live line"
+    )
+    o.add_argument(
+        "--color",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="colour, and the live status line on a terminal (default: auto; "
+        "NO_COLOR and TERM=dumb turn both off)",
+    )
+    o.add_argument(
+        "--log-format",
+        choices=["auto", "console", "json"],
+        default="auto",
+        help="log lines on stderr (default: console, or $HATLOOP_LOG_FORMAT)",
+    )
+    o.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=_run)
 
 
@@ -148,19 +170,32 @@ def _recorder(args: argparse.Namespace, config: Any, resume: bool) -> list[Exten
     ]
 
 
+def _live(args: argparse.Namespace) -> Any:
+    """The live view the flags and the terminal ask for (a LiveExtension), or None."""
+    live = not args.quiet and live_line_allowed(args.color)
+    if not (live or args.verbose):
+        return None
+    from loop.commands.live import LiveExtension, LiveView  # noqa: PLC0415 - rich, on use
+
+    view = LiveView(stream="stderr", live=live, colors=use_colors(args.color))
+    return LiveExtension(view, verbose=args.verbose)
+
+
 def _run(args: argparse.Namespace) -> int:
     from loop.runner import RunOptions, run_loop, summary_dict  # noqa: PLC0415 - heavy
 
     config = load_from_args(args)
     resume = args.resume is not None
+    live = _live(args)
     options = RunOptions(
         workdir=Path.cwd(),
         session_id=args.resume or args.session_id or None,
         resume=resume,
         progress=not args.quiet,
+        observer=live.observe if live is not None and args.verbose else None,
     )
     extra = _recorder(args, config, resume)
-    summary = run_async(run_loop, config, options, extra)
+    summary = run_async(run_loop, config, options, [*extra, *([live] if live else [])])
     lines: list[str] = []
     for ext in extra:
         describe = getattr(ext, "describe", None)
