@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "emit": ("", "publish an event from inside an iteration (see emit --help)"),
     "status": ("loop.commands.sessions", "a session's state, derived from its files"),
     "sessions": ("loop.commands.sessions", "every session with its state"),
+    "watch": ("loop.commands.watch", "follow a running session from its files until it ends"),
     "task": ("loop.tasks.cli", "hierarchical tasks: create, start, complete, progress"),
     "theme": (
         "loop.themes.cli",

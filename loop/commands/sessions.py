@@ -3,35 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 from typing import Any
 
-from loop._fs import require_folder
-from loop.commands.common import print_json
+from loop.commands.common import SESSIONS_DIR_HELP, print_json, sessions_root
 from loop.session.store import latest_session, list_sessions, session_status
 
 __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
-
-SESSIONS_DIR_HELP = "default: [loop] sessions_dir of ./loop.toml, else .loop/sessions"
-
-
-def sessions_root(flag: str | None) -> Path:
-    """The sessions folder: the flag, else ``[loop] sessions_dir`` of ``./loop.toml``.
-
-    Raises:
-        StoreError: a file is where the folder belongs; PathError: a link is (inside
-            the project, no link is followed).
-    """
-    if flag:
-        root = Path(flag)
-    else:
-        from loop.config import tool_settings_from_project  # noqa: PLC0415 - on use
-
-        root = Path(tool_settings_from_project(Path.cwd()).get("sessions_dir", ".loop/sessions"))
-    full, project = Path(os.path.abspath(root)), Path.cwd()  # noqa: PTH100 - lexical
-    require_folder(full, root=project if project in (full, *full.parents) else full)
-    return root
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -40,6 +17,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("session_id", nargs="?", metavar="ID", help="default: the most recent")
     p.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--follow",
+        "-f",
+        action="store_true",
+        help="follow the session until it ends, as `watch` does (exit: the session's code)",
+    )
+    p.add_argument(
+        "--color",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="with --follow: colour, and the live status line on a terminal",
+    )
     p.set_defaults(handler=_status)
     s = sub.add_parser("sessions", help="every session with its state")
     s.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
@@ -65,6 +54,10 @@ def _render(st: dict[str, Any]) -> str:
 
 
 def _status(args: argparse.Namespace) -> int:
+    if args.follow:
+        from loop.commands.watch import watch  # noqa: PLC0415 - rich and anyio, on use
+
+        return watch(args)
     root = sessions_root(args.sessions_dir)
     sid = args.session_id or latest_session(root)
     if sid is None:

@@ -1,0 +1,220 @@
+"""``loop watch [ID]`` (and ``status --follow``): follow a session from another terminal.
+
+Everything comes from the session's files (:mod:`loop.session.follow`): the journal's
+records as they are written, the running iteration's events as its hat emits them, and
+the lock that tells whether a process still runs it. One line per iteration on stdout,
+the live status line below them on a terminal, until the session ends; the exit code is
+the session's own. A session that is already over is shown and its code returned at
+once; a named session that does not exist yet is waited for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field
+
+import anyio
+
+from loop._log import live_line_allowed, use_colors
+from loop.commands.common import SESSIONS_DIR_HELP, sessions_root
+from loop.commands.live import LiveView
+from loop.engine.collect import EVENTS_FILE_NAME
+from loop.engine.decide import exit_code_for
+from loop.engine.lifecycle import spent
+from loop.engine.progress import usage_text
+from loop.engine.session_dir import SessionPaths
+from loop.engine.state import LoopState, RouteContext, apply
+from loop.errors import EXIT_INTERRUPTED, InputError
+from loop.records import (
+    HatExhausted,
+    IterationEnd,
+    IterationStart,
+    JournalRecord,
+    Resume,
+    SessionEnd,
+    SessionStart,
+    encode_record,
+)
+from loop.session.follow import EventsTail, JournalTail, is_running
+from loop.session.store import latest_session, validate_session_id
+
+__all__ = ["add_color_option", "register", "watch"]
+
+POLL_SECONDS = 0.2  # how often the files are looked at
+CATCH_UP = 10  # iterations shown, at most, of a session already under way
+
+
+def add_color_option(p: argparse.ArgumentParser) -> None:
+    """``--color``, as ``watch`` and ``status --follow`` take it."""
+    p.add_argument(
+        "--color",
+        choices=["auto", "always", "never"],
+        default="auto",
+        help="colour, and the live status line on a terminal (default: auto)",
+    )
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``watch``."""
+    p = sub.add_parser(
+        "watch",
+        help="follow a running session from its files until it ends",
+        description="Follow a session from another terminal, from its files alone, until "
+        "it ends; exit with the session's exit code.",
+    )
+    p.add_argument(
+        "session_id",
+        nargs="?",
+        metavar="ID",
+        help="default: the most recent; a session that does not exist yet is waited for",
+    )
+    p.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_color_option(p)
+    p.add_argument("--json", action="store_true", help="the journal's records, as JSON lines")
+    p.set_defaults(handler=watch)
+
+
+def watch(args: argparse.Namespace) -> int:
+    """Follow the session ``args`` names; its exit code."""
+    root = sessions_root(args.sessions_dir)
+    sid = args.session_id or latest_session(root)
+    if sid is None:
+        raise InputError(f"no session in {root}: give the id of a session to wait for")
+    paths = SessionPaths(root, validate_session_id(sid))
+    live = not args.json and live_line_allowed(args.color, sys.stdout)
+    view = LiveView(stream="stdout", live=live, colors=use_colors(args.color, sys.stdout))
+    follower = _Follower(paths, view, json=bool(args.json))
+    try:
+        return int(anyio.run(follower.run, backend="asyncio"))
+    finally:
+        view.stop()
+
+
+@dataclass
+class _Follower:
+    paths: SessionPaths
+    view: LiveView
+    json: bool = False
+    state: LoopState = field(default_factory=LoopState)
+    ctx: RouteContext | None = None
+    events: EventsTail | None = None  # the running iteration's events file
+    running: int = 0  # the running iteration
+
+    async def run(self) -> int:
+        tail = JournalTail(self.paths.journal)
+        if not self.paths.journal.exists():
+            print(f"waiting for session {self.paths.session_id} to start", file=sys.stderr)
+        catching_up = True
+        while True:
+            records = tail.read()
+            if catching_up and records:
+                records = self._catch_up(records)
+                catching_up = False
+            for number, record in enumerate(records, start=1):
+                self._take(record, last=number == len(records))
+            if self.state.termination is not None and self.ctx is not None:
+                return exit_code_for(self.state.termination)
+            if self.ctx is not None and not records and not is_running(self.paths):
+                for record in tail.read():  # its last words, written before it let go
+                    self._take(record, last=False)
+                if self.state.termination is not None:
+                    return exit_code_for(self.state.termination)
+                self._say(
+                    f"session {self.paths.session_id} stopped without an end "
+                    f"(killed?): resume with python -m loop run --resume {self.paths.session_id}"
+                )
+                return EXIT_INTERRUPTED
+            self._events()
+            await anyio.sleep(POLL_SECONDS)
+
+    # -- records ----------------------------------------------------------------------
+
+    def _catch_up(self, records: list[JournalRecord]) -> list[JournalRecord]:
+        """Of a session under way, fold all but the last :data:`CATCH_UP` iterations
+        quietly, saying how many; the rest is shown as it would have been."""
+        ends = [i for i, r in enumerate(records) if isinstance(r, IterationEnd)]
+        if len(ends) <= CATCH_UP or self.json:
+            return records
+        cut = ends[-CATCH_UP - 1] + 1
+        for record in records[:cut]:
+            self._apply(record)
+        self._say(f"  ... {len(ends) - CATCH_UP} earlier iteration(s)")
+        return records[cut:]
+
+    def _apply(self, record: JournalRecord) -> None:
+        if isinstance(record, SessionStart):
+            self.ctx = RouteContext.from_start(record)
+            self.view.session(record.session_id)
+            self._say(
+                f"session {record.session_id} · started {record.started_at} · "
+                f"{len(record.hats)} hat(s): {', '.join(record.hats)}",
+                quiet=self.json,
+            )
+        if self.ctx is not None:
+            apply(self.state, record, self.ctx)
+
+    def _take(self, record: JournalRecord, *, last: bool) -> None:
+        """Show ``record``; ``last``: the newest one read (an iteration it starts runs)."""
+        self._apply(record)
+        if self.json:
+            sys.stdout.write(encode_record(record).decode())
+            sys.stdout.flush()
+            return
+        match record:
+            case IterationStart():
+                self.running = record.iteration
+                self.events = EventsTail(
+                    self.paths.iteration_dir(record.iteration) / EVENTS_FILE_NAME, record.hat
+                )
+                self.view.start()
+                self.view.iteration_started(
+                    record.iteration, record.hat, record.ts, spent(self.state)
+                )
+                if last and not self.view.live:
+                    self._say(f"  #{record.iteration} {record.hat} running")
+            case IterationEnd():
+                self.events = None  # its end line names its events
+                self._say(_iteration_line(record))
+                self.view.iteration_ended(record)
+            case HatExhausted():
+                dropped = len(record.dropped)
+                self._say(f"  hat {record.hat} reached max_activations: {dropped} event(s) dropped")
+            case Resume():
+                self._say(f"  resumed by pid {record.pid} after iteration {record.iteration}")
+            case SessionEnd():
+                self.view.stop()
+                self._say(
+                    f"session {record.reason} after {record.iterations} iteration(s) in "
+                    f"{record.elapsed:.2f}s (exit {exit_code_for(record.reason)})"
+                )
+
+    def _events(self) -> None:
+        """What the running iteration's hat has emitted since the last look."""
+        if self.events is None or self.json:
+            return
+        for event in self.events.read():
+            payload = _short(
+                event.payload if isinstance(event.payload, str) else str(event.payload)
+            )
+            self._say(f"  #{self.running} {event.source} emitted {event.topic}: {payload}")
+
+    def _say(self, line: str, *, quiet: bool = False) -> None:
+        if not quiet:
+            self.view.print(line)
+
+
+def _short(text: str, limit: int = 80) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _iteration_line(rec: IterationEnd) -> str:
+    status = "ok" if rec.status == "ok" else f"failed: {_short(rec.reason or '')}"
+    parts = [f"  #{rec.iteration} {rec.hat}", status, f"{rec.duration:.2f}s"]
+    topics = ", ".join(e.topic for e in rec.events)
+    if topics:
+        parts.append(f"events {topics}")
+    if spend := usage_text(rec.cost_usd, rec.input_tokens, rec.output_tokens):
+        parts.append(spend)
+    return " · ".join(parts)

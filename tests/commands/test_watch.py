@@ -1,0 +1,200 @@
+"""``watch`` and ``status --follow`` on real sessions: run by another process, waited for
+before they start, followed to their end, already over, killed, and on a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.commands.terminal import Terminal
+
+ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+for _name in ("CI", "NO_COLOR"):
+    ENV.pop(_name, None)
+ENV["TERM"] = "xterm-256color"
+
+# The hat emits an event, then waits for the test to create ``release`` (it gives up
+# after a minute), then completes the loop, or (``stall``) asks for more work.
+WORKER = r"""
+cat > /dev/null
+"$LOOP_PYTHON" -m loop emit work.note "hello from the hat"
+n=0
+while [ ! -e release ]; do
+  n=$((n + 1)); [ "$n" -gt 1200 ] && exit 9
+  sleep 0.05
+done
+if [ -e stall ]; then echo '<event topic="work.more">again</event>'; exit 0; fi
+echo '<event topic="LOOP_COMPLETE">done</event>'
+"""
+
+CONFIG = """\
+[loop]
+prompt = "count"
+max_iterations = 2
+durable = false
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.worker]
+triggers = ["task.start", "work.more"]
+publishes = ["work.note", "work.more", "LOOP_COMPLETE"]
+backend = {{ type = "command", command = ["sh", "-c", {script}] }}
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A one-hat loop whose hat emits ``work.note`` and waits for ``release``."""
+    (tmp_path / "loop.toml").write_text(CONFIG.format(script=json.dumps(WORKER)), encoding="utf-8")
+    return tmp_path
+
+
+class Child:
+    """``python -m loop ARGS`` with its output read as it comes."""
+
+    def __init__(self, *args: str, cwd: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "loop", *args],
+            cwd=cwd,
+            env=ENV,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.out = b""
+        self.err = b""
+
+    def until(self, text: str, *, stream: str = "out", timeout: float = 60) -> None:
+        """Read until ``text`` shows on stdout (or stderr)."""
+        pipe = self.proc.stdout if stream == "out" else self.proc.stderr
+        assert pipe is not None
+        deadline = time.monotonic() + timeout
+        while text.encode() not in (self.out if stream == "out" else self.err):
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([pipe], [], [], max(0.0, left))
+            data = os.read(pipe.fileno(), 65536) if ready else b""
+            if left <= 0 or (ready and not data):
+                raise AssertionError(f"{text!r} never showed: {self.out!r} {self.err!r}")
+            if stream == "out":
+                self.out += data
+            else:
+                self.err += data
+
+    def finish(self, timeout: float = 120) -> int:
+        """Wait for the end; the exit code (all output read)."""
+        out, err = self.proc.communicate(timeout=timeout)
+        self.out += out
+        self.err += err
+        return self.proc.returncode
+
+    @property
+    def lines(self) -> list[str]:
+        """stdout's lines."""
+        return self.out.decode().splitlines()
+
+
+def _loop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loop", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_watch_waits_for_a_named_session_and_follows_it_to_its_end(project: Path) -> None:
+    """Started before the session exists, watch waits for it, shows what the running hat
+    emits (from its iteration folder), its iteration, and exits with the run's code."""
+    watch = Child("watch", "s1", cwd=project)
+    try:
+        watch.until("waiting for session s1 to start", stream="err")
+        run = Child("run", "-q", "--session-id", "s1", cwd=project)
+        watch.until("#1 worker emitted work.note: hello from the hat")
+        (project / "release").touch()
+        assert run.finish() == 0, run.err
+        assert watch.finish() == 0, watch.err
+    finally:
+        (project / "release").touch()
+    lines = watch.lines
+    assert lines[0].startswith("session s1 · started ") and lines[0].endswith("1 hat(s): worker")
+    assert "  #1 worker running" in lines
+    assert any(line.startswith("  #1 worker · ok · ") for line in lines)
+    assert lines[-1].startswith("session completed after 1 iteration(s) in ")
+    assert lines[-1].endswith("(exit 0)")
+
+
+def test_watch_of_a_session_already_over_shows_it_and_returns_its_code(project: Path) -> None:
+    """A finished session: its iterations and its end at once, with its exit code (1: its
+    work.note reached no hat); status --follow does the same; --json gives the journal's
+    records."""
+    (project / "release").touch()
+    (project / "stall").touch()
+    assert _loop("run", "-q", "--session-id", "over", cwd=project).returncode == 1
+    for args in (("watch",), ("watch", "over"), ("status", "--follow", "over")):
+        res = _loop(*args, cwd=project)
+        assert res.returncode == 1, (args, res.stderr)
+        lines = res.stdout.splitlines()
+        assert [line.split(" · ")[:3] for line in lines if line.startswith("  #")] == [
+            ["  #1 worker", "ok", lines[1].split(" · ")[2]]
+        ]
+        assert "events work.note, work.more" in lines[1]
+        assert "running" not in res.stdout  # nothing runs in a session that is over
+        assert lines[-1].startswith("session unrouted_event after 1 iteration(s)")
+    res = _loop("watch", "--json", cwd=project)
+    kinds = [json.loads(line)["kind"] for line in res.stdout.splitlines()]
+    assert kinds == ["session.start", "iteration.start", "iteration.end", "session.end"]
+    assert res.returncode == 1
+
+
+def test_watch_of_a_killed_session_says_so_and_exits_130(project: Path) -> None:
+    """The run is killed (-9) mid-iteration: watch sees it let go of the session without
+    an end, says how to resume, and exits 130 (interrupted)."""
+    run = Child("run", "-q", "--session-id", "k", cwd=project)
+    watch = Child("watch", "k", cwd=project)
+    try:
+        watch.until("#1 worker emitted work.note")
+        run.proc.send_signal(signal.SIGKILL)
+        run.finish()
+        assert watch.finish() == 130, watch.err
+    finally:
+        (project / "release").touch()  # the orphaned hat ends too
+    assert "stopped without an end" in watch.out.decode()
+    assert "run --resume k" in watch.out.decode()
+
+
+def test_an_unknown_session_is_waited_for_but_no_session_at_all_is_an_error(
+    project: Path,
+) -> None:
+    """watch without an id and without any session: exit 2, one line."""
+    res = _loop("watch", cwd=project)
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: no session in ")
+
+
+def test_watch_on_a_terminal_draws_the_live_line(project: Path) -> None:
+    """On a terminal watch draws the status line while the hat runs, then erases it."""
+    term = Terminal("watch", "t1", cwd=project, env=ENV)
+    try:
+        term.expect("waiting for session t1")
+        run = Child("run", "-q", "--session-id", "t1", cwd=project)
+        term.expect(r"iteration 1 · worker · \d+:\d\d")
+        (project / "release").touch()
+        assert run.finish() == 0
+        assert term.finish() == 0
+    finally:
+        (project / "release").touch()
+    assert "session completed after 1 iteration(s)" in term.plain
