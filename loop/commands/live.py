@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
+import structlog
+
 from loop.backends.base import AgentOutput
 from loop.bus import EventBus
 from loop.engine.lifecycle import (
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
     from rich.spinner import Spinner
 
 __all__ = ["LiveExtension", "LiveStatus", "LiveView", "clock_text", "status_text"]
+
+_log = structlog.get_logger("loop.output")
 
 REFRESH_PER_SECOND = 8
 _STYLES = {"line": "", "text": "", "tool": "yellow"}
@@ -104,6 +108,8 @@ class LiveView:
         live: draw the status line (the caller has checked it may).
         colors: colour the hat names and tool calls.
         clock: the time of day, in seconds since the epoch.
+        log: hand the hats' output to the log as ``output`` events (JSON log lines)
+            instead of printing it.
     """
 
     def __init__(
@@ -113,12 +119,14 @@ class LiveView:
         live: bool = True,
         colors: bool = True,
         clock: Callable[[], float] = time.time,
+        log: bool = False,
     ) -> None:
         from rich.console import Console  # noqa: PLC0415 - ~40 ms, only when a view is on
 
         self.status = LiveStatus()
         self.live = live
         self.clock = clock
+        self.log = log
         self._stream = stream
         self.console: Console = Console(
             stderr=stream == "stderr",
@@ -202,6 +210,11 @@ class LiveView:
 
     def output(self, piece: AgentOutput) -> None:
         """A hat's output as it arrives: each of its lines prefixed with the hat."""
+        if self.log:
+            _log.info(
+                "output", hat=piece.hat, iteration=piece.iteration, kind=piece.kind, text=piece.text
+            )
+            return
         from rich.text import Text  # noqa: PLC0415 - rich is imported with the view
 
         prefix = f"[{piece.hat}] " + ("→ " if piece.kind == "tool" else "")

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from loop._log import live_line_allowed, use_colors
+from loop._log import live_line_allowed, log_format, use_colors
 from loop.commands.common import print_json, run_async
 from loop.config import load_config
 from loop.engine.progress import render_summary
@@ -171,13 +171,18 @@ def _recorder(args: argparse.Namespace, config: Any, resume: bool) -> list[Exten
 
 
 def _live(args: argparse.Namespace) -> Any:
-    """The live view the flags and the terminal ask for (a LiveExtension), or None."""
-    live = not args.quiet and live_line_allowed(args.color)
+    """The live view the flags and the terminal ask for (a LiveExtension), or None.
+
+    With JSON log lines, stderr is for machines: no live line, and ``-v`` output goes out
+    as log events.
+    """
+    json_logs = log_format(args.log_format) == "json"
+    live = not args.quiet and not json_logs and live_line_allowed(args.color)
     if not (live or args.verbose):
         return None
     from loop.commands.live import LiveExtension, LiveView  # noqa: PLC0415 - rich, on use
 
-    view = LiveView(stream="stderr", live=live, colors=use_colors(args.color))
+    view = LiveView(stream="stderr", live=live, colors=use_colors(args.color), log=json_logs)
     return LiveExtension(view, verbose=args.verbose)
 
 

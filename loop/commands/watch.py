@@ -115,6 +115,13 @@ class _Follower:
                 self._take(record, last=number == len(records))
             if self.state.termination is not None and self.ctx is not None:
                 return exit_code_for(self.state.termination)
+            if self.ctx is None and self.paths.journal.exists() and not is_running(self.paths):
+                if not (records := tail.read()):  # made by a run that stopped at once
+                    raise InputError(f"{self.paths.journal}: no session.start record")
+                catching_up = False
+                for record in self._catch_up(records):
+                    self._take(record, last=False)
+                continue
             if self.ctx is not None and not records and not is_running(self.paths):
                 for record in tail.read():  # its last words, written before it let go
                     self._take(record, last=False)

@@ -235,6 +235,16 @@ def test_off_a_terminal_no_live_line_and_no_json_unless_asked(project: Path) -> 
         assert [e["hat"] for e in logs if e["event"] == "iteration"] == ["worker"]
 
 
+def test_verbose_with_json_logs_gives_json_lines_only(project: Path) -> None:
+    """-v --log-format json: stderr stays JSON lines, the hat's output as output events."""
+    (project / "release").touch()
+    res = _run(project, "-v", "--log-format", "json")
+    assert res.returncode == 0, res.stderr
+    logs = [json.loads(line) for line in res.stderr.splitlines()]
+    outputs = [(e["hat"], e["kind"], e["text"]) for e in logs if e["event"] == "output"]
+    assert outputs[:2] == [("worker", "line", "step one"), ("worker", "line", "step two")]
+
+
 def test_verbose_off_a_terminal_streams_the_lines_of_a_command_hat(project: Path) -> None:
     """-v with stderr a pipe: every stdout line of the hat, prefixed, no live line."""
     (project / "release").touch()

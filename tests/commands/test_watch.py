@@ -176,13 +176,20 @@ def test_watch_of_a_killed_session_says_so_and_exits_130(project: Path) -> None:
     assert "run --resume k" in watch.out.decode()
 
 
-def test_an_unknown_session_is_waited_for_but_no_session_at_all_is_an_error(
+def test_no_session_at_all_or_an_empty_journal_is_an_error(
     project: Path,
 ) -> None:
-    """watch without an id and without any session: exit 2, one line."""
+    """watch without an id and without any session, or of a journal without a record:
+    exit 2, one line."""
     res = _loop("watch", cwd=project)
     assert res.returncode == 2
     assert res.stderr.startswith("error: no session in ")
+    empty = project / ".loop" / "sessions" / "empty"
+    empty.mkdir(parents=True)
+    (empty / "journal.jsonl").touch()  # a run that stopped before its first record
+    res = _loop("watch", "empty", cwd=project)
+    assert (res.returncode, res.stderr.count("\n")) == (2, 1)
+    assert "no session.start record" in res.stderr
 
 
 def test_watch_on_a_terminal_draws_the_live_line(project: Path) -> None:
