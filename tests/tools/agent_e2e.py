@@ -40,6 +40,9 @@ iteration_timeout_seconds = {timeout}
 [tasks]
 block_completion = false   # the agent leaves its task open; the reviewer completes
 
+[mcp]
+serve = {serve}
+
 [backend]
 {backend}
 
@@ -126,14 +129,32 @@ class Run:
         )
 
 
-def run_loop(root: Path, mock: MockServer, backend: dict[str, Any], *, timeout: float = 240) -> Run:
-    """Write the loop into ``root`` and run it once with ``backend`` as every hat's."""
+# How the agents reach hatloop's tools: the session's endpoint (its stdio server made
+# unstartable, so a tool call that went that way would fail the run), or stdio alone.
+TRANSPORTS = {
+    "endpoint": ("true", {"mcp_command": ["false"]}),
+    "stdio": ("false", {}),
+}
+
+
+def run_loop(
+    root: Path,
+    mock: MockServer,
+    backend: dict[str, Any],
+    *,
+    transport: str = "endpoint",
+    timeout: float = 240,
+) -> Run:
+    """Write the loop into ``root`` and run it once with ``backend`` as every hat's, its
+    agents reaching hatloop's tools through ``transport`` (a key of :data:`TRANSPORTS`)."""
     (root / "PROMPT.md").write_text(PROMPT, encoding="utf-8")
+    serve, extra = TRANSPORTS[transport]
+    backend = {**backend, **extra}
     lines = [
         f"{k} = {toml_table(v) if isinstance(v, dict) else json.dumps(v)}"
         for k, v in backend.items()
     ]
-    text = LOOP_TOML.format(timeout=timeout, backend="\n".join(lines))
+    text = LOOP_TOML.format(timeout=timeout, serve=serve, backend="\n".join(lines))
     (root / "loop.toml").write_text(text, encoding="utf-8")
     proc = subprocess.run(
         [

@@ -15,7 +15,7 @@ import pytest
 
 from loop.testing.openai_mock import MockOpenAI, ToolUseTurn, shell_call
 from tests.backends.conftest import codex_env, require_cli
-from tests.tools.agent_e2e import check_run, run_loop, script
+from tests.tools.agent_e2e import TRANSPORTS, check_run, run_loop, script
 
 pytestmark = [pytest.mark.codex, pytest.mark.timeout(900)]
 
@@ -24,12 +24,18 @@ def _mcp(tool: str, args: dict[str, Any]) -> ToolUseTurn:
     return ToolUseTurn(f"mcp__hatloop__{tool}", args)
 
 
-def test_three_hats_publish_through_every_channel(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_three_hats_publish_through_every_channel(tmp_path: Path, transport: str) -> None:
     """The loop completes; tasks, events, tokens and the replay are all as scripted."""
     codex = require_cli("codex")
     with MockOpenAI(turns=script(_mcp, shell_call)) as mock:
         env = codex_env(tmp_path / "home", mock.base_url)
-        run = run_loop(tmp_path, mock, {"type": "codex", "command": [str(codex)], "env": env})
+        run = run_loop(
+            tmp_path,
+            mock,
+            {"type": "codex", "command": [str(codex)], "env": env},
+            transport=transport,
+        )
     check_run(
         run,
         mcp_names=["mcp__hatloop__createTask", "mcp__hatloop__emit_event"],

@@ -15,7 +15,7 @@ import pytest
 
 from loop.testing.gemini_mock import MockGemini, ToolUseTurn, shell_call
 from tests.backends.conftest import gemini_env, require_cli
-from tests.tools.agent_e2e import check_run, run_loop, script
+from tests.tools.agent_e2e import TRANSPORTS, check_run, run_loop, script
 
 pytestmark = [pytest.mark.gemini, pytest.mark.timeout(900)]
 
@@ -24,13 +24,14 @@ def _mcp(tool: str, args: dict[str, Any]) -> ToolUseTurn:
     return ToolUseTurn(f"mcp_hatloop_{tool}", args)
 
 
-def test_three_hats_publish_through_every_channel(tmp_path: Path) -> None:
+@pytest.mark.parametrize("transport", sorted(TRANSPORTS))
+def test_three_hats_publish_through_every_channel(tmp_path: Path, transport: str) -> None:
     """The loop completes; tasks, events, tokens and the replay are all as scripted."""
     gemini = require_cli("gemini")
     with MockGemini(turns=script(_mcp, shell_call)) as mock:
         env = gemini_env(tmp_path / "home", mock.base_url)
         backend = {"type": "gemini", "command": [str(gemini)], "model": "gemini-mock", "env": env}
-        run = run_loop(tmp_path, mock, backend)
+        run = run_loop(tmp_path, mock, backend, transport=transport)
     check_run(
         run,
         mcp_names=["mcp_hatloop_createTask", "mcp_hatloop_emit_event"],
