@@ -139,7 +139,11 @@ class IterationFields:
     emitted: Annotated[tuple[Event, ...], Field(description="through the emit file")] = ()
     published: Annotated[tuple[Event, ...], Field(description="all published meanwhile")] = ()
     consumed: Annotated[tuple[int, ...], Field(description="pending events it consumed")] = ()
+    dropped: Annotated[
+        tuple[Event, ...], Field(description="events strict_publishes dropped (not published)")
+    ] = ()
     completed: bool = False
+    cancelled: Annotated[bool, Field(description="it published the cancellation event")] = False
     notes: tuple[str, ...] = ()
     duration: Seconds
     elapsed: Annotated[Seconds, Field(description="the session's runtime when it ended")]

@@ -134,3 +134,35 @@ def test_backend_override_sets_every_hat_and_the_digest_changes(tmp_path: Path) 
     assert plain.digest() != forced.digest()
     with pytest.raises(ConfigError, match="need per-hat settings"):
         load_config(path, overrides={"backend": "command"})
+
+
+@pytest.mark.parametrize(
+    ("loop", "key", "message"),
+    [
+        ('cancellation_event = "LOOP_COMPLETE"', "loop.cancellation_event", "must differ"),
+        ('cancellation_event = "bad topic"', "loop.cancellation_event", "not a valid topic"),
+        ('required_events = ["LOOP_COMPLETE"]', "loop.required_events", "cannot be one of"),
+        ('required_events = ["a..b"]', "loop.required_events", "not a valid topic"),
+        ("max_cost_usd = 0", "loop.max_cost_usd", "greater than 0"),
+        ("max_tokens = 0", "loop.max_tokens", "greater than or equal to 1"),
+    ],
+)
+def test_completion_rules_and_budgets_are_validated(
+    tmp_path: Path, loop: str, key: str, message: str
+) -> None:
+    """A bad completion rule or budget is an error naming the key."""
+    path = write(tmp_path / "loop.toml", f'[loop]\nprompt = "x"\n{loop}\n' + HAT)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, root=tmp_path)
+    assert err.value.key == key and message in err.value.message
+
+
+def test_a_hat_triggered_by_the_cancellation_event_is_refused(tmp_path: Path) -> None:
+    """The cancellation event ends the run: no hat can take it."""
+    text = (
+        '[loop]\nprompt = "x"\ncancellation_event = "loop.cancel"\n'
+        '[hats.a]\ntriggers = ["task.start", "loop.cancel"]\n'
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path / "loop.toml", text), root=tmp_path)
+    assert err.value.key == "hats.a.triggers"

@@ -39,7 +39,8 @@ class _Strict(BaseModel):
 
 
 class LoopSection(_Strict):
-    """``[loop]``: the objective, the starting and completion events, the limits."""
+    """``[loop]``: the objective, the starting and completion events, the limits, the
+    completion rules and the budgets."""
 
     prompt: str | None = None
     prompt_file: str | None = None
@@ -51,16 +52,31 @@ class LoopSection(_Strict):
     idle_timeout_seconds: float | None = Field(default=None, gt=0)
     max_consecutive_failures: int = Field(default=3, ge=1)
     stale_threshold: int = Field(default=3, ge=2)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    max_wait_seconds: float = Field(default=3600, ge=0)
+    required_events: list[str] = Field(default_factory=list)
+    cancellation_event: str | None = None
+    strict_publishes: bool = False
+    guardrails: list[str] = Field(default_factory=list)
     hats: list[str] = Field(default_factory=list)
     fallback_hat: str | None = None
     durable: bool = True
     sessions_dir: str = ".loop/sessions"
 
-    @field_validator("starting_event", "completion_event")
+    @field_validator("starting_event", "completion_event", "cancellation_event")
     @classmethod
-    def _topic(cls, v: str) -> str:
-        if not is_valid_topic(v):
+    def _topic(cls, v: str | None) -> str | None:
+        if v is not None and not is_valid_topic(v):
             raise ValueError(f"not a valid topic: {v!r}")
+        return v
+
+    @field_validator("required_events")
+    @classmethod
+    def _topics(cls, v: list[str]) -> list[str]:
+        for t in v:
+            if not is_valid_topic(t):
+                raise ValueError(f"not a valid topic: {t!r}")
         return v
 
 
@@ -126,6 +142,8 @@ class HatConfig(_Strict):
     max_activations: int | None = Field(default=None, ge=1)
     timeout_seconds: float | None = Field(default=None, gt=0)
     idle_timeout_seconds: float | None = Field(default=None, gt=0)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(default=None, ge=1)
     backend: BackendConfig | None = None
 
     @field_validator("triggers")

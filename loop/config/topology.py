@@ -35,6 +35,13 @@ def validate_topology(cfg: LoadedConfig) -> None:
                 file=where,
                 key=f"hats.{name}.triggers",
             )
+        if cfg.loop.cancellation_event in hat.triggers:
+            raise ConfigError(
+                "a hat cannot be triggered by the cancellation event (it ends the run)",
+                file=where,
+                key=f"hats.{name}.triggers",
+            )
+    _check_completion_rules(cfg)
     if cfg.loop.fallback_hat and cfg.loop.fallback_hat not in cfg.hats:
         raise ConfigError(
             f"fallback hat {cfg.loop.fallback_hat!r} is not defined",
@@ -47,6 +54,25 @@ def validate_topology(cfg: LoadedConfig) -> None:
             f"no hat is triggered by the starting event {start!r}",
             file=cfg.source,
             key="loop.starting_event",
+        )
+
+
+def _check_completion_rules(cfg: LoadedConfig) -> None:
+    loop = cfg.loop
+    if loop.cancellation_event is not None and loop.cancellation_event in (
+        loop.completion_event,
+        loop.starting_event,
+    ):
+        raise ConfigError(
+            "the cancellation event must differ from the completion and starting events",
+            file=cfg.source,
+            key="loop.cancellation_event",
+        )
+    if loop.completion_event in loop.required_events:
+        raise ConfigError(
+            "the completion event cannot be one of the required events",
+            file=cfg.source,
+            key="loop.required_events",
         )
 
 
@@ -67,7 +93,7 @@ def warnings_for(config: LoadedConfig) -> list[str]:
     comp = config.loop.completion_event
     for name, hat in config.hats.items():
         for topic in hat.publishes:
-            if topic == comp or is_reserved(topic, comp):
+            if topic in (comp, config.loop.cancellation_event) or is_reserved(topic, comp):
                 continue
             if not any(topic_matches(t, topic) for o in config.hats.values() for t in o.triggers):
                 warns.append(f"hat {name!r} publishes {topic!r} but no hat is triggered by it")
@@ -88,4 +114,9 @@ def warnings_for(config: LoadedConfig) -> list[str]:
             warns.append(f"hat {name!r} cannot be reached from {config.loop.starting_event!r}")
     if not any(comp in h.publishes for h in config.hats.values()):
         warns.append(f"no hat lists {comp!r} in publishes: the loop may never complete")
+    for topic in config.loop.required_events:
+        if not any(topic_matches(p, topic) for h in config.hats.values() for p in h.publishes):
+            warns.append(
+                f"required event {topic!r} is in no hat's publishes: the loop may never complete"
+            )
     return warns

@@ -35,6 +35,8 @@ from loop.engine.decide import (
     check_limits,
     decide_outcome,
     exit_code_for,
+    judge_completion,
+    missing_required,
     select_next,
 )
 from loop.engine.invoke import (
@@ -149,6 +151,8 @@ class Engine:
                 objective=config.prompt,
                 publishes=hat.publishes,
                 completion_event=config.loop.completion_event,
+                guardrails=config.loop.guardrails,
+                required_events=config.loop.required_events,
             )
             for name, hat in config.hats.items()
         }
@@ -232,9 +236,10 @@ class Engine:
             if not contents.records:
                 raise SessionError(f"session {self.paths.session_id} has no journal to resume")
             self.state = fold(contents.records, self.route_ctx)
-            if self.state.termination == "completed":
+            if self.state.termination in ("completed", "cancelled"):
                 raise SessionError(
-                    f"session {self.paths.session_id} already completed; start a new one"
+                    f"session {self.paths.session_id} already {self.state.termination}; "
+                    "start a new one"
                 )
             if contents.torn:
                 log.warning(
@@ -426,21 +431,24 @@ class Engine:
         events_path = self.events_path(iteration)
         now = self.wall_clock()
         emitted, events, problems = collect_events(hat, result.output, events_path, now)
-        completion_event = self.config.loop.completion_event
-        blocker = None
-        if events and events[-1].topic == completion_event:
-            blocker = next((b for ext in self._blockers if (b := ext.completion_blocker())), None)
+        loop = self.config.loop
         outcome = decide_outcome(
             self.specs[hat],
             ok=result.ok,
             failure=result.reason,
             events=events,
-            completion_event=completion_event,
-            completion_blocker=blocker,
+            completion_event=loop.completion_event,
             now=now,
+            cancellation_event=loop.cancellation_event,
+            strict=loop.strict_publishes,
         )
         outcome.notes.extend(problems)
         await self._publish_collected(outcome.publish, published, point="publish")
+        if outcome.completion is not None:  # judged on the state after the other events
+            blocker = next((b for ext in self._blockers if (b := ext.completion_blocker())), None)
+            missing = missing_required(loop.required_events, self.state.seen_topics, published)
+            verdict = judge_completion(outcome, hat, blocker=blocker, missing=missing, now=now)
+            await self._publish_collected(verdict, published, point="publish")
         ended = self.clock()
         record = iteration_end(
             iteration=iteration,

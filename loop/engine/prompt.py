@@ -32,12 +32,17 @@ class PromptTemplate:
         objective: str,
         publishes: Sequence[str],
         completion_event: str,
+        guardrails: Sequence[str] = (),
+        required_events: Sequence[str] = (),
     ) -> None:
         head: list[str] = [""]
         if description:
             head += [description.strip(), ""]
         if instructions:
             head += ["## Your instructions", "", instructions.strip(), ""]
+        rules = [g.strip() for g in guardrails if g.strip()]
+        if rules:
+            head += ["## Guardrails", "", *(f"- {g}" for g in rules), ""]
         head += ["## Objective", "", objective.strip(), ""]
         head += ["## Events that triggered you", ""]
         tail = ["## How to publish events", ""]
@@ -55,6 +60,12 @@ class PromptTemplate:
                 f"When the whole objective is done, publish `{completion_event}` as your "
                 "last event."
             )
+            if required_events:
+                listed = ", ".join(f"`{t}`" for t in required_events)
+                tail.append(
+                    f"`{completion_event}` is accepted only once each of these events has "
+                    f"been published in this run: {listed}."
+                )
         self._hat = hat
         self._head = "\n".join(head) + "\n"
         self._tail = "\n".join(tail).rstrip() + "\n"

@@ -151,6 +151,8 @@ class LoopState:
     elapsed: float = 0.0
     unrouted: str | None = None
     completed: bool = False
+    cancelled: bool = False
+    seen_topics: set[str] = field(default_factory=set)
     termination: str | None = None
     last_hat: str | None = None
     events_per_hat: dict[str, int] = field(default_factory=dict)
@@ -185,6 +187,7 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
         case HatExhausted():
             dropped = set(record.dropped)
             state.pending = [p for p in state.pending if p.seq not in dropped]
+            state.seen_topics.add(record.event.topic)
             _route_into(state, record.event, ctx)
         case Resume():
             state.resumes += 1
@@ -219,7 +222,9 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
     else:
         state.consecutive_failures += 1
         state.failed_iterations += 1
+    seen = state.seen_topics
     for event in record.published:
+        seen.add(event.topic)
         if event.source == hat:
             state.events_per_hat[hat] = state.events_per_hat.get(hat, 0) + 1
             sig = event.signature()
@@ -231,6 +236,8 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
         _route_into(state, event, ctx)
     if record.completed:
         state.completed = True
+    if record.cancelled:
+        state.cancelled = True
 
 
 def fold(records: Iterable[JournalRecord], ctx: RouteContext) -> LoopState:

@@ -23,6 +23,7 @@ from loop.bus import EventBus
 from loop.errors import LoopError, ToolError
 from loop.events import Event
 from loop.extensions import Extension
+from loop.tasks.models import Task
 from loop.tasks.store import store_for
 from loop.tasks.summary import active_path, next_task, progress_summary
 from loop.tasks.tools import TOOLS
@@ -138,6 +139,9 @@ class TasksExtension(Extension):
         if upcoming is not None:
             verb = "start" if upcoming.status == "todo" else "complete"
             lines.append(f"Next: {upcoming.name} ({upcoming.id}), to {verb}.")
+        elif summary.completed_tasks < summary.total_tasks:
+            # the same rule as completion_blocker: any task not done is open
+            lines.append("Open: " + _open_list([t for t in forest.tasks() if t.status != "done"]))
         else:
             lines.append("No open tasks.")
         lines.append(
@@ -158,9 +162,14 @@ class TasksExtension(Extension):
         open_tasks = [t for t in tasks if t.status != "done"]
         if not open_tasks:
             return None
-        listed = ", ".join(f"{t.name!r} ({t.status})" for t in open_tasks[:_MAX_LISTED])
-        more = f" and {len(open_tasks) - _MAX_LISTED} more" if len(open_tasks) > _MAX_LISTED else ""
         return (
-            f"{len(open_tasks)} task(s) still open: {listed}{more}. Complete them "
+            f"{len(open_tasks)} task(s) still open: {_open_list(open_tasks)}. Complete them "
             "(task.complete) or delete them (task.delete) before completing the loop."
         )
+
+
+def _open_list(open_tasks: list[Task]) -> str:
+    """``'a' (todo), 'b' (in_progress) and 3 more``: the open tasks, named."""
+    listed = ", ".join(f"{t.name!r} ({t.status})" for t in open_tasks[:_MAX_LISTED])
+    more = f" and {len(open_tasks) - _MAX_LISTED} more" if len(open_tasks) > _MAX_LISTED else ""
+    return listed + more

@@ -7,7 +7,17 @@ from typing import Literal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loop.engine.decide import Limits, check_limits, decide_outcome, exit_code_for, select_next
+from loop.engine.decide import (
+    Limits,
+    Outcome,
+    allowed_publish,
+    check_limits,
+    decide_outcome,
+    exit_code_for,
+    judge_completion,
+    missing_required,
+    select_next,
+)
 from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.events import Event
@@ -96,7 +106,6 @@ def test_completion_counts_only_as_the_last_event() -> None:
         failure=None,
         events=[ev("LOOP_COMPLETE"), ev("plan.ready")],
         completion_event="LOOP_COMPLETE",
-        completion_blocker=None,
         now=0.0,
     )
     assert not mid.completed and "not the last event" in mid.notes[0]
@@ -106,10 +115,12 @@ def test_completion_counts_only_as_the_last_event() -> None:
         failure=None,
         events=[ev("plan.ready"), ev("LOOP_COMPLETE")],
         completion_event="LOOP_COMPLETE",
-        completion_blocker=None,
         now=0.0,
     )
-    assert last.completed and last.consume
+    assert last.completion is not None and last.consume and not last.completed
+    assert [e.topic for e in last.publish] == ["plan.ready"]  # published before the judging
+    verdict = judge_completion(last, "planner", blocker=None, missing=[], now=0.0)
+    assert last.completed and [e.topic for e in verdict] == ["LOOP_COMPLETE"]
 
 
 def test_a_blocked_completion_tells_the_hat_why() -> None:
@@ -120,13 +131,14 @@ def test_a_blocked_completion_tells_the_hat_why() -> None:
         failure=None,
         events=[Event(topic="LOOP_COMPLETE", source="planner")],
         completion_event="LOOP_COMPLETE",
-        completion_blocker="2 tasks open",
         now=0.0,
     )
+    verdict = judge_completion(out, "planner", blocker="2 tasks open", missing=[], now=0.0)
     assert not out.completed
-    rejection = out.publish[-1]
-    assert rejection.topic == "loop.completion_rejected" and rejection.target == "planner"
-    assert "2 tasks open" in rejection.payload
+    assert [e.topic for e in verdict] == ["LOOP_COMPLETE", "loop.completion_rejected"]
+    rejection = verdict[-1]
+    assert rejection.target == "planner" and "2 tasks open" in rejection.payload
+    assert out.notes == [rejection.payload]
 
 
 def test_default_publishes_is_used_only_when_nothing_was_emitted() -> None:
@@ -137,7 +149,6 @@ def test_default_publishes_is_used_only_when_nothing_was_emitted() -> None:
         failure=None,
         events=[],
         completion_event="LOOP_COMPLETE",
-        completion_blocker=None,
         now=0.0,
     )
     assert [e.topic for e in out.publish] == ["build.done"] and out.consume
@@ -148,7 +159,6 @@ def test_default_publishes_is_used_only_when_nothing_was_emitted() -> None:
         failure=None,
         events=[],
         completion_event="LOOP_COMPLETE",
-        completion_blocker=None,
         now=0.0,
     )
     assert out2.status == "failed" and not out2.completed and not out2.publish
@@ -158,7 +168,6 @@ def test_default_publishes_is_used_only_when_nothing_was_emitted() -> None:
         failure=None,
         events=[],
         completion_event="LOOP_COMPLETE",
-        completion_blocker=None,
         now=0.0,
     )
     assert silent.status == "failed" and silent.reason == "no events emitted"
@@ -172,7 +181,6 @@ def test_a_failed_iteration_publishes_nothing_and_keeps_its_triggers() -> None:
         failure="exit status 3",
         events=[Event(topic="plan.ready", source="planner")],
         completion_event="LOOP_COMPLETE",
-        completion_blocker=None,
         now=0.0,
     )
     assert out.status == "failed" and not out.consume and not out.publish
@@ -265,3 +273,72 @@ def test_an_ok_iteration_removes_exactly_its_consumed_events(n: int, consumed: l
     state = LoopState(pending=list(pending), next_seq=n + 1)
     apply(state, end_record(1, "builder", [], consumed), CTX)
     assert [p.seq for p in state.pending] == [p.seq for p in pending if p.seq not in consumed]
+
+
+def _ok(hat: HatSpec, *topics: str, **kw: object) -> Outcome:
+    events = [Event(topic=t, source=hat.name) for t in topics]
+    return decide_outcome(
+        hat,
+        ok=True,
+        failure=None,
+        events=events,
+        completion_event="LOOP_COMPLETE",
+        now=0.0,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_required_events_missing_refuse_the_completion_and_name_each() -> None:
+    """Completion waits for every required topic, seen before or in this iteration."""
+    published = [Event(topic="fix.applied", source="fixer")]
+    missing = missing_required(
+        ["hypothesis.test", "fix.applied", "fix.verified"], {"hypothesis.test"}, published
+    )
+    assert missing == ["fix.verified"]
+    out = _ok(PLANNER, "fix.applied", "LOOP_COMPLETE")
+    verdict = judge_completion(out, "planner", blocker="1 task open", missing=missing, now=0.0)
+    assert not out.completed
+    assert verdict[-1].payload == (
+        "LOOP_COMPLETE refused: required events not published yet: fix.verified; 1 task open"
+    )
+    assert missing_required(["a.b"], {"a.b"}, []) == []
+
+
+def test_the_cancellation_event_cancels_wherever_it_is_and_wins_over_completion() -> None:
+    """Cancelled: everything is published, no completion is judged."""
+    out = _ok(PLANNER, "loop.cancel", "LOOP_COMPLETE", cancellation_event="loop.cancel")
+    assert out.cancelled and out.completion is None and not out.completed
+    assert [e.topic for e in out.publish] == ["loop.cancel", "LOOP_COMPLETE"]
+    assert "the run was cancelled" in out.notes[0]
+    assert not _ok(PLANNER, "plan.ready", cancellation_event="loop.cancel").cancelled
+
+
+def test_strict_publishes_drops_topics_outside_the_hats_publishes() -> None:
+    """Dropped events are listed and noted; tool requests and defaults stay allowed."""
+    out = _ok(PLANNER, "plan.ready", "build.done", "task.create", strict=True)
+    assert [e.topic for e in out.publish] == ["plan.ready", "task.create"]
+    assert [e.topic for e in out.dropped] == ["build.done"]
+    assert "build.done dropped" in out.notes[0]
+    loose = _ok(PLANNER, "plan.ready", "build.done")
+    assert not loose.dropped and len(loose.publish) == 2
+    unlisted = HatSpec("free", ("x.y",))
+    assert allowed_publish(unlisted, "anything.at_all")  # no publishes: not restricted
+    assert allowed_publish(BUILDER, "build.done") and not allowed_publish(BUILDER, "plan.ready")
+
+
+def test_strict_publishes_dropping_everything_is_a_failed_iteration_or_the_default() -> None:
+    """Nothing left: the default publish if the hat has one, else a failure saying why."""
+    out = _ok(PLANNER, "build.done", strict=True)
+    assert (
+        out.status == "failed" and out.reason == "no events emitted (1 dropped by strict_publishes)"
+    )
+    out2 = _ok(BUILDER, "plan.ready", strict=True)
+    assert out2.status == "ok" and [e.topic for e in out2.publish] == ["build.done"]
+    assert [e.topic for e in out2.dropped] == ["plan.ready"]
+
+
+def test_a_cancelled_or_completed_state_ends_the_run_before_anything_else() -> None:
+    """check_limits: completed, then cancelled, take precedence over other reasons."""
+    state = LoopState(cancelled=True, unrouted="loop.cancel", iteration=99)
+    assert check_limits(state, LIMITS, elapsed=0.0) == "cancelled"
+    assert exit_code_for("cancelled") == 0

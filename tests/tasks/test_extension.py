@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -173,3 +174,33 @@ def test_bad_tasks_file_blocks_completion_and_is_shown(tmp_path: Path) -> None:
     section = ext.prompt_section("x")
     assert section is not None
     assert "cannot be read" in section
+
+
+def test_prompt_section_and_blocker_agree_on_open_tasks(tmp_path: Path) -> None:
+    """A task no execution order reaches (a done parent with an open subtask, as a
+    hand-edited file may hold) is still open in the prompt, as it is for the gate."""
+    path = tmp_path / "tasks.json"
+    stamp = "2026-01-01T00:00:00Z"
+    common = {"description": "", "createdAt": stamp, "updatedAt": stamp}
+    path.write_text(
+        json.dumps(
+            [
+                {"id": "p", "name": "Parent", "status": "done", "order": 1, **common},
+                {
+                    "id": "c",
+                    "name": "Child",
+                    "status": "in_progress",
+                    "order": 1,
+                    "parent_id": "p",
+                    **common,
+                },
+            ]
+        ),
+        encoding="utf-8",
+    )
+    ext = TasksExtension(ToolContext(root=tmp_path, tasks_file=path))
+    section = ext.prompt_section("x")
+    assert section is not None and "No open tasks" not in section
+    assert "Open: 'Child' (in_progress)" in section
+    blocker = ext.completion_blocker()
+    assert blocker is not None and "'Child' (in_progress)" in blocker
