@@ -7,6 +7,8 @@ A journal (``journal.jsonl`` in a session's folder) holds one record per line::
     iteration.end     an iteration committed (the commit point): prompt, output, events,
                       the engine's verdict, timings, cost
     hat.exhausted     a hat reached max_activations: its pending events were dropped
+    wait              a hat's call hit a rate or usage limit: the iteration runs again
+                      once the wait is over
     resume            a process took over a session that had stopped
     session.end       why the session ended
 
@@ -48,6 +50,7 @@ __all__ = [
     "SessionEndFields",
     "SessionFields",
     "SessionStart",
+    "Wait",
     "encode_record",
     "parse_record",
     "validation_message",
@@ -176,6 +179,27 @@ class HatExhausted:
 
 @with_config(RECORD_CONFIG)
 @dataclass(kw_only=True)
+class Wait:
+    """A hat's call hit a rate or usage limit: the loop waits until ``until`` (seconds
+    since the epoch) and runs the iteration again; a resumed session goes on waiting
+    until the same time. A wait is not a failed iteration."""
+
+    kind: Literal["wait"] = "wait"
+    iteration: Iteration
+    hat: str
+    limit: Literal["rate_limit", "usage_limit"]
+    message: str
+    attempt: Annotated[int, Field(ge=1, description="the iteration's waits, this one included")]
+    seconds: Seconds
+    until: Annotated[float, Field(description="when the iteration runs again (epoch seconds)")]
+    reset_at: Annotated[float | None, Field(description="the limit's reset, as the CLI said")] = (
+        None
+    )
+    ts: float
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
 class Resume:
     """A process took the session over after ``iteration`` (``in_flight`` was running)."""
 
@@ -206,7 +230,7 @@ class SessionEnd(SessionEndFields):
 
 
 JournalRecord = Annotated[
-    SessionStart | IterationStart | IterationEnd | HatExhausted | Resume | SessionEnd,
+    SessionStart | IterationStart | IterationEnd | HatExhausted | Wait | Resume | SessionEnd,
     Field(discriminator="kind"),
 ]
 _JOURNAL_RECORD: TypeAdapter[JournalRecord] = TypeAdapter(JournalRecord)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from loop.backends import Backend, build_backend
 from loop.backends.base import OutputObserver
 from loop.bus import EventBus
 from loop.config import LoadedConfig
+from loop.engine.decide import unheld_by_budgets
 from loop.engine.driver import Engine
 from loop.engine.progress import ProgressReporter, RunSummary
 from loop.engine.session_dir import SessionPaths
@@ -43,6 +44,9 @@ class RunOptions:
     ``clock`` and ``wall_clock`` are the engine's (see :class:`~loop.engine.driver.Engine`):
     a test passes a :class:`~loop.testing.FakeClock` to control runtime and timings.
     ``observer`` sees the hats' output as it arrives (``-v``).
+    ``clock``, ``wall_clock`` and ``sleep`` are the engine's (see
+    :class:`~loop.engine.driver.Engine`): a test passes a :class:`~loop.testing.FakeClock`
+    (and its :meth:`~loop.testing.FakeClock.sleep`) to control runtime, timings and waits.
     """
 
     workdir: Path
@@ -55,6 +59,7 @@ class RunOptions:
     clock: Callable[[], float] = time.monotonic
     wall_clock: Callable[[], float] = time.time
     observer: OutputObserver | None = None
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
 
 
 def build_backends(config: LoadedConfig) -> dict[str, Backend]:
@@ -135,6 +140,8 @@ async def run_loop(
     exts += domain_extensions(config, ctx)
     exts += list(extra) + options.extensions
     backends = options.backends or build_backends(config)
+    for line in unheld_by_budgets(config, backends):
+        log.warning("a budget cannot hold this hat", note=line)
     endpoint = None
     if serves_tools(config, backends):
         from loop.tools.endpoint import SessionEndpoint  # noqa: PLC0415 - the MCP SDK: ~1 s
@@ -153,6 +160,7 @@ async def run_loop(
         clock=options.clock,
         wall_clock=options.wall_clock,
         observer=options.observer,
+        sleep=options.sleep,
     )
     received: list[int] = []
     summary: RunSummary | None = None

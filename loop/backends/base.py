@@ -28,6 +28,8 @@ attribute          default  meaning
 ``watches_output`` False    its child's output is watched as it arrives
                             (:meth:`Backend.watch`): ``request.observer`` gets it
                             (``-v``) and ``request.idle_timeout_seconds`` applies
+``reports_cost``   False    its results carry ``cost_usd`` (``max_cost_usd`` holds it)
+``reports_tokens`` False    its results carry token counts (``max_tokens`` holds it)
 =================  =======  ==========================================================
 
 A backend that watches its child's output passes :meth:`Backend.watch` to
@@ -55,6 +57,7 @@ __all__ = [
     "OutputKind",
     "OutputObserver",
     "OutputReader",
+    "RateLimit",
     "child_env",
     "effective_timeout",
 ]
@@ -138,9 +141,29 @@ class BackendRequest:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class RateLimit:
+    """Why a failed call was refused by a rate or usage limit: the loop waits it out.
+
+    ``kind`` is ``rate_limit`` (requests or tokens per minute, an overloaded API: gone in
+    seconds or minutes) or ``usage_limit`` (a plan's quota: a 5-hour window, a daily
+    quota). ``reset_at`` (seconds since the epoch) and ``retry_after`` (seconds) are set
+    when the CLI said when to try again.
+    """
+
+    kind: Literal["rate_limit", "usage_limit"]
+    message: str
+    reset_at: float | None = None
+    retry_after: float | None = None
+
+
 @dataclass(slots=True)
 class BackendResult:
-    """What came back: the output text and how the run went."""
+    """What came back: the output text and how the run went.
+
+    ``limited`` is set on a failed result that a rate or usage limit caused: the engine
+    waits and runs the iteration again instead of counting a failure.
+    """
 
     output: str
     ok: bool = True
@@ -151,6 +174,7 @@ class BackendResult:
     output_tokens: int | None = None
     turns: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    limited: RateLimit | None = None
 
     @classmethod
     def failed(
@@ -171,6 +195,8 @@ class Backend:
     own_timeout: bool = False
     uses_loop_tools: bool = False
     watches_output: bool = False
+    reports_cost: bool = False
+    reports_tokens: bool = False
 
     async def run(self, request: BackendRequest) -> BackendResult:
         """Run the hat once with ``request.prompt``; never raise for ordinary failures.

@@ -5,7 +5,9 @@ on stdin. The CLI prints NDJSON: a ``system``/``init`` line (tools, MCP servers 
 their status), ``assistant`` and ``user`` lines (text, tool uses, tool results) and a
 final ``result`` line with the answer, ``is_error``, ``total_cost_usd``, ``usage`` and
 ``num_turns``. The result line is the truth: no result line, ``is_error``, a non-zero
-exit or a timeout make a failed iteration whose reason says which.
+exit or a timeout make a failed iteration whose reason says which. A failure caused by
+a rate or usage limit (``api_error_status`` 429, a rejected ``rate_limit_event`` with
+its ``resetsAt``) is classified as such (:func:`rate_limit`): the loop waits it out.
 
 With ``mcp = true`` (the default) the agent gets hatloop's tools through a
 ``--mcp-config`` file written in the iteration's folder, and the whole server is allowed
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +32,7 @@ import structlog
 
 from loop._fs import write_json
 from loop.backends._agent import ENV_MCP_TOKEN, ENV_MCP_URL, call_text, json_line, mcp_endpoint
+from loop.backends._limits import classify_text
 from loop.backends._process import ProcessResult, last_line, run_process, stop_reason
 from loop.backends.base import (
     Backend,
@@ -36,6 +40,7 @@ from loop.backends.base import (
     BackendResult,
     OutputKind,
     OutputReader,
+    RateLimit,
     child_env,
     effective_timeout,
 )
@@ -52,6 +57,7 @@ __all__ = [
     "effective_timeout",
     "mcp_config",
     "parse_stream",
+    "rate_limit",
     "summarize",
 ]
 
@@ -140,6 +146,8 @@ class StreamSummary:
     mcp_servers: list[dict[str, Any]] = field(default_factory=list)
     api_retries: int = 0
     bad_lines: int = 0
+    rate_limit: dict[str, Any] | None = None  # the last rejected rate_limit_info
+    error: str | None = None  # an assistant message's error kind (rate_limit...)
 
 
 def parse_stream(stdout: str) -> StreamSummary:
@@ -166,6 +174,12 @@ def parse_stream(stdout: str) -> StreamSummary:
             summary.api_retries += 1
         elif kind == "assistant":
             _collect_assistant(item, summary)
+            if isinstance(item.get("error"), str):
+                summary.error = item["error"]
+        elif kind == "rate_limit_event":
+            info = item.get("rate_limit_info")
+            if isinstance(info, dict) and info.get("status") == "rejected":
+                summary.rate_limit = info
     return summary
 
 
@@ -205,8 +219,9 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
-    """Turn a finished CLI run into a :class:`BackendResult` (pure)."""
+def summarize(proc: ProcessResult, timeout: float | None, now: float = 0.0) -> BackendResult:
+    """Turn a finished CLI run into a :class:`BackendResult` (pure; ``now``: seconds since
+    the epoch, to read a reset time given as a time of day)."""
     summary = parse_stream(proc.stdout.decode("utf-8", errors="replace"))
     res = summary.result
     output = str(res.get("result") or "") if res else "\n".join(summary.texts)
@@ -242,7 +257,36 @@ def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
     if reason is not None:
         result.ok = False
         result.reason = reason
+        if not proc.timed_out:
+            result.limited = rate_limit(summary, res, reason, now)
     return result
+
+
+def rate_limit(
+    summary: StreamSummary, res: dict[str, Any] | None, reason: str, now: float
+) -> RateLimit | None:
+    """The rate or usage limit that made the run fail, if one did (pure).
+
+    A rejected ``rate_limit_event`` (a subscription's usage window, with ``resetsAt``),
+    an ``api_error_status`` of 429 or 529, an assistant error ``rate_limit``, or the
+    words of a limit in the result (``usage limit reached|<epoch>``...).
+    """
+    status = res.get("api_error_status") if res else None
+    status = status if isinstance(status, int) else None
+    info = summary.rate_limit
+    limited = classify_text(reason, now, status=status)
+    if limited is None and summary.error in ("rate_limit", "overloaded"):
+        limited = RateLimit(kind="rate_limit", message=reason[:300])
+    if info is None:
+        return limited
+    resets = info.get("resetsAt")
+    window = info.get("rateLimitType")
+    return RateLimit(
+        kind="usage_limit",
+        message=(limited.message if limited else reason[:300])
+        + (f" ({window} limit)" if isinstance(window, str) else ""),
+        reset_at=float(resets) if isinstance(resets, int | float) else None,
+    )
 
 
 def _failure(
@@ -273,6 +317,8 @@ class ClaudeBackend(Backend):
     kind = "claude"
     own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
     watches_output = True  # the text and tool calls of its stream, as they arrive
+    reports_cost = True  # total_cost_usd and usage in the result line
+    reports_tokens = True
 
     def __init__(self, config: ClaudeConfig | None = None) -> None:
         self.config = config or ClaudeConfig()
@@ -321,7 +367,7 @@ class ClaudeBackend(Backend):
             output_files=True,  # Bun drops pipe writes still queued at exit (see _process)
             watch=self.watch(request),
         )
-        result = summarize(proc, timeout)
+        result = summarize(proc, timeout, time.time())
         failed = [
             s.get("name")
             for s in result.meta.get("mcp_servers", [])

@@ -3,9 +3,10 @@
 Codex prints JSON lines: ``thread.started``, ``turn.started``, ``item.started`` /
 ``item.completed`` (``agent_message``, ``command_execution``, ``mcp_tool_call``,
 ``file_change``, ``web_search``, ``error`` for warnings...), then ``turn.completed`` with
-the token ``usage`` or ``turn.failed`` with the error. Its plain stdout carries only the
-final message; the stream carries every agent message, so the output here is all of
-them in order (tags written before a tool call count).
+the token ``usage`` or ``turn.failed`` with the error (a rate or usage limit's is
+classified, :func:`rate_limit`, and waited out by the loop). Its plain stdout carries
+only the final message; the stream carries every agent message, so the output here is
+all of them in order (tags written before a tool call count).
 
 Unattended defaults (each overridable): ``--skip-git-repo-check`` (else it refuses to
 run outside a git repository) and ``--sandbox workspace-write`` (exec's default is
@@ -24,6 +25,7 @@ variables passed through (``env_vars``: Codex does not hand its environment to a
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,7 @@ from loop.backends._agent import (
     one_line,
     stdio_command,
 )
+from loop.backends._limits import classify_text
 from loop.backends._process import ProcessResult, run_process, stop_reason
 from loop.backends.base import (
     Backend,
@@ -51,6 +54,7 @@ from loop.backends.base import (
     BackendResult,
     OutputKind,
     OutputReader,
+    RateLimit,
     child_env,
     effective_timeout,
 )
@@ -63,6 +67,7 @@ __all__ = [
     "build_argv",
     "mcp_overrides",
     "parse_stream",
+    "rate_limit",
     "summarize",
 ]
 
@@ -242,8 +247,9 @@ def parse_stream(stdout: str) -> CodexStream:
     return stream
 
 
-def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
-    """Turn a finished CLI run into a :class:`BackendResult` (pure)."""
+def summarize(proc: ProcessResult, timeout: float | None, now: float = 0.0) -> BackendResult:
+    """Turn a finished CLI run into a :class:`BackendResult` (pure; ``now``: seconds since
+    the epoch, to date a reset given as a time of day)."""
     stream = parse_stream(proc.stdout.decode("utf-8", errors="replace"))
     meta: dict[str, Any] = {"tool_uses": stream.tool_uses}
     for key, value in (
@@ -268,7 +274,17 @@ def summarize(proc: ProcessResult, timeout: float | None) -> BackendResult:
     if reason is not None:
         result.ok = False
         result.reason = reason
+        if not proc.timed_out:
+            result.limited = rate_limit(stream, now)
     return result
+
+
+def rate_limit(stream: CodexStream, now: float) -> RateLimit | None:
+    """The rate or usage limit a failed turn tells, if any (pure): ``exceeded retry
+    limit, last status: 429``, ``rate limit exceeded: ... try again in 2.5s``, ``You've
+    hit your usage limit ... try again at 8:33 PM``."""
+    text = stream.failed or stream.error
+    return classify_text(text, now) if text else None
 
 
 def _failure(proc: ProcessResult, stream: CodexStream, timeout: float | None) -> str | None:
@@ -296,6 +312,7 @@ class CodexBackend(Backend):
     kind = "codex"
     own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
     watches_output = True  # its messages and tool calls, as they arrive
+    reports_tokens = True  # usage in turn.completed (no cost)
 
     def __init__(self, config: CodexConfig | None = None) -> None:
         self.config = config or CodexConfig()
@@ -342,4 +359,4 @@ class CodexBackend(Backend):
             max_output_bytes=self.config.max_output_bytes,
             watch=self.watch(request),
         )
-        return summarize(proc, timeout)
+        return summarize(proc, timeout, time.time())

@@ -6,7 +6,9 @@ JSON lines: ``init`` (session id, model), ``message`` (the user's prompt, then t
 assistant's text in ``delta`` pieces), ``tool_use`` / ``tool_result``, ``error``
 (warnings) and a final ``result`` with ``status`` and ``stats`` (tokens per model, tool
 calls, duration). The output is every assistant message, in order (text written before a
-tool call counts: its ``<event>`` tags are read); the result line decides success.
+tool call counts: its ``<event>`` tags are read); the result line decides success. An
+error result from a quota or rate limit is classified (:func:`rate_limit`): the loop
+waits it out.
 
 Two timing windows of the CLI (0.61), which a busy machine hits, are closed here. Its
 stdout goes to a file, not a pipe: Node drops the writes still queued for a full pipe
@@ -35,6 +37,8 @@ the user's ``~/.gemini`` (login, history): nothing is written into the user's ho
 from __future__ import annotations
 
 import json
+import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +61,7 @@ from loop.backends._agent import (
     one_line,
     stdio_command,
 )
+from loop.backends._limits import classify_text, next_pacific_midnight
 from loop.backends._process import ProcessResult, run_process, stop_reason
 from loop.backends.base import (
     Backend,
@@ -64,6 +69,7 @@ from loop.backends.base import (
     BackendResult,
     OutputKind,
     OutputReader,
+    RateLimit,
     child_env,
     effective_timeout,
 )
@@ -78,6 +84,7 @@ __all__ = [
     "mcp_settings",
     "parse_stream",
     "prepare_home",
+    "rate_limit",
     "read_settings",
     "summarize",
 ]
@@ -242,11 +249,12 @@ def lost_prompt(proc: ProcessResult) -> bool:
 
 
 def summarize(
-    proc: ProcessResult, timeout: float | None, prompt: str | None = None
+    proc: ProcessResult, timeout: float | None, prompt: str | None = None, now: float = 0.0
 ) -> BackendResult:
     """Turn a finished CLI run into a :class:`BackendResult` (pure).
 
-    With ``prompt``, a run whose echo of the prompt (the first user message) lacks it fails.
+    With ``prompt``, a run whose echo of the prompt (the first user message) lacks it
+    fails. ``now`` (seconds since the epoch) dates a reset the CLI gives as a time of day.
     """
     stream = parse_stream(proc.stdout.decode("utf-8", errors="replace"))
     res = stream.result or {}
@@ -279,7 +287,39 @@ def summarize(
     if reason is not None:
         result.ok = False
         result.reason = reason
+        if stream.result is not None and not proc.timed_out:
+            result.limited = rate_limit(stream.result, proc.stderr, now)
     return result
+
+
+_RETRY_DELAY_MS = re.compile(rb"retryDelayMs: (\d+)")
+_QUOTA_ERROR = re.compile(rb"\b(?:Retryable|Terminal)QuotaError\b")
+
+
+def rate_limit(res: dict[str, Any], stderr: bytes, now: float) -> RateLimit | None:
+    """The rate or usage limit an error result tells, if any (pure).
+
+    The CLI's quota errors (``RetryableQuotaError``, ``TerminalQuotaError`` on stderr)
+    and its messages for a 429; ``Suggested retry after 41s`` or ``retryDelayMs`` give
+    the delay; a daily quota resets at the next midnight in Pacific time.
+    """
+    if res.get("status") == "success":
+        return None
+    error = res.get("error") if isinstance(res.get("error"), dict) else {}
+    assert isinstance(error, dict)
+    text = str(error.get("message") or "")
+    quota_error = _QUOTA_ERROR.search(stderr) is not None
+    limited = classify_text(text, now, status=429 if quota_error else None)
+    if limited is None:
+        return None
+    retry_after = limited.retry_after
+    if retry_after is None and (delay := _RETRY_DELAY_MS.search(stderr)):
+        retry_after = int(delay.group(1)) / 1000
+    reset_at = limited.reset_at
+    if reset_at is None and "daily quota" in text.lower():
+        reset_at = next_pacific_midnight(now)
+        return RateLimit("usage_limit", limited.message, reset_at, retry_after)
+    return RateLimit(limited.kind, limited.message, reset_at, retry_after)
 
 
 def _failure(proc: ProcessResult, res: dict[str, Any] | None, timeout: float | None) -> str | None:
@@ -350,6 +390,7 @@ class GeminiBackend(Backend):
     kind = "gemini"
     own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
     watches_output = True  # the text and tool calls of its stream, as they arrive
+    reports_tokens = True  # stats in the result line (no cost)
 
     def __init__(self, config: GeminiConfig | None = None) -> None:
         self.config = config or GeminiConfig()
@@ -416,4 +457,4 @@ class GeminiBackend(Backend):
                 note="the CLI gave up waiting for the prompt on stdin (500 ms); running it again",
             )
             proc = await attempt()
-        return summarize(proc, timeout, request.prompt)
+        return summarize(proc, timeout, request.prompt, time.time())

@@ -5,33 +5,48 @@
   triggers, whether it asks to complete or cancel the loop;
 * :func:`judge_completion`: whether a completion is accepted, on the state after the
   iteration's other events (``required_events``, the extensions' blockers);
-* :func:`check_limits`: whether the loop stops now, and why.
+* :func:`check_limits`: whether the loop stops now, and why; :func:`budget_spent`:
+  which budget (the run's or a hat's) is spent;
+* :func:`plan_wait`: how long to wait out a rate or usage limit, or why not to.
 
-No clocks, no processes, no I/O: the driver passes in what it measured.
+No clocks, no processes, no I/O: the driver passes in what it measured (``time`` here
+only formats a reset time for a message).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
+import hashlib
+import time
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from loop.backends.base import Backend, RateLimit
+from loop.config import LoadedConfig
 from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent
 from loop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_OK
 from loop.events import Event, topic_matches
 
 __all__ = [
+    "NO_BUDGET",
+    "Budget",
     "Limits",
     "Outcome",
     "Selection",
+    "WaitPlan",
     "allowed_publish",
+    "budget_spent",
     "check_limits",
     "decide_outcome",
     "exit_code_for",
+    "jitter_fraction",
     "judge_completion",
+    "limits_of",
     "missing_required",
+    "plan_wait",
     "select_next",
+    "unheld_by_budgets",
 ]
 
 # Termination reasons and the exit code each ends with (documented in the README).
@@ -40,6 +55,8 @@ REASON_EXIT: dict[str, int] = {
     "cancelled": EXIT_OK,
     "max_iterations": EXIT_LIMIT,
     "max_runtime": EXIT_LIMIT,
+    "budget_exhausted": EXIT_LIMIT,
+    "rate_limited": EXIT_LIMIT,
     "stale_loop": EXIT_LIMIT,
     "no_pending_events": EXIT_LIMIT,
     "max_consecutive_failures": EXIT_FAILED,
@@ -77,14 +94,100 @@ def select_next(state: LoopState, hats: dict[str, HatSpec]) -> Selection | None:
     return Selection(hat=hat, triggers=triggers)
 
 
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What a run (or one hat) may spend: dollars and tokens (input plus output)."""
+
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+
+    def spent(self, cost: float | None, tokens: int | None) -> str | None:
+        """Which limit ``cost`` and ``tokens`` (None: never reported) reached, or None."""
+        if self.max_cost_usd is not None and cost is not None and cost >= self.max_cost_usd:
+            return f"max_cost_usd {self.max_cost_usd:g} reached (${cost:.4f} spent)"
+        if self.max_tokens is not None and tokens is not None and tokens >= self.max_tokens:
+            return f"max_tokens {self.max_tokens} reached ({tokens} spent)"
+        return None
+
+
+NO_BUDGET = Budget()
+
+
 @dataclass(frozen=True)
 class Limits:
-    """The loop's limits (from ``[loop]``)."""
+    """The loop's limits (from ``[loop]``), its budget and each hat's."""
 
     max_iterations: int
     max_runtime_seconds: float
     max_consecutive_failures: int
     stale_threshold: int = 3
+    budget: Budget = NO_BUDGET
+    hat_budgets: Mapping[str, Budget] = field(default_factory=dict)
+    max_wait_seconds: float = 3600.0
+
+
+def limits_of(config: LoadedConfig) -> Limits:
+    """The limits and budgets a configuration sets."""
+    loop = config.loop
+    hat_budgets = {
+        name: Budget(hat.max_cost_usd, hat.max_tokens)
+        for name, hat in config.hats.items()
+        if hat.max_cost_usd is not None or hat.max_tokens is not None
+    }
+    budget = Budget(loop.max_cost_usd, loop.max_tokens)
+    return Limits(
+        max_iterations=loop.max_iterations,
+        max_runtime_seconds=loop.max_runtime_seconds,
+        max_consecutive_failures=loop.max_consecutive_failures,
+        stale_threshold=loop.stale_threshold,
+        budget=NO_BUDGET if budget == NO_BUDGET else budget,
+        hat_budgets=hat_budgets,
+        max_wait_seconds=loop.max_wait_seconds,
+    )
+
+
+def unheld_by_budgets(config: LoadedConfig, backends: Mapping[str, Backend]) -> list[str]:
+    """Hats a configured budget cannot hold, each said in one line: their backend reports
+    no cost (``max_cost_usd``), or neither cost nor tokens (every budget)."""
+    loop = config.loop
+    out = []
+    for name, backend in backends.items():
+        hat = config.hats.get(name)
+        if hat is None:
+            continue
+        cost = loop.max_cost_usd is not None or hat.max_cost_usd is not None
+        tokens = loop.max_tokens is not None or hat.max_tokens is not None
+        if (cost or tokens) and not (backend.reports_cost or backend.reports_tokens):
+            out.append(f"hat {name!r}: its {backend.kind} backend reports no cost nor tokens")
+        elif cost and not tokens and not backend.reports_cost:
+            out.append(
+                f"hat {name!r}: its {backend.kind} backend reports no cost, only tokens "
+                "(set max_tokens to hold it)"
+            )
+    return out
+
+
+def budget_spent(state: LoopState, limits: Limits, hat: str | None = None) -> str | None:
+    """The budget already spent, described, or None: the run's, then (given ``hat``) the
+    hat's.
+
+    Spend is what the committed iterations reported (the journal's, so it carries across
+    a resume). An activation is not started once a budget is spent; one in flight counts
+    when it commits, so a run overshoots by what is in flight at most (one iteration's
+    spend while iterations run one at a time). A backend that reports no cost is still
+    held by the token budgets where it reports tokens.
+    """
+    run = limits.budget
+    if run is not NO_BUDGET and (why := run.spent(state.cost_usd, state.tokens)):
+        return why
+    if hat is None or not limits.hat_budgets:
+        return None
+    budget = limits.hat_budgets.get(hat)
+    usage = state.usage_per_hat.get(hat)
+    if budget is None or usage is None:
+        return None
+    why = budget.spent(usage.cost_usd, usage.tokens)
+    return f"hat {hat!r}: {why}" if why else None
 
 
 def check_limits(state: LoopState, limits: Limits, elapsed: float) -> str | None:
@@ -99,6 +202,8 @@ def check_limits(state: LoopState, limits: Limits, elapsed: float) -> str | None
         return "stale_loop"
     if state.consecutive_failures >= limits.max_consecutive_failures:
         return "max_consecutive_failures"
+    if limits.budget is not NO_BUDGET and budget_spent(state, limits) is not None:
+        return "budget_exhausted"
     if state.iteration >= limits.max_iterations:
         return "max_iterations"
     if elapsed >= limits.max_runtime_seconds:
@@ -263,3 +368,83 @@ def judge_completion(
         topic="loop.completion_rejected", payload=why, source="loop", target=hat, ts=now
     )
     return [event, rejected]
+
+
+# Waiting out rate and usage limits: backoff from BACKOFF_BASE, doubling per wait up to
+# BACKOFF_CAP, when the CLI did not say when to try again; a reported reset is waited
+# for, plus RESET_MARGIN. Each wait is lengthened by up to JITTER of itself (up to a
+# minute), so loops that hit one limit together do not all retry at once.
+BACKOFF_BASE = 30.0
+BACKOFF_CAP = 600.0
+RESET_MARGIN = 2.0
+JITTER = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class WaitPlan:
+    """How long to wait before running the iteration again, or why the loop stops."""
+
+    seconds: float
+    until: float
+    stop: str | None = None
+
+
+def jitter_fraction(*key: object) -> float:
+    """A fraction in [0, 1) derived from ``key`` (session, iteration, attempt): the same
+    wait on a replay or a resume, a different one for another session."""
+    digest = hashlib.blake2b(repr(key).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def plan_wait(
+    limit: RateLimit,
+    *,
+    attempt: int,
+    waited: float,
+    now: float,
+    max_wait: float,
+    runtime_left: float,
+    jitter: float,
+) -> WaitPlan:
+    """The wait before the ``attempt``-th retry of an iteration that hit ``limit``.
+
+    Until the reported reset (``reset_at``), else the CLI's ``retry_after``, else the
+    backoff; lengthened by the jitter. The loop stops (``stop`` says why, reason
+    ``rate_limited``) rather than wait past ``max_wait`` seconds in all for the iteration
+    (``waited``: its waits so far) or past the runtime left.
+    """
+    if limit.reset_at is not None and limit.reset_at > now:
+        base = limit.reset_at - now + RESET_MARGIN
+    elif limit.retry_after is not None:
+        base = max(limit.retry_after, 0.0)
+    else:
+        base = min(BACKOFF_BASE * 2 ** (attempt - 1), BACKOFF_CAP)
+    seconds = round(base + min(base * JITTER, 60.0) * jitter, 3)
+    plan = WaitPlan(seconds=seconds, until=now + seconds)
+    what = limit.kind.replace("_", " ")
+    reset = f", resets at {_utc(limit.reset_at)}" if limit.reset_at is not None else ""
+    if waited + seconds > max_wait:
+        return replace(
+            plan,
+            stop=f"{what}: waiting {_span(seconds)} more would pass max_wait_seconds "
+            f"({max_wait:g}){reset}: {limit.message}",
+        )
+    if seconds > runtime_left:
+        return replace(
+            plan,
+            stop=f"{what}: waiting {_span(seconds)} would pass max_runtime_seconds{reset}: "
+            f"{limit.message}",
+        )
+    return plan
+
+
+def _span(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}min"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _utc(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))

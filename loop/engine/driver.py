@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -25,17 +26,18 @@ import anyio.lowlevel
 import structlog
 
 from loop._faults import crash_point
-from loop.backends.base import Backend, BackendRequest, OutputObserver
+from loop.backends.base import Backend, BackendRequest, BackendResult, OutputObserver
 from loop.bus import EventBus
 from loop.config import LoadedConfig
 from loop.engine.collect import EVENTS_FILE_NAME, collect_events
 from loop.engine.decide import (
-    Limits,
     Selection,
+    budget_spent,
     check_limits,
     decide_outcome,
     exit_code_for,
     judge_completion,
+    limits_of,
     missing_required,
     select_next,
 )
@@ -58,10 +60,11 @@ from loop.engine.lifecycle import (
     started_event,
 )
 from loop.engine.progress import RunSummary
-from loop.engine.prompt import PromptTemplate
+from loop.engine.prompt import templates_for
 from loop.engine.records import iteration_end, session_end, session_start
 from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
+from loop.engine.waits import LimitWaits
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
 from loop.extensions import Extension
@@ -92,6 +95,9 @@ class Engine:
         clock: a monotonic clock, in seconds (runtime limit, durations, yielding).
         wall_clock: seconds since the epoch (the records' and events' timestamps).
         observer: sees the hats' output as it arrives (``-v``), where backends report it.
+        wall_clock: seconds since the epoch (the records' and events' timestamps, the
+            deadlines of waits for rate limits).
+        sleep: sleeps the given seconds (``anyio.sleep``): a rate limit's wait.
     """
 
     def __init__(
@@ -108,6 +114,7 @@ class Engine:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         observer: OutputObserver | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.config = config
         self.observer = observer
@@ -126,12 +133,7 @@ class Engine:
             starting_event=config.loop.starting_event,
         )
         self.specs = {s.name: s for s in self.route_ctx.hats}
-        self.limits = Limits(
-            max_iterations=config.loop.max_iterations,
-            max_runtime_seconds=config.loop.max_runtime_seconds,
-            max_consecutive_failures=config.loop.max_consecutive_failures,
-            stale_threshold=config.loop.stale_threshold,
-        )
+        self.limits = limits_of(config)
         self.state = LoopState()
         self.journal = Journal(paths.journal, durable=config.loop.durable)
         self._lock = SessionLock(paths.lock)
@@ -143,19 +145,7 @@ class Engine:
         self._iterations = paths.dir / "iterations"
         self._collecting: list[Event] | None = None
         self._rerun: int | None = None
-        self._templates = {
-            name: PromptTemplate(
-                hat=name,
-                description=hat.description,
-                instructions=hat.instructions,
-                objective=config.prompt,
-                publishes=hat.publishes,
-                completion_event=config.loop.completion_event,
-                guardrails=config.loop.guardrails,
-                required_events=config.loop.required_events,
-            )
-            for name, hat in config.hats.items()
-        }
+        self._templates = templates_for(config)
         self._timeouts, self._deadlines = hat_limits(config, self.backends)
         self._idle = idle_limits(config, self.backends)
         # each per-iteration hook is called on the extensions that implement it
@@ -174,6 +164,14 @@ class Engine:
         self._next_yield = 0.0
         self._base_elapsed = 0.0
         self._t0 = 0.0
+        self._notes: list[str] = []
+        self._waits = LimitWaits(
+            session_id=paths.session_id,
+            bus=self.bus,
+            wall_clock=wall_clock,
+            sleep=sleep,
+            flush=self._flush,
+        )
 
     # -- the journal and the extensions -----------------------------------------------
 
@@ -261,7 +259,13 @@ class Engine:
             self._record(start)
         mark_latest(self.paths.sessions_dir, self.paths.session_id)
         self._env = session_env(self._extra_env, session_dir=self.paths.dir)
-        return SessionStarted(start=start, session_dir=self.paths.dir, resumed_at=resumed_at)
+        return SessionStarted(
+            start=start,
+            session_dir=self.paths.dir,
+            resumed_at=resumed_at,
+            cost_usd=self.state.cost_usd,
+            tokens=self.state.tokens,
+        )
 
     # -- the run ----------------------------------------------------------------------
 
@@ -338,22 +342,32 @@ class Engine:
             await anyio.lowlevel.checkpoint_if_cancelled()
 
     async def _loop(self, notes: list[str]) -> str:
+        self._notes = notes
         while True:
             await self._checkpoint()
             reason = check_limits(self.state, self.limits, self._elapsed())
             if reason is not None:
+                if reason == "budget_exhausted":
+                    notes.append(budget_spent(self.state, self.limits) or reason)
                 return reason
             selection = select_next(self.state, self.specs)
             assert selection is not None  # check_limits stops a loop with nothing pending
             if selection.exhausted:
                 await self._exhaust(selection)
                 continue
+            if self.limits.hat_budgets and (
+                spent := budget_spent(self.state, self.limits, selection.hat)
+            ):
+                notes.append(spent)  # the hat's activation is not started
+                return "budget_exhausted"
             try:
-                await self._iteration(selection)
+                stop = await self._iteration(selection)
             except BackendUnavailable as exc:
                 notes.append(str(exc))
                 log.error("backend unavailable", error=str(exc))  # noqa: TRY400 - expected, no traceback
                 return "backend_unavailable"
+            if stop is not None:
+                return stop
 
     async def _exhaust(self, selection: Selection) -> None:
         hat = selection.hat
@@ -371,7 +385,13 @@ class Engine:
         await self.bus.publish(event)
 
     def _request(
-        self, hat: str, iteration: int, activation: int, triggers: tuple[PendingEvent, ...]
+        self,
+        hat: str,
+        iteration: int,
+        activation: int,
+        triggers: tuple[PendingEvent, ...],
+        *,
+        rerun: bool = False,
     ) -> BackendRequest:
         """The backend call of an iteration: its prompt, events file, environment, timeout.
 
@@ -383,7 +403,9 @@ class Engine:
         prompt = self._templates[hat].render(iteration, trigger_events, context)
         events_file = Path(self.events_path(iteration))
         uses_files = self.backends[hat].uses_files
-        prepare_events_file(events_file, uses_files=uses_files, rerun=iteration == self._rerun)
+        prepare_events_file(
+            events_file, uses_files=uses_files, rerun=rerun or iteration == self._rerun
+        )
         env = self._env
         if uses_files and self._children.contributors:  # the child's variables, given for it
             env = {**self._children.give(hat, iteration, activation, events_file), **env}
@@ -406,7 +428,29 @@ class Engine:
         """The events file of ``iteration``, as text."""
         return f"{self._iterations}/{iteration:06d}/{EVENTS_FILE_NAME}"
 
-    async def _iteration(self, selection: Selection) -> None:
+    async def _attempt(
+        self,
+        hat: str,
+        iteration: int,
+        activation: int,
+        triggers: tuple[PendingEvent, ...],
+        rerun: bool,
+    ) -> tuple[BackendRequest, BackendResult, float]:
+        """One call of the hat's backend: the request, the result, when it started."""
+        backend = self.backends[hat]
+        started = self.clock()
+        request = self._request(hat, iteration, activation, triggers, rerun=rerun)
+        # each attempt starts anew for the displays (a wait for a rate limit ends here)
+        await self.bus.publish(started_event(request, backend, self.state, self.wall_clock()))
+        if not backend.instant:
+            self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
+        try:
+            result = await call_with_timeout(backend, request, self._deadlines[hat])
+        finally:  # a late tool call of its agent is refused from here on
+            self._children.release(iteration)
+        return request, result, started
+
+    async def _iteration(self, selection: Selection) -> str | None:
         hat, triggers = selection.hat, selection.triggers
         iteration = self.state.iteration + 1
         activation = self.state.activations.get(hat, 0)
@@ -416,18 +460,22 @@ class Engine:
             IterationStart(iteration=iteration, hat=hat, triggers=seqs, ts=self.wall_clock())
         )
         crash_point("iteration.start")
-        started = self.clock()
         published: list[Event] = []
         for ext in self._starters:
             await self._publish_collected(await ext.on_iteration_start(iteration, hat), published)
-        request = self._request(hat, iteration, activation, triggers)
-        await self.bus.publish(started_event(request, backend, self.state, self.wall_clock()))
-        if not backend.instant:
-            self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
-        try:
-            result = await call_with_timeout(backend, request, self._deadlines[hat])
-        finally:  # a late tool call of its agent is refused from here on
-            self._children.release(iteration)
+        called = await self._waits.call(
+            partial(self._attempt, hat, iteration, activation, triggers),
+            state=self.state,
+            limits=self.limits,
+            iteration=iteration,
+            hat=hat,
+            elapsed=self._elapsed,
+            record=self._record,
+        )
+        if called.stop is not None:  # a limit the loop does not wait for: it stops
+            self._notes.append(called.stop)
+            return "rate_limited"
+        request, result, started = called.request, called.result, called.started
         events_path = self.events_path(iteration)
         now = self.wall_clock()
         emitted, events, problems = collect_events(hat, result.output, events_path, now)
@@ -474,6 +522,7 @@ class Engine:
             Event(topic=ITERATION_DONE, source="loop", payload=record, ts=record.ts)
         )
         crash_point("iteration.recorded")
+        return None
 
     def summary(self, reason: str, notes: list[str]) -> RunSummary:
         """The run summary for ``reason``."""

@@ -7,7 +7,8 @@ topic                         payload
 ``loop.resumed``              :class:`SessionStarted` (``resumed_at`` set)
 ``loop.iteration.started``    :class:`IterationStarted` (its hat is about to run)
 ``loop.iteration.done``       the committed :class:`~loop.records.IterationEnd` record
-``loop.waiting``              :class:`Waiting` (the loop waits before it goes on)
+``loop.waiting``              :class:`Waiting` (the loop waits before it goes on: a rate
+                              or usage limit, with its journaled :class:`~loop.records.Wait`)
 ``loop.terminated``           :class:`SessionEnded`
 ============================  =============================================================
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from loop.backends.base import Backend, BackendRequest
 from loop.engine.state import HatUsage, LoopState
 from loop.events import Event
-from loop.records import SessionEnd, SessionStart
+from loop.records import SessionEnd, SessionStart, Wait
 
 __all__ = [
     "ITERATION_DONE",
@@ -62,6 +63,8 @@ class SessionStarted:
     start: SessionStart
     session_dir: Path
     resumed_at: int | None = None  # the last committed iteration, when resumed
+    cost_usd: float = 0.0  # what the session had spent before this process took it over
+    tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +125,11 @@ class Waiting:
 
     reason: str
     until: float | None = None
+    wait: Wait | None = None  # the journaled wait (hat, iteration, attempt, the CLI's message)
 
 
-def waiting_event(reason: str, until: float | None, *, ts: float) -> Event:
+def waiting_event(
+    reason: str, until: float | None, *, ts: float, wait: Wait | None = None
+) -> Event:
     """The ``loop.waiting`` event the engine publishes when it starts waiting."""
-    return Event(topic=LOOP_WAITING, source="loop", payload=Waiting(reason, until), ts=ts)
+    return Event(topic=LOOP_WAITING, source="loop", payload=Waiting(reason, until, wait), ts=ts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,7 +10,14 @@ import structlog
 
 from loop.bus import EventBus
 from loop.engine.decide import exit_code_for
-from loop.engine.lifecycle import ITERATION_DONE, LOOP_RESUMED, LOOP_STARTED, SessionStarted
+from loop.engine.lifecycle import (
+    ITERATION_DONE,
+    LOOP_RESUMED,
+    LOOP_STARTED,
+    LOOP_WAITING,
+    SessionStarted,
+    Waiting,
+)
 from loop.engine.state import HatUsage, LoopState
 from loop.events import Event
 from loop.extensions import Extension
@@ -37,6 +45,7 @@ class RunSummary:
     session_dir: str
     notes: list[str] = field(default_factory=list)
     usage_per_hat: dict[str, HatUsage] = field(default_factory=dict)
+    tokens: int = 0
 
     @classmethod
     def of(
@@ -65,6 +74,7 @@ class RunSummary:
             session_dir=session_dir,
             notes=notes,
             usage_per_hat=dict(state.usage_per_hat),
+            tokens=state.tokens,
         )
 
 
@@ -82,25 +92,56 @@ def usage_text(
     return ", ".join(parts) or None
 
 
+def spent_text(cost_usd: float, tokens: int) -> str | None:
+    """``$0.1234 · 12.3k tokens``: a session's spend so far, or None when nothing was."""
+    parts = [f"${cost_usd:.4f}"] if cost_usd else []
+    if tokens:
+        parts.append(f"{_count(tokens)} tokens")
+    return " · ".join(parts) or None
+
+
 class ProgressReporter(Extension):
-    """Logs one line per iteration: number, hat, elapsed, events, status, cost, tokens."""
+    """Logs one line per iteration: number, hat, elapsed, events, status, cost, tokens,
+    and the session's spend so far."""
 
     name = "progress"
+
+    def __init__(self) -> None:
+        self._cost = 0.0
+        self._tokens = 0
 
     def attach(self, bus: EventBus) -> None:
         """Follow the loop's lifecycle events."""
         bus.subscribe(ITERATION_DONE, self._iteration, name="progress")
         bus.subscribe(LOOP_STARTED, self._started, name="progress")
         bus.subscribe(LOOP_RESUMED, self._started, name="progress")
+        bus.subscribe(LOOP_WAITING, self._waiting, name="progress")
+
+    def _waiting(self, event: Event) -> None:
+        if not isinstance(event.payload, Waiting) or event.payload.wait is None:
+            return
+        wait = event.payload.wait
+        log.warning(
+            f"waiting out a {wait.limit.replace('_', ' ')}",
+            iteration=wait.iteration,
+            hat=wait.hat,
+            until=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(wait.until)),
+            left=f"{max(wait.until - event.ts, 0.0):.0f}s",
+            attempt=wait.attempt,
+            message=wait.message,
+        )
 
     def _started(self, event: Event) -> None:
         if not isinstance(event.payload, SessionStarted):
             return
         started = event.payload
+        self._cost, self._tokens = started.cost_usd, started.tokens
         fields: dict[str, Any] = {
             "session": started.start.session_id,
             "hats": len(started.start.hats),
         }
+        if spent := spent_text(self._cost, self._tokens):
+            fields["spent"] = spent
         if started.resumed_at is not None:
             log.info("session resumed", **fields, after_iteration=started.resumed_at)
         else:
@@ -120,8 +161,12 @@ class ProgressReporter(Extension):
         }
         if rec.cost_usd is not None:
             fields["cost"] = f"${rec.cost_usd:.4f}"
+            self._cost += rec.cost_usd
         if rec.input_tokens is not None or rec.output_tokens is not None:
             fields["tokens"] = f"{rec.input_tokens or 0}/{rec.output_tokens or 0}"
+            self._tokens += (rec.input_tokens or 0) + (rec.output_tokens or 0)
+        if spent := spent_text(self._cost, self._tokens):
+            fields["spent"] = spent
         if rec.reason:
             fields["reason"] = rec.reason
         for note in rec.notes:
@@ -147,8 +192,8 @@ def render_summary(summary: RunSummary, extra: list[str] | None = None) -> str:
             else ""
         ),
     ]
-    if summary.cost_usd:
-        lines.append(f"  cost      ${summary.cost_usd:.4f}")
+    if spent := spent_text(summary.cost_usd, summary.tokens):
+        lines.append(f"  spent     {spent}")
     usage = [
         f"{hat} {text}"
         for hat, u in summary.usage_per_hat.items()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loop.config import LoadedConfig
 from loop.events import Event
 
-__all__ = ["PromptTemplate"]
+__all__ = ["PromptTemplate", "templates_for"]
 
 
 def _payload(event: Event) -> str:
@@ -84,3 +85,21 @@ class PromptTemplate:
                 lines.append(f"{stripped}\n\n")
         lines.append(self._tail)
         return lines[0] + "\n" + "".join(lines[1:])
+
+
+def templates_for(config: LoadedConfig) -> dict[str, PromptTemplate]:
+    """Each hat's template, built once per run."""
+    loop = config.loop
+    return {
+        name: PromptTemplate(
+            hat=name,
+            description=hat.description,
+            instructions=hat.instructions,
+            objective=config.prompt,
+            publishes=hat.publishes,
+            completion_event=loop.completion_event,
+            guardrails=loop.guardrails,
+            required_events=loop.required_events,
+        )
+        for name, hat in config.hats.items()
+    }

@@ -1,7 +1,7 @@
 """The loop's state, derived from journal records by a pure reducer.
 
 Everything the engine needs (iteration count, pending events, per-hat activations,
-failure and stale counters, elapsed runtime, cost) is a fold of the session
+failure and stale counters, elapsed runtime, cost and tokens spent) is a fold of the session
 journal's typed records (:mod:`loop.records`) through :func:`apply`. The live engine
 appends a record and applies it; a restarted engine applies the records it reads
 back. One code path, so a resumed session is exactly the session that stopped.
@@ -24,6 +24,7 @@ from loop.records import (
     Resume,
     SessionEnd,
     SessionStart,
+    Wait,
 )
 
 __all__ = ["HatUsage", "InFlight", "LoopState", "PendingEvent", "RouteContext", "apply", "fold"]
@@ -120,6 +121,13 @@ class HatUsage:
     input_tokens: int | None = None
     output_tokens: int | None = None
 
+    @property
+    def tokens(self) -> int | None:
+        """Input plus output tokens (None when the backend never reported either)."""
+        if self.input_tokens is None and self.output_tokens is None:
+            return None
+        return (self.input_tokens or 0) + (self.output_tokens or 0)
+
     def add(self, cost: float | None, input_tokens: int | None, output_tokens: int | None) -> None:
         """Add one iteration's figures (a missing one leaves its total as it was)."""
         if cost is not None:
@@ -157,8 +165,11 @@ class LoopState:
     last_hat: str | None = None
     events_per_hat: dict[str, int] = field(default_factory=dict)
     cost_usd: float = 0.0
+    tokens: int = 0
     usage_per_hat: dict[str, HatUsage] = field(default_factory=dict)
     resumes: int = 0
+    waiting: Wait | None = None  # the last wait of the iteration in flight
+    waited: float = 0.0  # seconds of waits planned for it (max_wait_seconds bounds them)
 
 
 def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
@@ -189,8 +200,13 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
             state.pending = [p for p in state.pending if p.seq not in dropped]
             state.seen_topics.add(record.event.topic)
             _route_into(state, record.event, ctx)
+        case Wait():
+            state.waiting = record
+            state.waited += record.seconds
         case Resume():
             state.resumes += 1
+            if state.termination == "rate_limited":  # the loop gave up waiting: go on anew
+                state.waited = 0.0
             state.termination = None
             state.in_flight.clear()  # what was in flight runs again
         case SessionEnd():
@@ -203,6 +219,8 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
     hat = record.hat
     state.iteration = max(state.iteration, record.iteration)
     state.in_flight.pop(record.iteration, None)
+    if state.waiting is not None:
+        state.waiting, state.waited = None, 0.0
     state.last_hat = hat
     state.activations[hat] = state.activations.get(hat, 0) + 1
     state.elapsed = max(state.elapsed, record.elapsed)
@@ -210,6 +228,7 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
     if cost is not None or tokens_in is not None or tokens_out is not None:
         if cost is not None:
             state.cost_usd += cost
+        state.tokens += (tokens_in or 0) + (tokens_out or 0)
         usage = state.usage_per_hat.get(hat)
         if usage is None:
             usage = state.usage_per_hat[hat] = HatUsage()

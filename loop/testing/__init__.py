@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import json
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import anyio.lowlevel
 
 from loop.backends.base import Backend
 from loop.backends.scripted import ScriptedBackend
@@ -74,6 +76,11 @@ class FakeClock:
     def advance(self, seconds: float) -> None:
         """Move the clock forward."""
         self.now += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        """A sleep that only moves the clock (the engine's ``sleep``): waits take no time."""
+        await anyio.lowlevel.checkpoint()
+        self.now += max(seconds, 0.0)
 
 
 def _toml_value(value: Any) -> str:
@@ -139,11 +146,13 @@ async def run_hats(
     resume: bool = False,
     clock: Callable[[], float] | None = None,
     wall_clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
 ) -> tuple[RunSummary, EventCapture]:
     """Run a loop in-process with the given backends; return its summary and a capture.
 
     ``clock`` and ``wall_clock`` (a :class:`FakeClock`, say) replace the engine's
-    monotonic clock (runtime limit, durations) and its time of day (record timestamps).
+    monotonic clock (runtime limit, durations) and its time of day (record timestamps,
+    the deadlines of rate-limit waits); ``sleep`` (:meth:`FakeClock.sleep`) its waits.
     """
     capture = EventCapture()
     options = RunOptions(
@@ -158,5 +167,7 @@ async def run_hats(
         options.clock = clock
     if wall_clock is not None:
         options.wall_clock = wall_clock
+    if sleep is not None:
+        options.sleep = sleep
     summary = await run_loop(config, options, [capture, *(extra or [])])
     return summary, capture

@@ -156,7 +156,7 @@ def _error_body(turn: ErrorTurn) -> dict[str, Any]:
     kind = turn.error_type or (
         "api_error" if (turn.status or 500) >= 500 else "invalid_request_error"
     )
-    return {"type": "error", "error": {"type": kind, "message": turn.message}}
+    return {"type": "error", "error": {"type": kind, "message": turn.message, **turn.error_fields}}
 
 
 class MockAnthropic(MockServer):
@@ -200,7 +200,7 @@ class MockAnthropic(MockServer):
             return
         if isinstance(turn, ErrorTurn):
             if turn.status is not None:
-                reply.json(turn.status, _error_body(turn))
+                reply.json(turn.status, _error_body(turn), turn.headers)
             else:
                 reply.sse([("error", _error_body(turn))])
             return

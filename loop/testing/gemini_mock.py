@@ -122,7 +122,7 @@ def response_json(turn: TextTurn | ToolUseTurn, *, model: str, response_id: str)
 def _error_body(turn: ErrorTurn) -> dict[str, Any]:
     code = turn.status or 500
     status = turn.error_type or _STATUS_NAMES.get(code, "UNKNOWN")
-    return {"error": {"code": code, "message": turn.message, "status": status}}
+    return {"error": {"code": code, "message": turn.message, "status": status, **turn.error_fields}}
 
 
 def _model_of(path: str, default: str) -> str:
@@ -177,7 +177,7 @@ class MockGemini(MockServer):
         if isinstance(turn, StallTurn):
             self.stall(reply)
         elif isinstance(turn, ErrorTurn) and turn.status is not None:
-            reply.json(turn.status, _error_body(turn))
+            reply.json(turn.status, _error_body(turn), turn.headers)
         elif isinstance(turn, ErrorTurn):
             reply.sse([(None, _error_body(turn))])
         else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -63,12 +63,17 @@ class ErrorTurn:
 
     ``error_type`` is the API's own error name (Anthropic ``invalid_request_error``,
     Gemini ``RESOURCE_EXHAUSTED``, OpenAI ``server_error``...); ``None`` lets each mock
-    pick the usual one for the status.
+    pick the usual one for the status. ``headers`` go with an HTTP error (``retry-after``,
+    Anthropic's ``anthropic-ratelimit-unified-reset``...); ``error_fields`` are added to the
+    error object (Google's ``details`` list of RetryInfo and QuotaFailure, OpenAI's
+    ``resets_in_seconds``...).
     """
 
     status: int | None = 400
     error_type: str | None = None
     message: str = "mock error"
+    headers: dict[str, str] = field(default_factory=dict)
+    error_fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,20 +338,28 @@ class Reply:
     def __init__(self, handler: BaseHTTPRequestHandler) -> None:
         self.handler = handler
 
-    def send(self, status: int, payload: bytes, content_type: str) -> None:
-        """Send ``payload`` with ``status`` (no body for HEAD)."""
+    def send(
+        self,
+        status: int,
+        payload: bytes,
+        content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        """Send ``payload`` with ``status`` and extra ``headers`` (no body for HEAD)."""
         h = self.handler
         h.send_response(status)
         h.send_header("Content-Type", content_type)
         h.send_header("Content-Length", str(len(payload)))
         h.send_header("request-id", "req_mock")
+        for name, value in (headers or {}).items():
+            h.send_header(name, value)
         h.end_headers()
         if h.command != "HEAD":
             h.wfile.write(payload)
 
-    def json(self, status: int, obj: Any) -> None:
+    def json(self, status: int, obj: Any, headers: Mapping[str, str] | None = None) -> None:
         """Send ``obj`` as JSON."""
-        self.send(status, json.dumps(obj).encode(), "application/json")
+        self.send(status, json.dumps(obj).encode(), "application/json", headers)
 
     def sse(self, events: Sequence[tuple[str | None, Any]]) -> None:
         """Send server-sent events: ``(name, data)`` pairs; a ``None`` name sends data only."""

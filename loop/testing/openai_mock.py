@@ -170,7 +170,7 @@ def _error(turn: ErrorTurn) -> dict[str, Any]:
     if 400 <= status < 500 and status != 429:
         default = "invalid_request_error"
     kind = turn.error_type or default
-    return {"message": turn.message, "type": kind, "code": kind, "param": None}
+    return {"message": turn.message, "type": kind, "code": kind, "param": None, **turn.error_fields}
 
 
 class MockOpenAI(MockServer):
@@ -208,7 +208,7 @@ class MockOpenAI(MockServer):
         if isinstance(turn, StallTurn):
             self.stall(reply)
         elif isinstance(turn, ErrorTurn) and turn.status is not None:
-            reply.json(turn.status, {"error": _error(turn)})
+            reply.json(turn.status, {"error": _error(turn)}, turn.headers)
         elif isinstance(turn, ErrorTurn):
             failed = {"id": f"resp_mock_{n:04d}", "status": "failed", "error": _error(turn)}
             reply.sse([_event("response.failed", response=failed)])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from structlog.testing import capture_logs
 
 from loop.bus import EventBus
+from loop.engine.lifecycle import SessionStarted
 from loop.engine.progress import ProgressReporter, RunSummary, render_summary, usage_text
 from loop.engine.state import HatUsage, fold
 from loop.events import Event
@@ -38,6 +40,7 @@ def test_usage_is_folded_per_hat_from_what_each_backend_reported() -> None:
         "builder": HatUsage(cost_usd=None, input_tokens=100, output_tokens=10),
     }
     assert state.cost_usd == 0.75
+    assert state.tokens == 220  # input plus output, wherever reported
 
 
 def test_usage_text_says_only_what_was_reported() -> None:
@@ -47,7 +50,7 @@ def test_usage_text_says_only_what_was_reported() -> None:
     assert usage_text(None, None, None) is None
 
 
-def _summary(usage: dict[str, HatUsage], cost: float = 0.0) -> RunSummary:
+def _summary(usage: dict[str, HatUsage], cost: float = 0.0, tokens: int = 0) -> RunSummary:
     return RunSummary(
         session_id="s",
         reason="completed",
@@ -61,6 +64,7 @@ def _summary(usage: dict[str, HatUsage], cost: float = 0.0) -> RunSummary:
         resumed=False,
         session_dir="/s",
         usage_per_hat=usage,
+        tokens=tokens,
     )
 
 
@@ -71,13 +75,14 @@ def test_summary_shows_usage_per_hat() -> None:
         "builder": HatUsage(input_tokens=40, output_tokens=4),
         "checker": HatUsage(),
     }
-    text = render_summary(_summary(usage, cost=0.25))
-    assert "  cost      $0.2500" in text.splitlines()
+    text = render_summary(_summary(usage, cost=0.25, tokens=154))
+    assert "  spent     $0.2500 · 154 tokens" in text.splitlines()
     assert (
         "  usage     planner $0.2500, 100 in / 10 out tokens · builder 40 in / 4 out tokens"
         in text.splitlines()
     )
     assert "usage" not in render_summary(_summary({}))
+    assert "spent" not in render_summary(_summary({}))
 
 
 async def test_progress_line_shows_cost_and_tokens() -> None:
@@ -97,3 +102,20 @@ async def test_progress_line_shows_cost_and_tokens() -> None:
     lines = [entry for entry in logs if entry["event"] == "iteration"]
     assert (lines[0]["cost"], lines[0]["tokens"]) == ("$0.5000", "1200/34")
     assert "cost" not in lines[1] and "tokens" not in lines[1]
+
+
+async def test_progress_shows_the_sessions_spend_so_far_across_a_resume() -> None:
+    """spent= adds each iteration's figures to what the session had spent at its start."""
+    bus = EventBus()
+    ProgressReporter().attach(bus)
+    started = SessionStarted(
+        start=start_record(), session_dir=Path("/s"), resumed_at=4, cost_usd=1.5, tokens=20_000
+    )
+    record = replace(end_record(5, "planner", [], []), cost_usd=0.25, input_tokens=900)
+    with capture_logs() as logs:
+        await bus.publish(Event(topic="loop.resumed", source="loop", payload=started))
+        await bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))
+    resumed = next(e for e in logs if e["event"] == "session resumed")
+    line = next(e for e in logs if e["event"] == "iteration")
+    assert resumed["spent"] == "$1.5000 · 20.0k tokens"
+    assert line["spent"] == "$1.7500 · 20.9k tokens"

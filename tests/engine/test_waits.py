@@ -1,0 +1,219 @@
+"""Rate and usage limits are waited out, journaled, bounded, and survive a kill -9."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from loop.backends.base import Backend, BackendRequest, BackendResult, RateLimit
+from loop.engine.decide import BACKOFF_BASE, BACKOFF_CAP, RESET_MARGIN, plan_wait
+from loop.engine.journal import read_journal
+from loop.engine.state import fold
+from loop.records import IterationEnd, Resume, SessionEnd, Wait
+from loop.testing import FakeClock, make_config, run_hats, tag
+from tests.engine.test_decide import CTX, end_record, start_record
+
+AGENTS = Path(__file__).parent / "agents"
+NOW = 1_800_000_000.0
+RATE = RateLimit("rate_limit", "429 Too Many Requests")
+
+
+def _plan(limit: RateLimit = RATE, **kw: Any) -> Any:
+    args: dict[str, Any] = {
+        "attempt": 1,
+        "waited": 0.0,
+        "now": NOW,
+        "max_wait": 3600.0,
+        "runtime_left": 10_000.0,
+        "jitter": 0.0,
+    }
+    return plan_wait(limit, **(args | kw))
+
+
+def test_a_wait_lasts_until_the_reset_else_the_delay_else_a_growing_backoff() -> None:
+    """Reset time first (plus a margin), then the CLI's delay, then backoff to its cap."""
+    at_reset = _plan(RateLimit("usage_limit", "x", reset_at=NOW + 100, retry_after=5))
+    assert (at_reset.seconds, at_reset.until, at_reset.stop) == (
+        100 + RESET_MARGIN,
+        NOW + 100 + RESET_MARGIN,
+        None,
+    )
+    assert _plan(RateLimit("rate_limit", "x", retry_after=41)).seconds == 41
+    backoff = [_plan(attempt=n).seconds for n in range(1, 8)]
+    assert backoff[:3] == [BACKOFF_BASE, 2 * BACKOFF_BASE, 4 * BACKOFF_BASE]
+    assert backoff[-1] == BACKOFF_CAP
+    past_reset = _plan(RateLimit("usage_limit", "x", reset_at=NOW - 5))
+    assert past_reset.seconds == BACKOFF_BASE  # a reset already past is no reset
+
+
+def test_jitter_lengthens_a_wait_by_at_most_a_fifth_and_a_minute() -> None:
+    """Never shorter than the reset; at most +20% (and +60 s) with the full jitter."""
+    assert _plan(jitter=0.999).seconds <= BACKOFF_BASE * 1.2
+    long = _plan(RateLimit("usage_limit", "x", reset_at=NOW + 3600), jitter=0.999)
+    assert 3600 + RESET_MARGIN < long.seconds <= 3600 + RESET_MARGIN + 60
+
+
+def test_the_loop_stops_rather_than_wait_past_max_wait_or_the_runtime() -> None:
+    """max_wait_seconds bounds an iteration's waits in all; the runtime limit bounds too."""
+    far = RateLimit("usage_limit", "limit reached", reset_at=NOW + 5 * 3600)
+    stop = _plan(far).stop
+    assert stop is not None and stop.startswith(
+        "usage limit: waiting 5.0h more would pass max_wait_seconds (3600), resets at"
+    )
+    assert _plan(waited=3590.0).stop is not None  # 3590 + 30 > 3600
+    assert "max_runtime_seconds" in (_plan(runtime_left=10.0).stop or "")
+    assert _plan(max_wait=0.0).stop is not None  # never wait
+
+
+def _wait(n: int, attempt: int, seconds: float = 30.0) -> Wait:
+    return Wait(
+        iteration=n,
+        hat="planner",
+        limit="rate_limit",
+        message="429",
+        attempt=attempt,
+        seconds=seconds,
+        until=NOW + seconds,
+        ts=NOW,
+    )
+
+
+def test_the_journal_keeps_the_wait_across_a_resume_until_the_iteration_commits() -> None:
+    """waiting/waited fold from Wait records; a commit clears them; not a failure."""
+    state = fold([start_record(), _wait(1, 1), _wait(1, 2, 60.0)], CTX)
+    assert state.waiting is not None and state.waiting.attempt == 2 and state.waited == 90.0
+    assert state.consecutive_failures == 0 and state.failed_iterations == 0
+    state = fold([start_record(), _wait(1, 1), Resume(pid=1, iteration=0, ts=NOW)], CTX)
+    assert state.waiting is not None and state.waited == 30.0  # a kill: the wait goes on
+    gave_up = [
+        start_record(),
+        _wait(1, 1),
+        SessionEnd(reason="rate_limited", iterations=0, elapsed=1, ts=NOW),
+        Resume(pid=1, iteration=0, ts=NOW),
+    ]
+    assert fold(gave_up, CTX).waited == 0.0  # resumed after giving up: a fresh budget
+    done = fold([start_record(), _wait(1, 1), end_record(1, "planner", [], [1])], CTX)
+    assert done.waiting is None and done.waited == 0.0
+
+
+class Limited(Backend):
+    """Refused by a limit ``times`` times, then answers ``output``."""
+
+    kind = "limited"
+    uses_files = False
+    instant = True
+
+    def __init__(self, output: str, times: int, limit: RateLimit = RATE) -> None:
+        self.output, self.times, self.limit = output, times, limit
+        self.calls = 0
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        self.calls += 1
+        if self.calls <= self.times:
+            result = BackendResult.failed(f"refused: {self.limit.message}")
+            result.limited = self.limit
+            return result
+        return BackendResult(output=self.output)
+
+
+def ends_and_waits(tmp_path: Path, session_id: str) -> tuple[list[IterationEnd], list[Wait]]:
+    records = read_journal(tmp_path / f".loop/sessions/{session_id}/journal.jsonl").records
+    return (
+        [r for r in records if isinstance(r, IterationEnd)],
+        [r for r in records if isinstance(r, Wait)],
+    )
+
+
+async def test_a_limited_hat_is_waited_out_and_the_loop_completes(tmp_path: Path) -> None:
+    """Two 429s: two journaled waits with a growing backoff, no failed iteration."""
+    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path)
+    clock = FakeClock(NOW)
+    backend = Limited(tag("LOOP_COMPLETE"), times=2)
+    summary, cap = await run_hats(
+        cfg,
+        {"a": backend},
+        workdir=tmp_path,
+        session_id="w",
+        clock=clock,
+        wall_clock=clock,
+        sleep=clock.sleep,
+    )
+    assert (summary.reason, summary.iterations, summary.failed_iterations) == ("completed", 1, 0)
+    ends, waits = ends_and_waits(tmp_path, "w")
+    assert [w.attempt for w in waits] == [1, 2] and len(ends) == 1
+    assert waits[1].seconds > waits[0].seconds >= BACKOFF_BASE
+    assert clock.now >= waits[1].until  # slept until the deadline
+    assert [e.payload.wait for e in cap.events if e.topic == "loop.waiting"] == waits
+
+
+async def test_a_limit_past_max_wait_ends_the_run_as_rate_limited(tmp_path: Path) -> None:
+    """A reset hours away with max_wait_seconds 600: stop at once, exit 3, say why."""
+    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path, max_wait_seconds=600)
+    clock = FakeClock(NOW)
+    far = RateLimit("usage_limit", "You've hit your limit", reset_at=NOW + 7200)
+    summary, _ = await run_hats(
+        cfg,
+        {"a": Limited(tag("LOOP_COMPLETE"), 1, far)},
+        workdir=tmp_path,
+        session_id="r",
+        clock=clock,
+        wall_clock=clock,
+        sleep=clock.sleep,
+    )
+    assert (summary.reason, summary.exit_code, summary.iterations) == ("rate_limited", 3, 0)
+    assert "would pass max_wait_seconds (600)" in summary.notes[0]
+    assert clock.now == NOW  # it never waited
+
+
+CONFIG = """
+[loop]
+prompt = "wait for it"
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.a]
+triggers = ["task.start"]
+publishes = ["LOOP_COMPLETE"]
+backend = {{ type = "claude", command = ["{python}", "{agent}"], mcp = false }}
+"""
+
+
+def test_a_kill_during_the_wait_resumes_still_waiting_until_the_same_deadline(
+    tmp_path: Path,
+) -> None:
+    """kill -9 right after the wait is journaled: the resumed run waits until that
+    deadline (the CLI's reset plus the margin) before calling the hat again."""
+    agent = AGENTS / "limited_claude.py"
+    (tmp_path / "loop.toml").write_text(CONFIG.format(python=sys.executable, agent=agent))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+    env |= {"LIMITED_STATE": str(tmp_path / "state"), "LIMITED_RESET_IN": "3"}
+    run = [sys.executable, "-m", "loop", "run", "--session-id", "k", "--log-format", "json"]
+    killed = subprocess.run(
+        run,
+        cwd=tmp_path,
+        env=env | {"HATLOOP_CRASH_AT": "wait:1"},
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert killed.returncode == -9, killed.stderr.decode()[-2000:]
+    journal = tmp_path / ".loop/sessions/k/journal.jsonl"
+    waits = [r for r in read_journal(journal).records if isinstance(r, Wait)]
+    assert len(waits) == 1 and waits[0].limit == "usage_limit" and waits[0].reset_at is not None
+    resume = [sys.executable, "-m", "loop", "run", "--resume", "k", "--log-format", "json"]
+    done = subprocess.run(
+        resume, cwd=tmp_path, env=env, capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert b"waiting out a usage limit" in done.stderr
+    second_call = float((tmp_path / "state" / "started-2").read_text())
+    assert second_call >= waits[0].until  # not retried at once
+    records = read_journal(journal).records
+    assert len([r for r in records if isinstance(r, Wait)]) == 1  # the same wait, not a new one
+    assert [r.iteration for r in records if isinstance(r, IterationEnd)] == [1]
