@@ -10,6 +10,7 @@ A journal (``journal.jsonl`` in a session's folder) holds one record per line::
     wait              a hat's call hit a rate or usage limit: the iteration runs again
                       once the wait is over
     resume            a process took over a session that had stopped
+    override          ...with other limits or backends, from this point on
     session.end       why the session ended
 
 The engine builds these, the journal writes them (:func:`encode_record`), the reducer
@@ -28,7 +29,7 @@ are values: treat them as immutable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
@@ -45,6 +46,8 @@ __all__ = [
     "IterationFields",
     "IterationStart",
     "JournalRecord",
+    "LimitSettings",
+    "Override",
     "Resume",
     "SessionEnd",
     "SessionEndFields",
@@ -200,6 +203,38 @@ class Wait:
 
 @with_config(RECORD_CONFIG)
 @dataclass(kw_only=True)
+class LimitSettings:
+    """The limits and budgets a session runs with: what ``run --resume`` may change."""
+
+    max_iterations: Annotated[int, Field(ge=1)]
+    max_runtime_seconds: Annotated[float, Field(gt=0)]
+    max_consecutive_failures: Annotated[int, Field(ge=1)]
+    max_cost_usd: Annotated[float, Field(gt=0)] | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_wait_seconds: Seconds = 3600.0
+    hat_max_cost_usd: dict[str, float] = field(default_factory=dict)
+    hat_max_tokens: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(kw_only=True)
+class Override(LimitSettings):
+    """A resumed session runs with other limits (and backends) from here on: after
+    iteration ``after_iteration``. Replay applies the same change at the same point."""
+
+    kind: Literal["override"] = "override"
+    after_iteration: Count
+    backends: Annotated[
+        dict[str, str], Field(description="hat -> backend type, for the hats that changed")
+    ] = field(default_factory=dict)
+    ts: float
+
+    def settings(self) -> LimitSettings:
+        """The limits alone."""
+        return LimitSettings(**{f.name: getattr(self, f.name) for f in fields(LimitSettings)})
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
 class Resume:
     """A process took the session over after ``iteration`` (``in_flight`` was running)."""
 
@@ -230,7 +265,14 @@ class SessionEnd(SessionEndFields):
 
 
 JournalRecord = Annotated[
-    SessionStart | IterationStart | IterationEnd | HatExhausted | Wait | Resume | SessionEnd,
+    SessionStart
+    | IterationStart
+    | IterationEnd
+    | HatExhausted
+    | Wait
+    | Resume
+    | Override
+    | SessionEnd,
     Field(discriminator="kind"),
 ]
 _JOURNAL_RECORD: TypeAdapter[JournalRecord] = TypeAdapter(JournalRecord)

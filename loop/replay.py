@@ -290,6 +290,7 @@ async def replay_recording(path: Path) -> ReplayResult:
                 progress=False,
                 backends=dict.fromkeys(config.hats, backend),
                 handle_signals=False,
+                scheduled_overrides=reader.overrides,  # a resume's limits, at its point
             )
             with anyio.CancelScope() as scope:
                 comparer = _Comparer(

@@ -19,9 +19,11 @@ from loop.config import LoadedConfig
 from loop.engine.decide import unheld_by_budgets
 from loop.engine.driver import Engine
 from loop.engine.progress import ProgressReporter, RunSummary
+from loop.engine.resume import LimitOverrides
 from loop.engine.session_dir import SessionPaths
 from loop.errors import SessionError
 from loop.extensions import Extension
+from loop.records import Override
 from loop.session.store import latest_session, new_session_id, validate_session_id
 from loop.tools.base import ToolContext
 
@@ -47,6 +49,8 @@ class RunOptions:
     ``clock``, ``wall_clock`` and ``sleep`` are the engine's (see
     :class:`~loop.engine.driver.Engine`): a test passes a :class:`~loop.testing.FakeClock`
     (and its :meth:`~loop.testing.FakeClock.sleep`) to control runtime, timings and waits.
+    ``limit_overrides`` are a resume's command-line limits; ``scheduled_overrides`` the
+    recorded changes of limits a replay applies at their point.
     """
 
     workdir: Path
@@ -60,6 +64,8 @@ class RunOptions:
     wall_clock: Callable[[], float] = time.time
     observer: OutputObserver | None = None
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    limit_overrides: LimitOverrides = field(default_factory=LimitOverrides)
+    scheduled_overrides: Sequence[Override] = ()
 
 
 def build_backends(config: LoadedConfig) -> dict[str, Backend]:
@@ -161,6 +167,8 @@ async def run_loop(
         wall_clock=options.wall_clock,
         observer=options.observer,
         sleep=options.sleep,
+        limit_overrides=options.limit_overrides,
+        scheduled_overrides=options.scheduled_overrides,
     )
     received: list[int] = []
     summary: RunSummary | None = None

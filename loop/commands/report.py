@@ -235,7 +235,7 @@ def _problems(view: SessionView) -> str:
             '<a href="#failed">list them</a></li>'
         )
     for marker in view.markers:
-        cls = "warn" if marker.kind not in ("resumed", "ended") else ""
+        cls = "warn" if marker.kind not in ("resumed", "override", "ended") else ""
         where = (
             f'after <a href="#it-{marker.after}">iteration {marker.after}</a>'
             if marker.after

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ from loop._log import live_line_allowed, log_format, use_colors
 from loop.commands.common import print_json, run_async
 from loop.config import load_config
 from loop.engine.progress import render_summary
+from loop.engine.resume import LimitOverrides
 from loop.errors import LoopError, ToolError
 from loop.extensions import Extension
 
@@ -35,6 +37,18 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--prompt-file", metavar="PATH", help="read the objective from a file")
     g.add_argument("--max-iterations", type=int, metavar="N")
     g.add_argument("--max-runtime", type=float, metavar="SECONDS", dest="max_runtime")
+    g.add_argument("--max-consecutive-failures", type=int, metavar="N")
+    g.add_argument("--max-cost-usd", type=float, metavar="USD", help="the run's budget in dollars")
+    g.add_argument(
+        "--max-tokens", type=int, metavar="N", help="the run's budget in tokens (input + output)"
+    )
+    g.add_argument(
+        "--max-wait",
+        type=float,
+        metavar="SECONDS",
+        dest="max_wait",
+        help="the longest wait for a rate or usage limit, per iteration",
+    )
     g.add_argument("--completion-event", metavar="TOPIC")
     g.add_argument(
         "--backend",
@@ -47,8 +61,7 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     """``[loop]`` overrides from the command line."""
     out: dict[str, Any] = {
-        "max_iterations": args.max_iterations,
-        "max_runtime_seconds": args.max_runtime,
+        **asdict(limit_overrides(args)),
         "completion_event": args.completion_event,
         "backend": args.backend,
     }
@@ -58,6 +71,18 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
         out["prompt"] = None
         out["prompt_file"] = str(Path(args.prompt_file).resolve())
     return out
+
+
+def limit_overrides(args: argparse.Namespace) -> LimitOverrides:
+    """The limits given on the command line (a resume changes the session's with them)."""
+    return LimitOverrides(
+        max_iterations=args.max_iterations,
+        max_runtime_seconds=args.max_runtime,
+        max_consecutive_failures=args.max_consecutive_failures,
+        max_cost_usd=args.max_cost_usd,
+        max_tokens=args.max_tokens,
+        max_wait_seconds=args.max_wait,
+    )
 
 
 def load_from_args(args: argparse.Namespace) -> Any:
@@ -198,6 +223,7 @@ def _run(args: argparse.Namespace) -> int:
         resume=resume,
         progress=not args.quiet,
         observer=live.observe if live is not None and args.verbose else None,
+        limit_overrides=limit_overrides(args),
     )
     extra = _recorder(args, config, resume)
     summary = run_async(run_loop, config, options, [*extra, *([live] if live else [])])

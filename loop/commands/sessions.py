@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import time
 from typing import Any
 
 from loop.commands.common import SESSIONS_DIR_HELP, print_json, sessions_root
+from loop.engine.progress import spent_text
 from loop.session.store import latest_session, list_sessions, session_status
 
 __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
@@ -48,6 +50,11 @@ def _render(st: dict[str, Any]) -> str:
         f"ended by    {st['termination'] or '-'}",
         f"elapsed     {st['elapsed']:.2f}s",
     ]
+    if spent := spent_text(st.get("cost_usd") or 0.0, st.get("tokens") or 0):
+        lines.append(f"spent       {spent}")
+    if st.get("waiting_until"):
+        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st["waiting_until"]))
+        lines.append(f"waiting     until {until} ({st['waiting_for']})")
     if st.get("resume_command"):
         lines.append(f"resume with {st['resume_command']}")
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from loop.config.models import (
     RecordingSection,
     TasksSection,
     ThemesSection,
+    base_digest,
     config_digest,
 )
 
@@ -38,6 +39,7 @@ __all__ = [
     "RecordingSection",
     "TasksSection",
     "ThemesSection",
+    "base_digest",
     "config_digest",
     "config_from_snapshot",
     "load_config",

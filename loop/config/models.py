@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from loop.config.backends import BackendConfig, ScriptedConfig
 from loop.events import is_valid_pattern, is_valid_topic
-from loop.records import HatTopology
+from loop.records import HatTopology, LimitSettings
 
 __all__ = [
     "ConfigFile",
@@ -30,7 +31,10 @@ __all__ = [
     "RecordingSection",
     "TasksSection",
     "ThemesSection",
+    "base_digest",
     "config_digest",
+    "limit_settings",
+    "snapshot_limits",
 ]
 
 
@@ -209,6 +213,10 @@ class LoadedConfig:
     # serves nothing, its backends being in-process).
     mcp: McpSection = field(default_factory=McpSection)
 
+    def limit_settings(self) -> LimitSettings:
+        """The limits and budgets this configuration sets (what a resume may override)."""
+        return limit_settings(self.loop, self.hats)
+
     def hat_backend(self, name: str) -> BackendConfig:
         """The backend config of hat ``name`` (its own, or the default ``[backend]``)."""
         return self.hats[name].backend or self.backend
@@ -254,7 +262,57 @@ class LoadedConfig:
         return config_digest(self.snapshot())
 
 
+# What a resume may change (journaled as an override): left out of base_digest.
+OVERRIDABLE_LOOP_KEYS = (
+    "max_iterations",
+    "max_runtime_seconds",
+    "max_consecutive_failures",
+    "max_cost_usd",
+    "max_tokens",
+    "max_wait_seconds",
+)
+
+
+def base_digest(snapshot: dict[str, Any]) -> str:
+    """The digest of a snapshot without what a resume may override (the limits, the
+    budgets and the backends): equal for a session and its resume with overrides."""
+    loop = {k: v for k, v in (snapshot.get("loop") or {}).items() if k not in OVERRIDABLE_LOOP_KEYS}
+    hats = {
+        name: {k: v for k, v in hat.items() if k not in ("backend", "max_cost_usd", "max_tokens")}
+        for name, hat in (snapshot.get("hats") or {}).items()
+        if isinstance(hat, dict)
+    }
+    rest = {k: v for k, v in snapshot.items() if k not in ("loop", "hats", "backend")}
+    return config_digest({**rest, "loop": loop, "hats": hats})
+
+
 def config_digest(snapshot: dict[str, Any]) -> str:
     """The digest of a configuration snapshot: SHA-256 of its canonical JSON."""
     raw = json.dumps(snapshot, sort_keys=True, ensure_ascii=False).encode()
     return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def limit_settings(loop: LoopSection, hats: Mapping[str, HatConfig]) -> LimitSettings:
+    """The limits and budgets of ``[loop]`` and the hats."""
+    return LimitSettings(
+        max_iterations=loop.max_iterations,
+        max_runtime_seconds=loop.max_runtime_seconds,
+        max_consecutive_failures=loop.max_consecutive_failures,
+        max_cost_usd=loop.max_cost_usd,
+        max_tokens=loop.max_tokens,
+        max_wait_seconds=loop.max_wait_seconds,
+        hat_max_cost_usd={n: h.max_cost_usd for n, h in hats.items() if h.max_cost_usd},
+        hat_max_tokens={n: h.max_tokens for n, h in hats.items() if h.max_tokens},
+    )
+
+
+def snapshot_limits(snapshot: Mapping[str, Any]) -> LimitSettings:
+    """The limits and budgets of a configuration snapshot (a journal's ``session.start``).
+
+    Raises:
+        ValueError: the snapshot's ``loop`` or a hat is not a valid section.
+    """
+    loop = LoopSection.model_validate(snapshot.get("loop") or {})
+    raw = snapshot.get("hats") or {}
+    hats = {str(n): HatConfig.model_validate(h) for n, h in raw.items()}
+    return limit_settings(loop, hats)

@@ -27,6 +27,7 @@ from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent
 from loop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_OK
 from loop.events import Event, topic_matches
+from loop.records import LimitSettings
 
 __all__ = [
     "NO_BUDGET",
@@ -42,6 +43,7 @@ __all__ = [
     "exit_code_for",
     "jitter_fraction",
     "judge_completion",
+    "limits_from",
     "limits_of",
     "missing_required",
     "plan_wait",
@@ -128,21 +130,24 @@ class Limits:
 
 def limits_of(config: LoadedConfig) -> Limits:
     """The limits and budgets a configuration sets."""
-    loop = config.loop
-    hat_budgets = {
-        name: Budget(hat.max_cost_usd, hat.max_tokens)
-        for name, hat in config.hats.items()
-        if hat.max_cost_usd is not None or hat.max_tokens is not None
-    }
-    budget = Budget(loop.max_cost_usd, loop.max_tokens)
+    return limits_from(config.limit_settings(), config.loop.stale_threshold)
+
+
+def limits_from(settings: LimitSettings, stale_threshold: int = 3) -> Limits:
+    """The limits of ``settings`` (a configuration's, or an override's)."""
+    names = set(settings.hat_max_cost_usd) | set(settings.hat_max_tokens)
+    budget = Budget(settings.max_cost_usd, settings.max_tokens)
     return Limits(
-        max_iterations=loop.max_iterations,
-        max_runtime_seconds=loop.max_runtime_seconds,
-        max_consecutive_failures=loop.max_consecutive_failures,
-        stale_threshold=loop.stale_threshold,
+        max_iterations=settings.max_iterations,
+        max_runtime_seconds=settings.max_runtime_seconds,
+        max_consecutive_failures=settings.max_consecutive_failures,
+        stale_threshold=stale_threshold,
         budget=NO_BUDGET if budget == NO_BUDGET else budget,
-        hat_budgets=hat_budgets,
-        max_wait_seconds=loop.max_wait_seconds,
+        hat_budgets={
+            n: Budget(settings.hat_max_cost_usd.get(n), settings.hat_max_tokens.get(n))
+            for n in sorted(names)
+        },
+        max_wait_seconds=settings.max_wait_seconds,
     )
 
 

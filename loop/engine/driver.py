@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -26,10 +27,10 @@ import anyio.lowlevel
 import structlog
 
 from loop._faults import crash_point
-from loop.backends.base import Backend, BackendRequest, BackendResult, OutputObserver
+from loop.backends.base import Backend, BackendRequest, OutputObserver
 from loop.bus import EventBus
 from loop.config import LoadedConfig
-from loop.engine.collect import EVENTS_FILE_NAME, collect_events
+from loop.engine.collect import collect_events
 from loop.engine.decide import (
     Selection,
     budget_spent,
@@ -37,18 +38,13 @@ from loop.engine.decide import (
     decide_outcome,
     exit_code_for,
     judge_completion,
+    limits_from,
     limits_of,
     missing_required,
     select_next,
 )
-from loop.engine.invoke import (
-    ChildVariables,
-    call_with_timeout,
-    hat_limits,
-    idle_limits,
-    prepare_events_file,
-    session_env,
-)
+from loop.engine.hooks import Hooks
+from loop.engine.invoke import ChildVariables, HatCaller, session_env
 from loop.engine.journal import Journal, read_journal
 from loop.engine.lifecycle import (
     ITERATION_DONE,
@@ -60,15 +56,15 @@ from loop.engine.lifecycle import (
     started_event,
 )
 from loop.engine.progress import RunSummary
-from loop.engine.prompt import templates_for
 from loop.engine.records import iteration_end, session_end, session_start
+from loop.engine.resume import LimitOverrides, resume_records
 from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
-from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
+from loop.engine.state import LoopState, RouteContext, apply
 from loop.engine.waits import LimitWaits
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
 from loop.extensions import Extension
-from loop.records import HatExhausted, IterationEnd, IterationStart, JournalRecord, Resume
+from loop.records import HatExhausted, IterationStart, JournalRecord, Override
 
 __all__ = ["YIELD_INTERVAL", "Engine"]
 
@@ -98,6 +94,9 @@ class Engine:
         wall_clock: seconds since the epoch (the records' and events' timestamps, the
             deadlines of waits for rate limits).
         sleep: sleeps the given seconds (``anyio.sleep``): a rate limit's wait.
+        limit_overrides: on a resume, the limits given on the command line (the
+            session otherwise keeps the limits it ran with).
+        scheduled_overrides: overrides to apply at their recorded point (a replay).
     """
 
     def __init__(
@@ -115,6 +114,8 @@ class Engine:
         wall_clock: Callable[[], float] = time.time,
         observer: OutputObserver | None = None,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        limit_overrides: LimitOverrides | None = None,
+        scheduled_overrides: Sequence[Override] = (),
     ) -> None:
         self.config = config
         self.observer = observer
@@ -124,6 +125,8 @@ class Engine:
         self.extensions = list(extensions or [])
         self.workdir = (workdir or Path.cwd()).resolve()
         self.resume = resume
+        self.limit_overrides = limit_overrides or LimitOverrides()
+        self._scheduled = sorted(scheduled_overrides, key=lambda o: o.after_iteration)
         self.clock = clock
         self.wall_clock = wall_clock
         self.route_ctx = RouteContext.from_topology(
@@ -138,29 +141,22 @@ class Engine:
         self.journal = Journal(paths.journal, durable=config.loop.durable)
         self._lock = SessionLock(paths.lock)
         self._extra_env = dict(env or {})
-        self._env: dict[str, str] = {}
-        self._children = ChildVariables(
-            self.extensions, session_id=paths.session_id, session_dir=paths.dir
-        )
-        self._iterations = paths.dir / "iterations"
         self._collecting: list[Event] | None = None
-        self._rerun: int | None = None
-        self._templates = templates_for(config)
-        self._timeouts, self._deadlines = hat_limits(config, self.backends)
-        self._idle = idle_limits(config, self.backends)
-        # each per-iteration hook is called on the extensions that implement it
-        exts = self.extensions
-        self._starters = [
-            e for e in exts if type(e).on_iteration_start is not Extension.on_iteration_start
-        ]
-        self._prompters = [
-            e for e in exts if type(e).prompt_section is not Extension.prompt_section
-        ]
-        self._blockers = [
-            e for e in exts if type(e).completion_blocker is not Extension.completion_blocker
-        ]
-        self._flushers = [e for e in exts if type(e).flush is not Extension.flush]
-        self._committers = [e for e in exts if type(e).committed is not Extension.committed]
+        self._hooks = Hooks(self.extensions)
+        self._caller = HatCaller(
+            config,
+            self.backends,
+            hooks=self._hooks,
+            children=ChildVariables(
+                self.extensions, session_id=paths.session_id, session_dir=paths.dir
+            ),
+            session_id=paths.session_id,
+            iterations=paths.dir / "iterations",
+            workdir=self.workdir,
+            clock=clock,
+            observer=observer,
+            on_start=self._started,
+        )
         self._next_yield = 0.0
         self._base_elapsed = 0.0
         self._t0 = 0.0
@@ -170,7 +166,7 @@ class Engine:
             bus=self.bus,
             wall_clock=wall_clock,
             sleep=sleep,
-            flush=self._flush,
+            flush=self._hooks.flush,
         )
 
     # -- the journal and the extensions -----------------------------------------------
@@ -180,20 +176,6 @@ class Engine:
         record that could not be written (a full disk) never happened."""
         self.journal.append(record)
         apply(self.state, record, self.route_ctx)
-
-    def _notify_committed(self, record: IterationEnd) -> None:
-        for ext in self._committers:
-            try:
-                ext.committed(record)
-            except Exception:  # like a bus subscriber: an extension's failure is its own
-                log.exception("extension failed on a committed iteration", extension=ext.name)
-
-    def _flush(self) -> None:
-        for ext in self._flushers:
-            try:
-                ext.flush()
-            except Exception:  # an extension's buffer is its own problem, never the loop's
-                log.exception("extension flush failed", extension=ext.name)
 
     def _elapsed(self) -> float:
         return self._base_elapsed + (self.clock() - self._t0)
@@ -230,15 +212,19 @@ class Engine:
         now = self.wall_clock()
         start = session_start(self.config, self.paths.session_id, now)
         resumed_at: int | None = None
+        override: Override | None = None
         if self.resume:
             if not contents.records:
                 raise SessionError(f"session {self.paths.session_id} has no journal to resume")
-            self.state = fold(contents.records, self.route_ctx)
-            if self.state.termination in ("completed", "cancelled"):
-                raise SessionError(
-                    f"session {self.paths.session_id} already {self.state.termination}; "
-                    "start a new one"
-                )
+            self.state, settings, appended = resume_records(
+                contents.records,
+                self.route_ctx,
+                self.config,
+                self.limit_overrides,
+                pid=os.getpid(),
+                now=now,
+            )
+            self.limits = limits_from(settings, self.config.loop.stale_threshold)
             if contents.torn:
                 log.warning(
                     "journal had a torn last line; it was dropped", journal=str(self.paths.journal)
@@ -247,9 +233,10 @@ class Engine:
             self._base_elapsed = self.state.elapsed
             resumed_at = self.state.iteration
             # the first iteration after a resume may have been in flight: it starts clean
-            self._rerun = resumed_at + 1
-            in_flight = min(self.state.in_flight, default=None)
-            self._record(Resume(pid=os.getpid(), iteration=resumed_at, in_flight=in_flight, ts=now))
+            self._caller.rerun = resumed_at + 1
+            for record in appended:  # resume, and the limits changed from here on
+                self._record(record)
+            override = next((r for r in appended if isinstance(r, Override)), None)
         else:
             if contents.records or contents.torn:
                 raise SessionError(
@@ -258,13 +245,14 @@ class Engine:
             self.journal.open()
             self._record(start)
         mark_latest(self.paths.sessions_dir, self.paths.session_id)
-        self._env = session_env(self._extra_env, session_dir=self.paths.dir)
+        self._caller.env = session_env(self._extra_env, session_dir=self.paths.dir)
         return SessionStarted(
             start=start,
             session_dir=self.paths.dir,
             resumed_at=resumed_at,
             cost_usd=self.state.cost_usd,
             tokens=self.state.tokens,
+            override=override,
         )
 
     # -- the run ----------------------------------------------------------------------
@@ -335,16 +323,26 @@ class Engine:
         """Let a cancellation in; every :data:`YIELD_INTERVAL`, let the event loop run."""
         now = self.clock()
         if now >= self._next_yield:
-            self._flush()  # nothing waits in a buffer while others run
+            self._hooks.flush()  # nothing waits in a buffer while others run
             await anyio.lowlevel.checkpoint()
             self._next_yield = now + YIELD_INTERVAL
         else:
             await anyio.lowlevel.checkpoint_if_cancelled()
 
+    def _apply_scheduled(self) -> None:
+        """Apply a recorded override whose point has come (a replay of a resumed session)."""
+        while self._scheduled and self._scheduled[0].after_iteration <= self.state.iteration:
+            override = replace(self._scheduled.pop(0), ts=self.wall_clock())
+            self._record(override)
+            self.limits = limits_from(override.settings(), self.config.loop.stale_threshold)
+            log.info("limits overridden", after_iteration=override.after_iteration)
+
     async def _loop(self, notes: list[str]) -> str:
         self._notes = notes
         while True:
             await self._checkpoint()
+            if self._scheduled:
+                self._apply_scheduled()
             reason = check_limits(self.state, self.limits, self._elapsed())
             if reason is not None:
                 if reason == "budget_exhausted":
@@ -384,71 +382,13 @@ class Engine:
         log.warning("hat exhausted", hat=hat, dropped=len(dropped))
         await self.bus.publish(event)
 
-    def _request(
-        self,
-        hat: str,
-        iteration: int,
-        activation: int,
-        triggers: tuple[PendingEvent, ...],
-        *,
-        rerun: bool = False,
-    ) -> BackendRequest:
-        """The backend call of an iteration: its prompt, events file, environment, timeout.
-
-        The events file is :meth:`events_path` (the engine reads it as text; the backend
-        gets a :class:`~pathlib.Path`).
-        """
-        context = [s for ext in self._prompters if (s := ext.prompt_section(hat))]
-        trigger_events = tuple([p.event for p in triggers])
-        prompt = self._templates[hat].render(iteration, trigger_events, context)
-        events_file = Path(self.events_path(iteration))
-        uses_files = self.backends[hat].uses_files
-        prepare_events_file(
-            events_file, uses_files=uses_files, rerun=rerun or iteration == self._rerun
-        )
-        env = self._env
-        if uses_files and self._children.contributors:  # the child's variables, given for it
-            env = {**self._children.give(hat, iteration, activation, events_file), **env}
-        return BackendRequest(
-            hat=hat,
-            prompt=prompt,
-            iteration=iteration,
-            session_id=self.paths.session_id,
-            activation=activation,
-            events_file=events_file,
-            workdir=self.workdir,
-            env=env,
-            timeout_seconds=self._timeouts[hat],
-            triggers=trigger_events,
-            observer=self.observer,
-            idle_timeout_seconds=self._idle[hat],
-        )
+    async def _started(self, request: BackendRequest, backend: Backend) -> None:
+        """An attempt of an iteration starts: the displays follow it."""
+        await self.bus.publish(started_event(request, backend, self.state, self.wall_clock()))
 
     def events_path(self, iteration: int) -> str:
         """The events file of ``iteration``, as text."""
-        return f"{self._iterations}/{iteration:06d}/{EVENTS_FILE_NAME}"
-
-    async def _attempt(
-        self,
-        hat: str,
-        iteration: int,
-        activation: int,
-        triggers: tuple[PendingEvent, ...],
-        rerun: bool,
-    ) -> tuple[BackendRequest, BackendResult, float]:
-        """One call of the hat's backend: the request, the result, when it started."""
-        backend = self.backends[hat]
-        started = self.clock()
-        request = self._request(hat, iteration, activation, triggers, rerun=rerun)
-        # each attempt starts anew for the displays (a wait for a rate limit ends here)
-        await self.bus.publish(started_event(request, backend, self.state, self.wall_clock()))
-        if not backend.instant:
-            self._flush()  # the hat may take a while: nothing waits in a buffer meanwhile
-        try:
-            result = await call_with_timeout(backend, request, self._deadlines[hat])
-        finally:  # a late tool call of its agent is refused from here on
-            self._children.release(iteration)
-        return request, result, started
+        return self._caller.events_path(iteration)
 
     async def _iteration(self, selection: Selection) -> str | None:
         hat, triggers = selection.hat, selection.triggers
@@ -461,10 +401,10 @@ class Engine:
         )
         crash_point("iteration.start")
         published: list[Event] = []
-        for ext in self._starters:
+        for ext in self._hooks.starters:
             await self._publish_collected(await ext.on_iteration_start(iteration, hat), published)
         called = await self._waits.call(
-            partial(self._attempt, hat, iteration, activation, triggers),
+            partial(self._caller.call, hat, iteration, activation, triggers),
             state=self.state,
             limits=self.limits,
             iteration=iteration,
@@ -493,7 +433,7 @@ class Engine:
         outcome.notes.extend(problems)
         await self._publish_collected(outcome.publish, published, point="publish")
         if outcome.completion is not None:  # judged on the state after the other events
-            blocker = next((b for ext in self._blockers if (b := ext.completion_blocker())), None)
+            blocker = self._hooks.blocker()
             missing = missing_required(loop.required_events, self.state.seen_topics, published)
             verdict = judge_completion(outcome, hat, blocker=blocker, missing=missing, now=now)
             await self._publish_collected(verdict, published, point="publish")
@@ -517,7 +457,7 @@ class Engine:
         crash_point("iteration.end")
         self._record(record)
         crash_point("iteration.committed")
-        self._notify_committed(record)
+        self._hooks.committed(record)
         await self.bus.publish(
             Event(topic=ITERATION_DONE, source="loop", payload=record, ts=record.ts)
         )
@@ -534,4 +474,5 @@ class Engine:
             elapsed=self._elapsed(),
             resumed=self.resume,
             notes=notes,
+            limits=self.limits,
         )

@@ -1,4 +1,5 @@
-"""How the engine calls a backend: the child's environment, the emit file, the timeout.
+"""How the engine calls a backend: the request, the child's environment, the emit file,
+the timeout (:class:`HatCaller`).
 
 Everything here is about one iteration's call; the driver decides when to call.
 """
@@ -8,21 +9,32 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import anyio
 import structlog
 
 from loop.backends._process import STOP_SECONDS
-from loop.backends.base import Backend, BackendRequest, BackendResult, effective_timeout
+from loop.backends.base import (
+    Backend,
+    BackendRequest,
+    BackendResult,
+    OutputObserver,
+    effective_timeout,
+)
 from loop.config import LoadedConfig
+from loop.engine.collect import EVENTS_FILE_NAME
+from loop.engine.hooks import Hooks
+from loop.engine.prompt import templates_for
+from loop.engine.state import PendingEvent
 from loop.errors import BackendUnavailable, InputError
 from loop.extensions import Extension, RunningIteration
 
 __all__ = [
     "BACKSTOP_SECONDS",
     "ChildVariables",
+    "HatCaller",
     "call_backend",
     "call_with_timeout",
     "engine_deadline",
@@ -182,3 +194,117 @@ async def call_with_timeout(
         return await call_backend(backend, request)
     assert scope.cancelled_caught
     return BackendResult.failed(f"timeout after {timeout:g}s", exit_code=None)
+
+
+class HatCaller:
+    """How the engine calls a hat's backend: the request (prompt, events file, the
+    child's variables, the timeout), the call under the timeout, and the release.
+
+    Args:
+        config: the loaded configuration (the hats' templates and limits).
+        backends: the backend of each hat.
+        hooks: the extensions' hooks (prompt sections, flush).
+        children: what the extensions add to a child's environment.
+        session_id: the session's id.
+        iterations: the session's ``iterations`` folder.
+        workdir: where the hats run.
+        clock: the engine's monotonic clock.
+        observer: sees the hats' output as it arrives (``-v``), where backends report it.
+        on_start: called with each request just before its backend runs (the engine
+            publishes ``loop.iteration.started``: after a wait, each attempt starts anew).
+    """
+
+    def __init__(
+        self,
+        config: LoadedConfig,
+        backends: Mapping[str, Backend],
+        *,
+        hooks: Hooks,
+        children: ChildVariables,
+        session_id: str,
+        iterations: Path,
+        workdir: Path,
+        clock: Callable[[], float],
+        observer: OutputObserver | None = None,
+        on_start: Callable[[BackendRequest, Backend], Awaitable[None]] | None = None,
+    ) -> None:
+        self.backends = backends
+        self.observer = observer
+        self.on_start = on_start
+        self.hooks = hooks
+        self.children = children
+        self.session_id = session_id
+        self.iterations = iterations
+        self.workdir = workdir
+        self.clock = clock
+        self.templates = templates_for(config)
+        self.timeouts, self.deadlines = hat_limits(config, backends)
+        self.idle = idle_limits(config, backends)
+        self.env: dict[str, str] = {}  # the session's variables, set once it is open
+        self.rerun: int | None = None  # an iteration that was in flight when a run stopped
+
+    def events_path(self, iteration: int) -> str:
+        """The events file of ``iteration``, as text."""
+        return f"{self.iterations}/{iteration:06d}/{EVENTS_FILE_NAME}"
+
+    def request(
+        self,
+        hat: str,
+        iteration: int,
+        activation: int,
+        triggers: tuple[PendingEvent, ...],
+        *,
+        rerun: bool = False,
+    ) -> BackendRequest:
+        """The backend call of an iteration: its prompt, events file, environment, timeout.
+
+        The events file is :meth:`events_path` (the engine reads it as text; the backend
+        gets a :class:`~pathlib.Path`).
+        """
+        context = self.hooks.sections(hat)
+        trigger_events = tuple([p.event for p in triggers])
+        prompt = self.templates[hat].render(iteration, trigger_events, context)
+        events_file = Path(self.events_path(iteration))
+        uses_files = self.backends[hat].uses_files
+        prepare_events_file(
+            events_file, uses_files=uses_files, rerun=rerun or iteration == self.rerun
+        )
+        env = self.env
+        if uses_files and self.children.contributors:  # the child's variables, given for it
+            env = {**self.children.give(hat, iteration, activation, events_file), **env}
+        return BackendRequest(
+            hat=hat,
+            prompt=prompt,
+            iteration=iteration,
+            session_id=self.session_id,
+            activation=activation,
+            events_file=events_file,
+            workdir=self.workdir,
+            env=env,
+            timeout_seconds=self.timeouts[hat],
+            triggers=trigger_events,
+            observer=self.observer,
+            idle_timeout_seconds=self.idle[hat],
+        )
+
+    async def call(
+        self,
+        hat: str,
+        iteration: int,
+        activation: int,
+        triggers: tuple[PendingEvent, ...],
+        rerun: bool,
+    ) -> tuple[BackendRequest, BackendResult, float]:
+        """One call of the hat's backend: the request, the result, when it started."""
+        backend = self.backends[hat]
+        started = self.clock()
+        request = self.request(hat, iteration, activation, triggers, rerun=rerun)
+        if self.on_start is not None:
+            await self.on_start(request, backend)
+        if not backend.instant:
+            self.hooks.flush()  # the hat may take a while: nothing waits in a buffer meanwhile
+        try:
+            result = await call_with_timeout(backend, request, self.deadlines[hat])
+        finally:  # a late tool call of its agent is refused from here on
+            self.children.release(iteration)
+        return request, result, started

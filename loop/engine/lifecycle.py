@@ -26,7 +26,7 @@ from pathlib import Path
 from loop.backends.base import Backend, BackendRequest
 from loop.engine.state import HatUsage, LoopState
 from loop.events import Event
-from loop.records import SessionEnd, SessionStart, Wait
+from loop.records import Override, SessionEnd, SessionStart, Wait
 
 __all__ = [
     "ITERATION_DONE",
@@ -65,6 +65,7 @@ class SessionStarted:
     resumed_at: int | None = None  # the last committed iteration, when resumed
     cost_usd: float = 0.0  # what the session had spent before this process took it over
     tokens: int = 0
+    override: Override | None = None  # the limits a resume changed, journaled
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -9,7 +10,7 @@ from typing import Any
 import structlog
 
 from loop.bus import EventBus
-from loop.engine.decide import exit_code_for
+from loop.engine.decide import Limits, exit_code_for
 from loop.engine.lifecycle import (
     ITERATION_DONE,
     LOOP_RESUMED,
@@ -23,7 +24,7 @@ from loop.events import Event
 from loop.extensions import Extension
 from loop.records import IterationEnd
 
-__all__ = ["ProgressReporter", "RunSummary", "render_summary"]
+__all__ = ["ProgressReporter", "RunSummary", "render_summary", "resume_command"]
 
 log = structlog.get_logger("loop.progress")
 
@@ -46,6 +47,7 @@ class RunSummary:
     notes: list[str] = field(default_factory=list)
     usage_per_hat: dict[str, HatUsage] = field(default_factory=dict)
     tokens: int = 0
+    resume_command: str | None = None
 
     @classmethod
     def of(
@@ -58,8 +60,10 @@ class RunSummary:
         elapsed: float,
         resumed: bool,
         notes: list[str],
+        limits: Limits | None = None,
     ) -> RunSummary:
-        """The summary of a run that ended for ``reason`` in ``state``."""
+        """The summary of a run that ended for ``reason`` in ``state`` (``limits``: what
+        it ran with, for the resume command's hint)."""
         return cls(
             session_id=session_id,
             reason=reason,
@@ -75,7 +79,39 @@ class RunSummary:
             notes=notes,
             usage_per_hat=dict(state.usage_per_hat),
             tokens=state.tokens,
+            resume_command=resume_command(session_id, reason, state, limits),
         )
+
+
+def resume_command(
+    session_id: str, reason: str, state: LoopState, limits: Limits | None
+) -> str | None:
+    """The command that goes on with a session that ended for ``reason`` (None when it
+    is done), raising the limit it reached: the summary and ``status`` both say this.
+
+    Limits keep on counting across a resume (iterations, failures in a row, spend), so
+    the hint raises the limit above what was reached, not to a fresh allowance.
+    """
+    if reason in ("completed", "cancelled"):
+        return None
+    flag = ""
+    if limits is None:
+        pass
+    elif reason == "max_iterations":
+        flag = f" --max-iterations {max(state.iteration * 2, limits.max_iterations + 1)}"
+    elif reason == "max_runtime":
+        longer = max(state.elapsed, limits.max_runtime_seconds) * 2
+        flag = f" --max-runtime {max(60, math.ceil(longer))}"
+    elif reason == "max_consecutive_failures":
+        more = state.consecutive_failures + limits.max_consecutive_failures
+        flag = f" --max-consecutive-failures {more}"
+    elif reason == "budget_exhausted":
+        budget = limits.budget
+        if budget.max_cost_usd is not None and state.cost_usd >= budget.max_cost_usd:
+            flag = f" --max-cost-usd {math.ceil(state.cost_usd * 200) / 100:g}"
+        elif budget.max_tokens is not None and state.tokens >= budget.max_tokens:
+            flag = f" --max-tokens {state.tokens * 2}"
+    return f"python -m loop run --resume {session_id}{flag}"
 
 
 def _count(n: int) -> str:
@@ -144,6 +180,16 @@ class ProgressReporter(Extension):
             fields["spent"] = spent
         if started.resumed_at is not None:
             log.info("session resumed", **fields, after_iteration=started.resumed_at)
+            if (override := started.override) is not None:
+                log.info(
+                    "limits changed from here on",
+                    max_iterations=override.max_iterations,
+                    max_runtime_seconds=override.max_runtime_seconds,
+                    max_consecutive_failures=override.max_consecutive_failures,
+                    max_cost_usd=override.max_cost_usd,
+                    max_tokens=override.max_tokens,
+                    backends=override.backends or None,
+                )
         else:
             log.info("session started", **fields)
 
@@ -203,10 +249,6 @@ def render_summary(summary: RunSummary, extra: list[str] | None = None) -> str:
         lines.append("  usage     " + " · ".join(usage))
     lines += [f"  note      {n}" for n in summary.notes]
     lines += [f"  {line}" for line in (extra or [])]
-    if summary.exit_code != 0:
-        raise_limit = {
-            "max_iterations": f" --max-iterations {summary.iterations * 2}",
-            "max_runtime": f" --max-runtime {max(60, int(summary.elapsed * 2))}",
-        }.get(summary.reason, "")
-        lines.append(f"  resume    python -m loop run --resume {summary.session_id}{raise_limit}")
+    if summary.resume_command:
+        lines.append(f"  resume    {summary.resume_command}")
     return "\n".join(lines)

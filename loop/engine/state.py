@@ -21,6 +21,8 @@ from loop.records import (
     IterationEnd,
     IterationStart,
     JournalRecord,
+    LimitSettings,
+    Override,
     Resume,
     SessionEnd,
     SessionStart,
@@ -170,6 +172,8 @@ class LoopState:
     resumes: int = 0
     waiting: Wait | None = None  # the last wait of the iteration in flight
     waited: float = 0.0  # seconds of waits planned for it (max_wait_seconds bounds them)
+    settings: LimitSettings | None = None  # the limits of the last override, if any
+    backends: dict[str, str] = field(default_factory=dict)  # hats' backends overridden
 
 
 def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
@@ -203,6 +207,9 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
         case Wait():
             state.waiting = record
             state.waited += record.seconds
+        case Override():
+            state.settings = record.settings()
+            state.backends.update(record.backends)
         case Resume():
             state.resumes += 1
             if state.termination == "rate_limited":  # the loop gave up waiting: go on anew

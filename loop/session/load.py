@@ -25,6 +25,7 @@ from loop.records import (
     IterationEnd,
     IterationFields,
     IterationStart,
+    Override,
     Resume,
     SessionEnd,
     SessionStart,
@@ -163,6 +164,25 @@ def _end_marker(end: EndView) -> MarkerView:
     )
 
 
+def _override_marker(record: Override, after: int) -> MarkerView:
+    limits = [
+        f"{name} {value:g}"
+        for name, value in (
+            ("max_iterations", record.max_iterations),
+            ("max_runtime_seconds", record.max_runtime_seconds),
+            ("max_consecutive_failures", record.max_consecutive_failures),
+            ("max_cost_usd", record.max_cost_usd),
+            ("max_tokens", record.max_tokens),
+            ("max_wait_seconds", record.max_wait_seconds),
+        )
+        if value is not None
+    ]
+    limits += [f"{hat}.max_cost_usd {v:g}" for hat, v in record.hat_max_cost_usd.items()]
+    limits += [f"{hat}.max_tokens {v}" for hat, v in record.hat_max_tokens.items()]
+    limits += [f"{hat}.backend {kind}" for hat, kind in record.backends.items()]
+    return MarkerView(kind="override", after=after, message="from here on: " + ", ".join(limits))
+
+
 def _event(event: Event) -> EventView:
     return EventView.model_validate(event, from_attributes=True)
 
@@ -199,6 +219,8 @@ def _from_journal(path: Path) -> SessionView:
                         f"{event.topic} published",
                     )
                 )
+            case Override():
+                build.markers.append(_override_marker(record, build.done))
             case Resume():
                 was = record.in_flight
                 build.resumed(
@@ -258,6 +280,8 @@ def _from_recording(path: Path) -> SessionView:
                     build.iteration(record)
                 case MarkerRecord(marker="resumed"):
                     build.resumed(record.message)
+                case Override():
+                    build.markers.append(_override_marker(record, build.done))
                 case MarkerRecord():
                     build.markers.append(
                         MarkerView(kind=record.marker, after=build.done, message=record.message)

@@ -17,9 +17,9 @@ import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from loop import _json
-from loop.config import config_digest, config_from_snapshot
+from loop.config import base_digest, config_digest, config_from_snapshot
 from loop.errors import RecordingError
-from loop.records import HatTopology, validation_message
+from loop.records import HatTopology, Override, validation_message
 from loop.session.recording import (
     SCHEMA_VERSION,
     FooterRecord,
@@ -62,6 +62,7 @@ class RecordingReader:
         self.path = path
         self.footer: FooterRecord | None = None
         self.markers: list[tuple[int, MarkerRecord]] = []
+        self.overrides: list[Override] = []  # a resume's changed limits, in order
         self.warnings: list[str] = []
         self.torn = False
         self._index: dict[int, tuple[int, int, int]] = {}  # iteration -> offset, size, line
@@ -171,6 +172,8 @@ class RecordingReader:
         record = self._parse(raw, number)
         if isinstance(record, MarkerRecord):
             self.markers.append((number, record))
+        elif isinstance(record, Override):
+            self.overrides.append(record)
         elif isinstance(record, FooterRecord):
             self.footer = record
         else:
@@ -273,11 +276,15 @@ class RecordingReader:
             raise self._error(
                 "recording is incomplete: records were lost to write failures; re-record it", where
             )
+        base = base_digest(header.config)
         for _, marker in self.markers:
-            if marker.marker == "resumed" and marker.config_digest not in (
-                None,
-                header.config_digest,
-            ):
+            if marker.marker != "resumed":
+                continue
+            if marker.base_digest is not None:  # limits and backends are override lines
+                differs = marker.base_digest != base
+            else:
+                differs = marker.config_digest not in (None, header.config_digest)
+            if differs:
                 self.warnings.append(
                     f"{self.path}: resumed with a different configuration; "
                     "the replay uses the header's"

@@ -36,7 +36,7 @@ import structlog
 from loop import __version__, _json
 from loop._fs import write_all
 from loop.bus import EventBus
-from loop.config import config_digest
+from loop.config import base_digest, config_digest
 from loop.engine.journal import read_journal
 from loop.engine.lifecycle import (
     LOOP_RESUMED,
@@ -361,16 +361,22 @@ class Recorder(Extension):
         if started.resumed_at is not None:
             if not self._disabled:
                 self._backfill(started)
+            config = started.start.config
+            if self.redactor is not None:  # as the header's digest: of what is recorded
+                config = self.redactor.value(config)
             self._put(
                 MarkerRecord(
                     marker="resumed",
                     session_id=started.start.session_id,
                     resumed_at_iteration=started.resumed_at,
                     config_digest=started.start.config_digest,
+                    base_digest=base_digest(config),
                     message=f"session resumed after iteration {started.resumed_at}",
                     ts=event.ts,
                 )
             )
+            if started.override is not None:  # replay applies it at the same point
+                self._put(started.override)
 
     def _same_session(self, session_id: str) -> bool:
         try:

@@ -1,7 +1,9 @@
 """The session recording format: one JSON record per line, versioned, with a JSON Schema.
 
 A recording is a header, one record per iteration, optional markers (the size cap was
-reached, the session was resumed, records were lost to write failures) and a footer::
+reached, the session was resumed, records were lost to write failures), the journal's
+``override`` records (a resume changed the limits or backends from that point on) and a
+footer::
 
     {"kind": "header", "schema_version": 1, "session_id": ..., "hats": {...}, ...}
     {"kind": "iteration", "iteration": 1, "hat": "planner", "prompt": ..., ...}
@@ -28,6 +30,7 @@ from loop.records import (
     RECORD_CONFIG,
     IterationEnd,
     IterationFields,
+    Override,
     SessionEndFields,
     SessionFields,
     validation_message,
@@ -85,6 +88,10 @@ class MarkerRecord:
     session_id: str | None = None
     resumed_at_iteration: int | None = None
     config_digest: str | None = None
+    base_digest: Annotated[
+        str | None,
+        Field(description="the resumed configuration's, without what an override changes"),
+    ] = None
     ts: float
 
 
@@ -101,7 +108,8 @@ class FooterRecord(SessionEndFields):
 
 
 RecordingRecord = Annotated[
-    HeaderRecord | IterationRecord | MarkerRecord | FooterRecord, Field(discriminator="kind")
+    HeaderRecord | IterationRecord | MarkerRecord | Override | FooterRecord,
+    Field(discriminator="kind"),
 ]
 _RECORD: TypeAdapter[RecordingRecord] = TypeAdapter(RecordingRecord)
 _ITERATION: TypeAdapter[IterationRecord] = TypeAdapter(IterationRecord)

@@ -17,10 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from loop._fs import check_name
+from loop.engine.decide import exit_code_for, limits_from
 from loop.engine.journal import read_journal
+from loop.engine.progress import resume_command
+from loop.engine.resume import journaled_limits
 from loop.engine.session_dir import JOURNAL_NAME, LATEST, SessionPaths, is_locked
 from loop.engine.state import LoopState, RouteContext, fold
-from loop.errors import PathError
+from loop.errors import EXIT_LIMIT, PathError, SessionError
 from loop.records import SessionStart
 
 __all__ = [
@@ -80,7 +83,9 @@ class PendingSummary(BaseModel):
     source: str | None = None
 
 
-SessionState = Literal["not_found", "running", "interrupted", "completed", "failed"]
+SessionState = Literal[
+    "not_found", "running", "interrupted", "completed", "cancelled", "limit_reached", "failed"
+]
 
 
 class SessionStatus(BaseModel):
@@ -97,6 +102,11 @@ class SessionStatus(BaseModel):
     elapsed: float = 0.0
     failed_iterations: int = 0
     cost_usd: float = 0.0
+    tokens: int = Field(default=0, description="input plus output tokens, where reported")
+    waiting_until: float | None = Field(
+        default=None, description="a rate or usage limit is waited out until then (epoch s)"
+    )
+    waiting_for: str | None = Field(default=None, description="the limit being waited out")
     resumes: int = 0
     torn_journal: bool = False
     resume_command: str | None = None
@@ -116,17 +126,15 @@ def session_status(sessions_dir: Path, session_id: str) -> SessionStatus:
     contents = read_journal(paths.journal)
     start = next((r for r in contents.records if isinstance(r, SessionStart)), None)
     state = LoopState() if start is None else fold(contents.records, RouteContext.from_start(start))
-    if is_locked(paths.lock):
-        status = "running"
-    elif state.termination is None or state.termination == "interrupted":
-        status = "interrupted"
-    elif state.termination == "completed":
-        status = "completed"
-    else:
-        status = "failed"
+    status = _state_of(state.termination, locked=is_locked(paths.lock))
     resume = None
-    if status in ("interrupted", "failed"):
-        resume = f"python -m loop run --resume {session_id}"
+    if status not in ("running", "completed", "cancelled"):
+        limits = None
+        if start is not None:
+            with contextlib.suppress(SessionError):  # no hint beyond a plain resume
+                limits = limits_from(journaled_limits(state, start))
+        resume = resume_command(session_id, state.termination or "interrupted", state, limits)
+    waiting = state.waiting
     return SessionStatus(
         session_id=session_id,
         status=status,
@@ -141,8 +149,24 @@ def session_status(sessions_dir: Path, session_id: str) -> SessionStatus:
         elapsed=round(state.elapsed, 3),
         failed_iterations=state.failed_iterations,
         cost_usd=round(state.cost_usd, 6),
+        tokens=state.tokens,
+        waiting_until=waiting.until if waiting is not None else None,
+        waiting_for=f"{waiting.limit}: {waiting.message}" if waiting is not None else None,
         resumes=state.resumes,
         torn_journal=contents.torn,
         resume_command=resume,
         directory=str(paths.dir),
     )
+
+
+def _state_of(termination: str | None, *, locked: bool) -> SessionState:
+    """A session's state from how it ended: the exit code's class of its reason."""
+    if locked:
+        return "running"
+    if termination is None or termination == "interrupted":
+        return "interrupted"
+    if termination == "completed":
+        return "completed"
+    if termination == "cancelled":
+        return "cancelled"
+    return "limit_reached" if exit_code_for(termination) == EXIT_LIMIT else "failed"

@@ -121,8 +121,8 @@ class LoopEvent(_View):
 class MarkerView(_View):
     """Something that happened between iterations, or to the file itself."""
 
-    # resumed, ended (before a resume), hat_exhausted, in_flight (journal), and a
-    # recording's own: cap_reached, write_failed
+    # resumed, override (a resume's changed limits), ended (before a resume),
+    # hat_exhausted, in_flight (journal), and a recording's own: cap_reached, write_failed
     kind: str
     after: int  # the iterations done at the time
     message: str

@@ -28,6 +28,7 @@ from loop.backends.scripted import ScriptedBackend
 from loop.bus import EventBus
 from loop.config import LoadedConfig, load_config
 from loop.engine.progress import RunSummary
+from loop.engine.resume import LimitOverrides
 from loop.events import Event
 from loop.extensions import Extension
 from loop.runner import RunOptions, run_loop
@@ -147,12 +148,14 @@ async def run_hats(
     clock: Callable[[], float] | None = None,
     wall_clock: Callable[[], float] | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
+    limit_overrides: LimitOverrides | None = None,
 ) -> tuple[RunSummary, EventCapture]:
     """Run a loop in-process with the given backends; return its summary and a capture.
 
     ``clock`` and ``wall_clock`` (a :class:`FakeClock`, say) replace the engine's
     monotonic clock (runtime limit, durations) and its time of day (record timestamps,
     the deadlines of rate-limit waits); ``sleep`` (:meth:`FakeClock.sleep`) its waits.
+    ``limit_overrides`` are a resume's command-line limits (``--max-iterations`` ...).
     """
     capture = EventCapture()
     options = RunOptions(
@@ -169,5 +172,7 @@ async def run_hats(
         options.wall_clock = wall_clock
     if sleep is not None:
         options.sleep = sleep
+    if limit_overrides is not None:
+        options.limit_overrides = limit_overrides
     summary = await run_loop(config, options, [capture, *(extra or [])])
     return summary, capture

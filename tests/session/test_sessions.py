@@ -68,7 +68,7 @@ async def test_resume_rules_new_ids_completed_sessions_and_limits(tmp_path: Path
     backend = scripted(tag("a.more", "1"), tag("LOOP_COMPLETE"))
     first, _ = await run_hats(cfg, {"a": backend}, workdir=tmp_path, session_id="s")
     assert first.reason == "max_iterations"
-    assert session_status(tmp_path / ".loop/sessions", "s").status == "failed"
+    assert session_status(tmp_path / ".loop/sessions", "s").status == "limit_reached"
     with pytest.raises(SessionError, match="already exists; use --resume"):
         await run_hats(cfg, {"a": backend}, workdir=tmp_path, session_id="s")
     more = _cfg(tmp_path / "b", max_iterations=5)

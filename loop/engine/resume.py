@@ -1,0 +1,152 @@
+"""Resuming a stopped session, in pure code: its state, and the records a resume appends.
+
+A resumed session keeps the limits and budgets it ran with (its journal's
+``session.start``, changed by any earlier ``override``), except those given as flags to
+``run --resume`` (:class:`LimitOverrides`) and those edited in the configuration since
+the session started (:func:`resumed_limits`); a hat whose backend type changed
+(``--backend``) is a change too. The changes are journaled as one ``override`` record
+right after the ``resume`` record, so ``status`` and a replay of the session's
+recording apply the same limits from the same iteration on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from loop.config import LoadedConfig
+from loop.config.models import snapshot_limits
+from loop.engine.state import LoopState, RouteContext, fold
+from loop.errors import InputError, SessionError
+from loop.records import (
+    JournalRecord,
+    LimitSettings,
+    Override,
+    Resume,
+    SessionStart,
+    validation_message,
+)
+
+__all__ = ["LimitOverrides", "journaled_limits", "resume_records", "resumed_limits"]
+
+_SETTINGS: TypeAdapter[LimitSettings] = TypeAdapter(LimitSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class LimitOverrides:
+    """The limits given on the command line of a resume (None: keep the session's)."""
+
+    max_iterations: int | None = None
+    max_runtime_seconds: float | None = None
+    max_consecutive_failures: int | None = None
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    max_wait_seconds: float | None = None
+
+    def given(self) -> dict[str, float | int]:
+        """The limits given, by name."""
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+
+def resumed_limits(
+    *,
+    started: LimitSettings,
+    last: LimitSettings,
+    loaded: LimitSettings,
+    given: LimitOverrides,
+) -> LimitSettings:
+    """The limits a session resumes with, limit by limit: the one given on the command
+    line; else the configuration's when it differs from what the session started with
+    (the file was edited since); else the one the session last ran with (``last``: a
+    previous resume's override stays).
+
+    Raises:
+        ValueError: a limit given is out of range (``max_iterations = 0``, say).
+    """
+    flags = given.given()
+    values: dict[str, Any] = {}
+    for f in fields(LimitSettings):
+        name = f.name
+        if name in flags:
+            values[name] = flags[name]
+        elif getattr(loaded, name) != getattr(started, name):
+            values[name] = getattr(loaded, name)
+        else:
+            values[name] = getattr(last, name)
+    try:
+        return _SETTINGS.validate_python(values, strict=False)  # a dict, of typed values
+    except ValidationError as exc:
+        raise ValueError(validation_message(exc)) from None
+
+
+def journaled_limits(state: LoopState, start: SessionStart) -> LimitSettings:
+    """The limits a session last ran with: its last override's, else its start's.
+
+    Raises:
+        SessionError: the journal's configuration snapshot cannot be read.
+    """
+    return state.settings if state.settings is not None else _started(start)
+
+
+def _started(start: SessionStart) -> LimitSettings:
+    try:
+        return snapshot_limits(start.config)
+    except ValueError as exc:
+        raise SessionError(
+            f"session {start.session_id}: its journaled configuration is not valid: {exc}"
+        ) from exc
+
+
+def resume_records(
+    records: Sequence[JournalRecord],
+    ctx: RouteContext,
+    config: LoadedConfig,
+    overrides: LimitOverrides,
+    *,
+    pid: int,
+    now: float,
+) -> tuple[LoopState, LimitSettings, list[JournalRecord]]:
+    """Fold a stopped session's ``records``; the limits it resumes with and the records
+    the resume appends (``resume``, and ``override`` when limits or backends change).
+
+    Raises:
+        SessionError: the session completed or was cancelled, or its journal does not
+            start with ``session.start``.
+        InputError: a limit given is out of range.
+    """
+    start = records[0] if records else None
+    if not isinstance(start, SessionStart):
+        raise SessionError("the journal does not start with a session.start record")
+    state = fold(records, ctx)
+    if state.termination in ("completed", "cancelled"):
+        raise SessionError(
+            f"session {start.session_id} already {state.termination}; start a new one"
+        )
+    started = _started(start)
+    before = state.settings if state.settings is not None else started
+    try:
+        after = resumed_limits(
+            started=started, last=before, loaded=config.limit_settings(), given=overrides
+        )
+    except ValueError as exc:
+        raise InputError(f"run --resume {start.session_id}: {exc}") from None
+    ran = {name: hat.backend for name, hat in start.hats.items()} | state.backends
+    changed = {
+        name: hat.backend
+        for name, hat in config.topology().items()
+        if ran.get(name) not in (None, hat.backend)
+    }
+    appended: list[JournalRecord] = [
+        Resume(
+            pid=pid, iteration=state.iteration, in_flight=min(state.in_flight, default=None), ts=now
+        )
+    ]
+    if after != before or changed:
+        values = {f.name: getattr(after, f.name) for f in fields(LimitSettings)}
+        appended.append(
+            Override(**values, after_iteration=state.iteration, backends=changed, ts=now)
+        )
+    return state, after, appended

@@ -1,0 +1,189 @@
+"""Resuming after a limit or failure stop: the limits given on the command line, journaled
+as an override; status and the summary agree on the hint; a recording replays."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loop.backends.base import Backend, BackendRequest, BackendResult
+from loop.config import LoadedConfig, load_config
+from loop.engine.journal import read_journal
+from loop.engine.resume import LimitOverrides, resumed_limits
+from loop.errors import EXIT_FAILED, EXIT_LIMIT
+from loop.records import LimitSettings, Override
+from loop.replay import replay_recording
+from loop.runner import RunOptions, build_backends, run_loop
+from loop.session.recorder import Recorder
+from loop.session.store import session_status
+from loop.testing import make_config, run_hats, tag
+
+from .test_recorder import LOOP_TOML, Yielding, lines
+
+SETTINGS = LimitSettings(max_iterations=10, max_runtime_seconds=60, max_consecutive_failures=3)
+
+
+class Flaky(Backend):
+    """Fails while ``broken`` (an outage the user fixes), then completes."""
+
+    kind = "flaky"
+    uses_files = False
+    instant = True
+
+    def __init__(self) -> None:
+        self.broken = True
+        self.calls = 0
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """Fail, or complete once fixed."""
+        self.calls += 1
+        if self.broken:
+            return BackendResult.failed("connection refused")
+        return BackendResult(output=tag("LOOP_COMPLETE"))
+
+
+def _cfg(tmp_path: Path) -> LoadedConfig:
+    return make_config(
+        {"a": {"triggers": ["task.start"]}}, folder=tmp_path, max_consecutive_failures=2
+    )
+
+
+async def test_a_failure_stop_resumes_with_a_higher_limit_and_status_agrees(
+    tmp_path: Path,
+) -> None:
+    """After max_consecutive_failures, a plain resume stops again at once (the failures in
+    a row still count) with the same hint status gives; the hint's command goes on, and
+    the override is journaled after the resume."""
+    cfg, backend = _cfg(tmp_path), Flaky()
+    sessions = tmp_path / ".loop/sessions"
+    first, _ = await run_hats(cfg, {"a": backend}, workdir=tmp_path, session_id="f")
+    assert (first.reason, first.exit_code, backend.calls) == (
+        "max_consecutive_failures",
+        EXIT_FAILED,
+        2,
+    )
+    status = session_status(sessions, "f")
+    assert status.status == "failed"
+    hint = "python -m loop run --resume f --max-consecutive-failures 4"
+    assert first.resume_command == status.resume_command == hint
+
+    again, _ = await run_hats(cfg, {"a": backend}, workdir=tmp_path, session_id="f", resume=True)
+    assert again.reason == "max_consecutive_failures" and backend.calls == 2
+    assert again.resume_command == hint
+
+    backend.broken = False  # the user fixed the outage, then ran the hint
+    done, _ = await run_hats(
+        cfg,
+        {"a": backend},
+        workdir=tmp_path,
+        session_id="f",
+        resume=True,
+        limit_overrides=LimitOverrides(max_consecutive_failures=4),
+    )
+    assert done.reason == "completed" and done.exit_code == 0 and backend.calls == 3
+    records = read_journal(sessions / "f/journal.jsonl").records
+    kinds = [r.kind for r in records]
+    overrides = [r for r in records if isinstance(r, Override)]
+    assert len(overrides) == 1 and overrides[0].max_consecutive_failures == 4
+    assert overrides[0].after_iteration == 2
+    assert kinds[kinds.index("override") - 1] == "resume"
+    assert kinds.count("resume") == 2  # the plain resume changed nothing: no override
+    assert session_status(sessions, "f").status == "completed"
+
+
+async def test_status_tells_a_limit_reached_from_a_failure(tmp_path: Path) -> None:
+    """max_iterations is a limit reached (exit 3); the hint raises it past what was used."""
+    cfg = make_config(
+        {"a": {"triggers": ["task.start", "a.more"]}}, folder=tmp_path, max_iterations=2
+    )
+    outputs = [tag("a.more"), tag("a.more"), tag("LOOP_COMPLETE")]
+
+    class Script(Backend):
+        kind = "script"
+        uses_files = False
+        instant = True
+
+        async def run(self, request: BackendRequest) -> BackendResult:
+            return BackendResult(output=outputs[request.iteration - 1])
+
+    first, _ = await run_hats(cfg, {"a": Script()}, workdir=tmp_path, session_id="m")
+    assert (first.reason, first.exit_code) == ("max_iterations", EXIT_LIMIT)
+    status = session_status(tmp_path / ".loop/sessions", "m")
+    assert status.status == "limit_reached"
+    assert status.resume_command == first.resume_command
+    assert first.resume_command == "python -m loop run --resume m --max-iterations 4"
+    done, _ = await run_hats(
+        cfg,
+        {"a": Script()},
+        workdir=tmp_path,
+        session_id="m",
+        resume=True,
+        limit_overrides=LimitOverrides(max_iterations=4),
+    )
+    assert done.reason == "completed" and done.iterations == 3
+
+
+def test_resumed_limits_take_flags_then_edits_then_the_last_run() -> None:
+    """Limit by limit: a flag wins; else a value edited in the file since the start; else
+    what the session last ran with (an earlier override stays)."""
+    last = LimitSettings(max_iterations=20, max_runtime_seconds=60, max_consecutive_failures=5)
+    edited = LimitSettings(max_iterations=10, max_runtime_seconds=90, max_consecutive_failures=3)
+    after = resumed_limits(
+        started=SETTINGS,
+        last=last,
+        loaded=edited,
+        given=LimitOverrides(max_consecutive_failures=7, max_cost_usd=2.5),
+    )
+    assert after == LimitSettings(
+        max_iterations=20,  # the earlier override stays (the file still says 10)
+        max_runtime_seconds=90,  # edited in the file
+        max_consecutive_failures=7,  # the flag
+        max_cost_usd=2.5,
+    )
+    assert (
+        resumed_limits(started=SETTINGS, last=SETTINGS, loaded=SETTINGS, given=LimitOverrides())
+        == SETTINGS
+    )
+    with pytest.raises(ValueError, match="greater than or equal to 1"):
+        resumed_limits(
+            started=SETTINGS,
+            last=SETTINGS,
+            loaded=SETTINGS,
+            given=LimitOverrides(max_iterations=0),
+        )
+
+
+async def test_a_recording_resumed_with_other_limits_replays(tmp_path: Path) -> None:
+    """The override goes into the recording; a replay applies it at the same point, so a
+    session stopped at max_iterations = 2 and resumed with 20 replays all five iterations."""
+    (tmp_path / "loop.toml").write_text(
+        LOOP_TOML.replace("max_iterations = 20", "max_iterations = 2"), encoding="utf-8"
+    )
+    path = tmp_path / "rec.jsonl"
+
+    async def run(overrides: LimitOverrides | None, **recorder: bool) -> str:
+        config = load_config(tmp_path / "loop.toml", root=tmp_path)
+        backends: dict[str, Backend] = {n: Yielding(b) for n, b in build_backends(config).items()}
+        options = RunOptions(
+            workdir=tmp_path,
+            progress=False,
+            handle_signals=False,
+            session_id="r",
+            resume=overrides is not None,
+            backends=backends,
+            limit_overrides=overrides or LimitOverrides(),
+        )
+        summary = await run_loop(config, options, [Recorder(path, **recorder)])
+        return summary.reason
+
+    assert await run(None) == "max_iterations"
+    assert await run(LimitOverrides(max_iterations=20), append=True) == "completed"
+    data = lines(path)
+    kinds = [d["kind"] for d in data]
+    assert kinds.count("override") == 1
+    assert kinds[kinds.index("override") - 1] == "marker"
+    result = await replay_recording(path)
+    assert result.ok, result.divergence
+    assert result.actual_iterations == 5
+    assert not result.warnings  # only the limits changed: the same configuration
