@@ -1,4 +1,5 @@
-"""``loop init``: write a commented loop.toml and hat files to start from (never overwrite).
+"""``loop init``: write a commented loop.toml and hat files to start from (never overwrite),
+from a preset or converted from a Ralph Orchestrator configuration (``--from-ralph``).
 
 ``--backend B`` makes B every hat's backend: the preset's ``[backend]`` block (the
 comments above ``[backend]`` and the table, last in ``loop.toml``) is replaced by B's
@@ -18,9 +19,10 @@ from typing import Any
 
 from loop._fs import write_new_file
 from loop.config import preset_dir, preset_names
-from loop.errors import UsageError
+from loop.config.ralph import RalphConversion, convert_ralph
+from loop.errors import InputError, UsageError
 
-__all__ = ["BACKENDS", "backend_block", "plan_files", "register"]
+__all__ = ["BACKENDS", "backend_block", "plan_files", "ralph_files", "register", "with_backend"]
 
 BACKENDS = ("scripted", "claude", "gemini", "codex")
 _BACKEND_TABLE = re.compile(r"^\[hats\.[^\]]+\.backend\]\s*$", re.MULTILINE)
@@ -79,10 +81,18 @@ def plan_files(preset: str, backend: str | None) -> dict[Path, str]:
         if src.is_dir() or any(part.startswith((".", "__")) for part in rel.parts):
             continue
         files[rel] = src.read_text(encoding="utf-8")
+    return with_backend(files, backend)
+
+
+def with_backend(files: dict[Path, str], backend: str | None) -> dict[Path, str]:
+    """``files`` (a ``loop.toml`` and hat files) with every hat on ``backend``: the
+    ``[backend]`` block replaced, the hats' own backend tables dropped (and, for the
+    scripted backend, stand-ins added). ``None`` changes nothing."""
     config = files[Path("loop.toml")]
     own = _TYPE.search(config[_block_start(config) :])
     if backend is None or (own is not None and own.group(1) == backend):
         return files  # the preset as shipped
+    files = dict(files)
     files[Path("loop.toml")] = config[: _block_start(config)] + backend_block(backend)
     completion = tomllib.loads(config).get("loop", {}).get("completion_event", "LOOP_COMPLETE")
     for rel, text in files.items():
@@ -95,7 +105,14 @@ def plan_files(preset: str, backend: str | None) -> dict[Path, str]:
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``init``."""
     p = sub.add_parser("init", help="write a loop.toml and hat files to start from")
-    p.add_argument("--preset", default="default", help=f"one of: {', '.join(preset_names())}")
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--preset", default="default", help=f"one of: {', '.join(preset_names())}")
+    source.add_argument(
+        "--from-ralph",
+        metavar="RALPH_YML",
+        help="convert a Ralph Orchestrator configuration or preset (needs PyYAML: "
+        "pip install 'hatloop[ralph]')",
+    )
     p.add_argument(
         "--backend",
         choices=BACKENDS,
@@ -107,7 +124,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _init(args: argparse.Namespace) -> int:
     target = Path(args.dir)
-    files = plan_files(args.preset, args.backend)
+    notes: list[str] = []
+    if args.from_ralph is not None:
+        converted = ralph_files(Path(args.from_ralph))
+        files, notes = with_backend(converted.files, args.backend), converted.notes
+        origin = f"converted from {args.from_ralph}"
+    else:
+        files, origin = plan_files(args.preset, args.backend), f"preset {args.preset}"
     existing = [str(target / rel) for rel in files if (target / rel).exists()]
     if existing:
         raise UsageError("init never overwrites; these files exist already: " + ", ".join(existing))
@@ -119,5 +142,27 @@ def _init(args: argparse.Namespace) -> int:
         except FileExistsError:
             raise UsageError(f"init never overwrites; {dest} exists already") from None
         print(f"wrote {dest}")
-    print(f"next: python -m loop hats validate && python -m loop run   (preset {args.preset})")
+    for note in notes:
+        print(f"not carried over: {note}")
+    print(f"next: python -m loop hats validate && python -m loop run   ({origin})")
     return 0
+
+
+def ralph_files(path: Path) -> RalphConversion:
+    """Read and convert a Ralph configuration file.
+
+    Raises:
+        UsageError: PyYAML is missing.
+        InputError: the file cannot be read, is not YAML, or is not a Ralph configuration.
+    """
+    try:
+        import yaml  # noqa: PLC0415 - an optional extra, needed by this command only
+    except ImportError:
+        raise UsageError("init --from-ralph needs PyYAML: pip install 'hatloop[ralph]'") from None
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read {path}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not YAML: {' '.join(str(exc).split())}") from None
+    return convert_ralph(data, source=str(path))

@@ -1,0 +1,300 @@
+"""Convert a Ralph Orchestrator configuration or preset (YAML, parsed) into hatloop's
+``loop.toml`` and one hat file per hat, in pure code.
+
+What maps (Ralph → hatloop):
+
+* ``event_loop``: ``prompt``, ``prompt_file`` (Ralph's default ``PROMPT.md`` is
+  hatloop's too), ``completion_promise`` → ``completion_event``, ``starting_event``,
+  ``max_iterations``, ``max_runtime_seconds``, ``max_cost_usd``,
+  ``max_consecutive_failures``, ``required_events``, ``cancellation_promise`` →
+  ``cancellation_event``, ``enforce_hat_scope`` → ``strict_publishes``;
+* ``cli.backend``: ``claude``, ``gemini`` and ``codex`` are hatloop's backends of the
+  same name, ``custom`` (``cli.command`` and ``cli.args``) a ``command`` backend;
+* ``core.guardrails`` → ``[loop] guardrails``;
+* each hat: ``name``, ``description``, ``triggers``, ``publishes``, ``instructions``
+  (and ``extra_instructions``, appended), ``default_publishes``, ``max_activations``,
+  ``timeout`` → ``timeout_seconds``, and a backend given as a string, a table with
+  ``type`` and ``args``, or a custom ``command``; ``ralph emit ...`` and
+  ``ralph tools task ...`` commands in the instructions become hatloop's
+  (``"$LOOP_PYTHON" -m loop emit ...``, ``... -m loop task ...``).
+
+Whatever does not map (memories, skills, waves, Telegram, hooks, Ralph-only agents and
+settings) is listed in :attr:`RalphConversion.notes`, one line each; the files are
+written all the same.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loop.errors import InputError
+
+__all__ = ["AGENT_BACKENDS", "RalphConversion", "convert_ralph", "rewrite_commands"]
+
+AGENT_BACKENDS = ("claude", "gemini", "codex")
+_FALLBACK_BACKEND = "claude"
+
+# event_loop key -> [loop] key
+_LOOP_KEYS = {
+    "prompt": "prompt",
+    "prompt_file": "prompt_file",
+    "completion_promise": "completion_event",
+    "starting_event": "starting_event",
+    "max_iterations": "max_iterations",
+    "max_runtime_seconds": "max_runtime_seconds",
+    "max_cost_usd": "max_cost_usd",
+    "max_consecutive_failures": "max_consecutive_failures",
+    "required_events": "required_events",
+    "cancellation_promise": "cancellation_event",
+    "enforce_hat_scope": "strict_publishes",
+}
+_HAT_KEYS = {
+    "name": "name",
+    "description": "description",
+    "triggers": "triggers",
+    "publishes": "publishes",
+    "default_publishes": "default_publishes",
+    "max_activations": "max_activations",
+    "timeout": "timeout_seconds",
+}
+# what a top-level key or a hat key is, when it is not carried over
+_WHY = {
+    "memories": "memories (hatloop has none; an agent keeps notes in files)",
+    "skills": "skills (give them to the agent CLI itself)",
+    "RObot": "Telegram (RObot) human-in-the-loop",
+    "robot": "Telegram (RObot) human-in-the-loop",
+    "hooks": "lifecycle hooks",
+    "concurrency": "waves (concurrent activations)",
+    "aggregate": "waves (aggregation of concurrent activations)",
+    "scratchpad": "the per-hat scratchpad",
+    "disallowed_tools": "disallowed tools (set them on the agent CLI: allowed_tools, args)",
+}
+_RALPH = r'(?:"\$RALPH_BIN"|\$RALPH_BIN|\$\{RALPH_BIN\}|ralph)'
+_EMIT = re.compile(_RALPH + r" emit\b")
+_TASK = re.compile(_RALPH + r" tools task\b(?: (\w+))?")
+_OTHER_TOOLS = re.compile(_RALPH + r" tools (?!task\b)(\w+)")
+_TASK_VERBS = {
+    "add": "create",
+    "ensure": "create",
+    "show": "get",
+    "close": "complete",
+    "reopen": "update",
+}
+_LOOP = '"$LOOP_PYTHON" -m loop'
+
+
+@dataclass
+class RalphConversion:
+    """What ``init --from-ralph`` writes (relative path → text) and what it could not
+    carry over (one line each)."""
+
+    files: dict[Path, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def rewrite_commands(text: str) -> str:
+    """``ralph emit`` and ``ralph tools task VERB`` (also through ``$RALPH_BIN``) as
+    hatloop's commands; other ``ralph tools`` commands are left as they are."""
+    text = _EMIT.sub(f"{_LOOP} emit", text)
+    return _TASK.sub(
+        lambda m: f"{_LOOP} task" + (f" {_TASK_VERBS.get(m[1], m[1])}" if m[1] else ""), text
+    )
+
+
+def convert_ralph(data: Mapping[str, Any], *, source: str = "ralph.yml") -> RalphConversion:
+    """Convert a parsed Ralph configuration (``yaml.safe_load`` of its file).
+
+    Raises:
+        InputError: ``data`` is not a Ralph configuration (not a mapping, a section of
+            the wrong shape, no hats at all); the message starts with ``source``.
+    """
+    if not isinstance(data, Mapping):
+        raise InputError(f"{source}: not a Ralph configuration (the YAML is not a mapping)")
+    out = RalphConversion()
+    event_loop, cli, core, hats = (
+        _section(data, key, source) for key in ("event_loop", "cli", "core", "hats")
+    )
+    if not hats:
+        raise InputError(f"{source}: no hats (hatloop needs one; Ralph's hatless mode has none)")
+    for key in data:
+        if key not in ("event_loop", "cli", "core", "hats"):
+            out.notes.append(f"{key}: {_WHY.get(str(key), 'a Ralph setting')}")
+
+    loop: dict[str, Any] = {}
+    for key, value in event_loop.items():
+        if key in _LOOP_KEYS:
+            loop[_LOOP_KEYS[key]] = value
+        else:
+            out.notes.append(f"event_loop.{key}: a Ralph setting")
+    if loop.get("prompt_file") == "PROMPT.md":  # hatloop's default as well
+        del loop["prompt_file"]
+    if core.get("guardrails"):
+        loop["guardrails"] = [str(g) for g in core["guardrails"]]
+    for key in core:
+        if key != "guardrails":
+            out.notes.append(f"core.{key}: a Ralph setting")
+    loop["hats"] = ["hats"]
+
+    backend = _cli_backend(cli, out.notes)
+    names = sorted(hats)
+    for name in names:
+        hat = hats[name]
+        if not isinstance(hat, Mapping):
+            raise InputError(f"{source}: hats.{name}: not a mapping")
+        table = _hat(str(name), hat, cli, out.notes, source)
+        if table is not None:
+            out.files[Path("hats") / f"{name}.toml"] = _hat_file(str(name), table)
+    out.files[Path("loop.toml")] = _loop_file(loop, backend, Path(source).name)
+    for text in out.files.values():
+        tomllib.loads(text)  # what is written always parses
+    return out
+
+
+def _section(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
+    value = data.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise InputError(f"{source}: {key}: not a mapping")
+    return value
+
+
+def _cli_backend(cli: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    kind = str(cli.get("backend") or _FALLBACK_BACKEND)
+    for key in cli:
+        if key not in ("backend", "command", "args", "prompt_mode"):
+            notes.append(f"cli.{key}: a Ralph setting")
+    table = _backend(
+        kind,
+        command=cli.get("command"),
+        args=cli.get("args"),
+        cli=cli,
+        where="cli.backend",
+        notes=notes,
+    )
+    return table or {"type": _FALLBACK_BACKEND}
+
+
+def _backend(
+    kind: str,
+    *,
+    command: object,
+    args: object,
+    cli: Mapping[str, Any],
+    where: str,
+    notes: list[str],
+) -> dict[str, Any] | None:
+    """A backend table, or None (noted) for an agent hatloop has no backend for."""
+    extra = [str(a) for a in args] if isinstance(args, list) else []
+    if kind in AGENT_BACKENDS:
+        return {"type": kind, **({"args": extra} if extra else {})}
+    if kind == "custom" and isinstance(command, str) and command:
+        via = "arg" if cli.get("prompt_mode") == "arg" else "stdin"
+        return {"type": "command", "command": [command, *extra], "prompt_via": via}
+    notes.append(
+        f"{where}: {kind!r} has no hatloop backend; "
+        f"{_FALLBACK_BACKEND} runs instead (change the backend table)"
+    )
+    return None
+
+
+def _hat(
+    name: str, hat: Mapping[str, Any], cli: Mapping[str, Any], notes: list[str], source: str
+) -> dict[str, Any] | None:
+    table: dict[str, Any] = {}
+    for key, value in hat.items():
+        if key in _HAT_KEYS:
+            table[_HAT_KEYS[key]] = value
+        elif key not in ("instructions", "extra_instructions", "backend", "backend_args", "args"):
+            why = _WHY.get(str(key), "a Ralph setting")
+            notes.append(f"hats.{name}.{key}: {why}")
+    if not table.get("triggers"):
+        notes.append(f"hats.{name}: no triggers (hatloop needs one): the hat is left out")
+        return None
+    parts = [str(hat.get("instructions") or "")]
+    parts += [str(x) for x in hat.get("extra_instructions") or []]
+    instructions = rewrite_commands("\n\n".join(p.strip("\n") for p in parts if p.strip()))
+    if tools := sorted({m[1] for m in _OTHER_TOOLS.finditer(instructions)}):
+        listed = ", ".join(f"`ralph tools {t}`" for t in tools)
+        notes.append(f"hats.{name}.instructions: {listed} (no hatloop equivalent; left as written)")
+    if instructions:
+        table["instructions"] = instructions + "\n"
+    args = hat.get("backend_args", hat.get("args"))
+    raw = hat.get("backend")
+    if raw is None and args:
+        raw = str(cli.get("backend") or _FALLBACK_BACKEND)
+    if raw is not None:
+        where = f"hats.{name}.backend"
+        if isinstance(raw, str):
+            backend = _backend(
+                raw, command=cli.get("command"), args=args, cli=cli, where=where, notes=notes
+            )
+        elif isinstance(raw, Mapping):
+            if "agent" in raw:
+                notes.append(f"{where}.agent: a Kiro agent")
+            kind = str(raw.get("type") or ("custom" if "command" in raw else ""))
+            backend = _backend(
+                kind,
+                command=raw.get("command"),
+                args=raw.get("args", args),
+                cli=cli,
+                where=where,
+                notes=notes,
+            )
+        else:
+            raise InputError(f"{source}: {where}: not a string or a mapping")
+        if backend is not None:
+            table["backend"] = backend
+    return table
+
+
+# -- writing TOML -----------------------------------------------------------------------
+
+
+def _string(text: str) -> str:
+    if "\n" in text and "'''" not in text and not re.search(r"[\x00-\x08\x0b-\x1f\x7f]", text):
+        return "'''\n" + text + "'''"  # a literal block: the instructions read as written
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
+    return _string(str(value))
+
+
+def _key(key: object) -> str:
+    text = str(key)
+    return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else json.dumps(text)
+
+
+def _table(header: str, values: Mapping[str, Any]) -> str:
+    lines = [f"[{header}]"]
+    lines += [f"{_key(k)} = {_value(v)}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _loop_file(loop: Mapping[str, Any], backend: Mapping[str, Any], source: str) -> str:
+    head = (
+        f"# Converted from the Ralph Orchestrator configuration {source}\n"
+        "# by `python -m loop init --from-ralph`. The hats are in hats/.\n\n"
+    )
+    return head + _table("loop", loop) + "\n" + _table("backend", backend)
+
+
+def _hat_file(name: str, table: Mapping[str, Any]) -> str:
+    own = {k: v for k, v in table.items() if k != "backend"}
+    text = _table(f"hats.{_key(name)}", own)
+    if "backend" in table:
+        text += "\n" + _table(f"hats.{_key(name)}.backend", table["backend"])
+    return text

@@ -1,0 +1,207 @@
+"""``init --from-ralph``: Ralph Orchestrator's shipped presets convert, validate, and run
+to completion (on a command backend standing in for the agent)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from loop.config import load_config
+from loop.config.ralph import convert_ralph, rewrite_commands
+from loop.errors import InputError
+from tests.commands.test_cli import ENV
+
+RALPH = Path(__file__).parent / "ralph"
+PRESETS = {  # preset -> (completion, required events, the hats in the order they run)
+    "review": ("REVIEW_COMPLETE", 2, ["reviewer", "analyzer", "closer"]),
+    "research": ("RESEARCH_COMPLETE", 1, ["researcher", "synthesizer"]),
+    "debug": (  # the hasty first completion is refused: the investigator goes on
+        "DEBUG_COMPLETE",
+        4,
+        [
+            "investigator",
+            "investigator",
+            "tester",
+            "investigator",
+            "fixer",
+            "verifier",
+            "investigator",
+        ],
+    ),
+    "code-assist": ("LOOP_COMPLETE", 1, ["planner", "builder", "critic", "finalizer"]),
+}
+
+
+def _loop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "loop", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_a_ralph_preset_converts_validates_and_runs_to_completion(
+    tmp_path: Path, preset: str
+) -> None:
+    """The converted preset keeps Ralph's events, rules and guardrails; its hats' prompts
+    carry hatloop's commands; the loop runs through every hat to the completion event,
+    which the required events hold back until they were all published (a debug
+    investigator that completes at once is refused and told what is missing)."""
+    completion, required, order = PRESETS[preset]
+    init = _loop("init", "--from-ralph", str(RALPH / f"{preset}.yml"), cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    assert "not carried over: core.specs_dir: a Ralph setting" in init.stdout
+    validate = _loop("hats", "validate", "--prompt", "x", cwd=tmp_path)
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    config = load_config(tmp_path / "loop.toml", root=tmp_path, overrides={"prompt": "x"})
+    assert config.loop.completion_event == completion
+    assert len(config.loop.required_events) == required
+    assert config.backend.type == "claude"  # code-assist's kiro is noted, claude written
+    assert sorted(config.hats) == sorted(set(order))
+    for hat in config.hats.values():
+        assert "ralph emit" not in hat.instructions
+        assert "ralph tools task" not in hat.instructions
+
+    loop_toml = tmp_path / "loop.toml"
+    text = loop_toml.read_text(encoding="utf-8")
+    agent = json.dumps([sys.executable, str(RALPH / "agent.py")])
+    loop_toml.write_text(
+        text[: text.index("[backend]")] + f'[backend]\ntype = "command"\ncommand = {agent}\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "PROMPT.md").write_text("Look into the flaky test.\n", encoding="utf-8")
+    run = _loop("run", "-q", "--json", "--session-id", "r", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["reason"], summary["iterations"]) == ("completed", len(order))
+    published = (tmp_path / "seen.txt").read_text(encoding="utf-8").split()
+    assert published[-1] == completion
+    assert set(config.loop.required_events) <= set(published)
+    prompts = sorted((tmp_path / "prompts").iterdir())
+    assert len(prompts) == len(order)
+    first = prompts[0].read_text(encoding="utf-8")
+    assert "Look into the flaky test." in first
+    assert '"$LOOP_PYTHON" -m loop emit' in first
+    if preset == "debug":
+        refused = prompts[1].read_text(encoding="utf-8")
+        assert "required events not published yet: hypothesis.test, " in refused
+    for guardrail in config.loop.guardrails:  # code-assist has five, in every prompt
+        assert all(guardrail in p.read_text(encoding="utf-8") for p in prompts)
+
+
+def test_what_cannot_be_carried_over_is_listed_and_the_rest_written() -> None:
+    """Memories, skills, waves, Telegram and Ralph-only agents are noted, one line each;
+    backends as strings and tables, timeouts and activations map."""
+    data = {
+        "event_loop": {
+            "completion_promise": "DONE",
+            "cancellation_promise": "STOP",
+            "enforce_hat_scope": True,
+            "max_cost_usd": 2.5,
+            "idle_timeout_secs": 300,
+        },
+        "cli": {"backend": "gemini"},
+        "memories": {"enabled": True},
+        "skills": {"enabled": True},
+        "RObot": {"enabled": True},
+        "hats": {
+            "a": {
+                "name": "A",
+                "triggers": ["task.start"],
+                "publishes": ["a.done"],
+                "backend": {"type": "codex", "args": ["--model", "x"]},
+                "timeout": 90,
+                "max_activations": 2,
+                "instructions": 'Run `ralph emit "a.done" "ok"`, `ralph tools memory add x`.',
+            },
+            "b": {
+                "triggers": ["a.done"],
+                "publishes": ["DONE"],
+                "backend": "kiro",
+                "concurrency": 3,
+            },
+            "c": {"custom": 1, "triggers": [], "publishes": []},
+            "d": {"triggers": ["b.x"], "backend": {"command": "my-agent", "args": ["-q"]}},
+        },
+    }
+    out = convert_ralph(data, source="ralph.yml")
+    assert out.notes == [
+        "memories: memories (hatloop has none; an agent keeps notes in files)",
+        "skills: skills (give them to the agent CLI itself)",
+        "RObot: Telegram (RObot) human-in-the-loop",
+        "event_loop.idle_timeout_secs: a Ralph setting",
+        "hats.a.instructions: `ralph tools memory` (no hatloop equivalent; left as written)",
+        "hats.b.concurrency: waves (concurrent activations)",
+        "hats.b.backend: 'kiro' has no hatloop backend; claude runs instead "
+        "(change the backend table)",
+        "hats.c.custom: a Ralph setting",
+        "hats.c: no triggers (hatloop needs one): the hat is left out",
+    ]
+    assert Path("hats/c.toml") not in out.files
+    loop = tomllib.loads(out.files[Path("loop.toml")])
+    assert loop["loop"] == {
+        "completion_event": "DONE",
+        "cancellation_event": "STOP",
+        "strict_publishes": True,
+        "max_cost_usd": 2.5,
+        "hats": ["hats"],
+    }
+    assert loop["backend"] == {"type": "gemini"}
+    a = tomllib.loads(out.files[Path("hats/a.toml")])["hats"]["a"]
+    assert a["backend"] == {"type": "codex", "args": ["--model", "x"]}
+    assert (a["timeout_seconds"], a["max_activations"], a["name"]) == (90, 2, "A")
+    assert a["instructions"].startswith('Run `"$LOOP_PYTHON" -m loop emit "a.done"')
+    b = tomllib.loads(out.files[Path("hats/b.toml")])["hats"]["b"]
+    assert "backend" not in b  # the default [backend] runs it
+    d = tomllib.loads(out.files[Path("hats/d.toml")])["hats"]["d"]
+    assert d["backend"] == {"type": "command", "command": ["my-agent", "-q"], "prompt_via": "stdin"}
+
+
+def test_ralph_commands_become_hatloops() -> None:
+    """emit and task commands, bare or through $RALPH_BIN; the task verbs renamed."""
+    text = (
+        'ralph emit "x" "y"; "$RALPH_BIN" emit z; ralph tools task close 7; '
+        '"$RALPH_BIN" tools task ensure --key k; `ralph tools task` is there; ralph tools memory'
+    )
+    assert rewrite_commands(text) == (
+        '"$LOOP_PYTHON" -m loop emit "x" "y"; "$LOOP_PYTHON" -m loop emit z; '
+        '"$LOOP_PYTHON" -m loop task complete 7; "$LOOP_PYTHON" -m loop task create --key k; '
+        '`"$LOOP_PYTHON" -m loop task` is there; ralph tools memory'
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([1, 2], "not a Ralph configuration"),
+        ({"event_loop": {}}, "no hats"),
+        ({"hats": {"a": "x"}}, "hats.a: not a mapping"),
+        ({"cli": ["claude"], "hats": {"a": {"triggers": ["t"]}}}, "cli: not a mapping"),
+    ],
+)
+def test_what_is_not_a_ralph_configuration_is_refused(data: object, message: str) -> None:
+    """One line naming the file and the problem."""
+    with pytest.raises(InputError, match=message) as caught:
+        convert_ralph(data, source="x.yml")  # type: ignore[arg-type]
+    assert str(caught.value).startswith("x.yml: ")
+
+
+def test_init_from_ralph_refuses_bad_yaml_and_never_overwrites(tmp_path: Path) -> None:
+    """Not YAML: exit 2 naming the file; existing files are never replaced."""
+    bad = tmp_path / "bad.yml"
+    bad.write_text("hats: [unclosed\n", encoding="utf-8")
+    res = _loop("init", "--from-ralph", str(bad), cwd=tmp_path)
+    assert res.returncode == 2 and "bad.yml: not YAML" in res.stderr
+    assert _loop("init", "--from-ralph", str(RALPH / "research.yml"), cwd=tmp_path).returncode == 0
+    again = _loop("init", "--from-ralph", str(RALPH / "research.yml"), cwd=tmp_path)
+    assert again.returncode == 2 and "never overwrites" in again.stderr
