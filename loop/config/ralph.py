@@ -6,7 +6,8 @@ What maps (Ralph → hatloop):
 * ``event_loop``: ``prompt``, ``prompt_file`` (Ralph's default ``PROMPT.md`` is
   hatloop's too), ``completion_promise`` → ``completion_event``, ``starting_event``,
   ``max_iterations``, ``max_runtime_seconds``, ``max_cost_usd``,
-  ``max_consecutive_failures``, ``required_events``, ``cancellation_promise`` →
+  ``max_consecutive_failures``, ``idle_timeout_secs`` → ``idle_timeout_seconds``,
+  ``required_events``, ``cancellation_promise`` →
   ``cancellation_event``, ``enforce_hat_scope`` → ``strict_publishes``;
 * ``cli.backend``: ``claude``, ``gemini`` and ``codex`` are hatloop's backends of the
   same name, ``custom`` (``cli.command`` and ``cli.args``) a ``command`` backend;
@@ -50,6 +51,7 @@ _LOOP_KEYS = {
     "max_runtime_seconds": "max_runtime_seconds",
     "max_cost_usd": "max_cost_usd",
     "max_consecutive_failures": "max_consecutive_failures",
+    "idle_timeout_secs": "idle_timeout_seconds",
     "required_events": "required_events",
     "cancellation_promise": "cancellation_event",
     "enforce_hat_scope": "strict_publishes",

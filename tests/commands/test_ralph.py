@@ -139,7 +139,6 @@ def test_what_cannot_be_carried_over_is_listed_and_the_rest_written() -> None:
         "memories: memories (hatloop has none; an agent keeps notes in files)",
         "skills: skills (give them to the agent CLI itself)",
         "RObot: Telegram (RObot) human-in-the-loop",
-        "event_loop.idle_timeout_secs: a Ralph setting",
         "hats.a.instructions: `ralph tools memory` (no hatloop equivalent; left as written)",
         "hats.b.concurrency: waves (concurrent activations)",
         "hats.b.backend: 'kiro' has no hatloop backend; claude runs instead "
@@ -154,6 +153,7 @@ def test_what_cannot_be_carried_over_is_listed_and_the_rest_written() -> None:
         "cancellation_event": "STOP",
         "strict_publishes": True,
         "max_cost_usd": 2.5,
+        "idle_timeout_seconds": 300,
         "hats": ["hats"],
     }
     assert loop["backend"] == {"type": "gemini"}
