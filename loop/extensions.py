@@ -11,6 +11,8 @@ extension, at fixed points of an iteration, for:
 * :meth:`completion_blocker`: a reason to refuse the completion event, or ``None``;
 * :meth:`committed`: an iteration just reached the journal (its typed record), before
   ``loop.iteration.done`` is published;
+* :meth:`published`: events published outside any iteration (by a subscriber, between
+  iterations) were journaled and routed (their ``events.published`` record);
 * :meth:`flush`: write out anything buffered; the loop is about to wait (a hat that is
   not instant, a turn of the event loop) or to end;
 * :meth:`child_env`: variables for the child processes of a running iteration (an
@@ -29,7 +31,7 @@ from pathlib import Path
 
 from loop.bus import EventBus
 from loop.events import Event
-from loop.records import IterationEnd
+from loop.records import EventsPublished, IterationEnd
 
 __all__ = ["Extension", "RunningIteration"]
 
@@ -80,6 +82,9 @@ class Extension:
 
     def committed(self, record: IterationEnd) -> None:
         """Iteration ``record`` is in the journal."""
+
+    def published(self, record: EventsPublished) -> None:
+        """Events published outside any iteration are in the journal (``record``)."""
 
     def flush(self) -> None:
         """Write out what is buffered (called before the loop waits, and at the end)."""

@@ -5,10 +5,14 @@ A journal (``journal.jsonl`` in a session's folder) holds one record per line::
     session.start     the configuration the session runs with, and its starting event
     iteration.start   an iteration is in flight: its hat and the pending events it runs on
     iteration.end     an iteration committed (the commit point): prompt, output, events,
-                      the engine's verdict, timings, cost
+                      the tool calls made in its context, the engine's verdict, timings,
+                      cost
     hat.exhausted     a hat reached max_activations: its pending events were dropped
     wait              a hat's call hit a rate or usage limit: the iteration runs again
                       once the wait is over
+    events.published  events published while no iteration collected (by an extension
+                      or a subscriber, e.g. on ``loop.iteration.done``): routed like an
+                      iteration's
     resume            a process took over a session that had stopped
     override          ...with other limits or backends, from this point on
     session.end       why the session ended
@@ -18,6 +22,12 @@ folds them into the loop's state, and ``status``, ``run --resume``, the recorder
 ``export`` read them back with :func:`parse_record`. A line that does not match its
 record's schema is an error that says what is wrong, never a guess. A session
 recording's records (:mod:`loop.session.recording`) are made of the same fields.
+
+A :class:`ToolCall` is one call of a hatloop tool made in an iteration's context (over
+the CLI, MCP or the bus): the iteration's ``iteration.end`` holds them in order. A
+process that cannot write the journal (an agent's ``python -m loop task create``)
+appends a :class:`ToolCallLine` to the iteration's events file instead, which the
+engine reads when the iteration ends.
 
 Each record is a dataclass whose schema pydantic validates (strict: ``"3"`` is not an
 iteration number nor ``true`` a count; closed: an unknown field is an error) and turns
@@ -40,6 +50,8 @@ from loop.events import Event
 __all__ = [
     "JOURNAL_VERSION",
     "RECORD_CONFIG",
+    "CallError",
+    "EventsPublished",
     "HatExhausted",
     "HatTopology",
     "IterationEnd",
@@ -53,14 +65,20 @@ __all__ = [
     "SessionEndFields",
     "SessionFields",
     "SessionStart",
+    "ToolCall",
+    "ToolCallLine",
     "Wait",
     "encode_record",
     "parse_record",
+    "parse_tool_call_line",
     "validation_message",
 ]
 
-# The journal's format; session.start records it. Another version is a one-line error.
-JOURNAL_VERSION = 1
+# The journal's format; session.start records it. Version 1 (before tool calls were
+# journaled) reads as it is: it has no tool calls and no events.published records.
+# Another version is a one-line error.
+JOURNAL_VERSION = 2
+READABLE_JOURNAL_VERSIONS = (1, JOURNAL_VERSION)
 
 RECORD_CONFIG = ConfigDict(strict=True, extra="forbid")
 
@@ -96,6 +114,13 @@ class SessionFields:
     completion_event: str
     hats: dict[str, HatTopology]
     config: Annotated[dict[str, Any], Field(description="the effective configuration")]
+    workdir: Annotated[
+        str,
+        Field(
+            description="the folder the loop ran in (its relative state paths resolve "
+            "there; a replay maps the paths of tool calls below it to its own)"
+        ),
+    ] = ""
 
 
 @dataclass(kw_only=True)
@@ -121,6 +146,65 @@ class IterationStart:
     hat: str
     triggers: Annotated[tuple[int, ...], Field(description="the pending events' numbers")]
     ts: float
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
+class CallError:
+    """A tool call's structured error (the shape the CLI, MCP and the bus report)."""
+
+    code: str
+    message: str
+    details: Any = None
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
+class ToolCall:
+    """One tool call made in an iteration's context: the call and what came back.
+
+    ``ts`` and ``utc_offset`` are the call's clock: the time the tool took as "now"
+    (a task's ``createdAt``, a heartbeat ID), with the caller's UTC offset, so a
+    replay gives the tool the same time, whatever the replaying machine's time zone.
+    """
+
+    tool: str
+    channel: Annotated[
+        Literal["cli", "mcp", "bus", "loop"],
+        Field(
+            description="how it was called: cli, mcp, bus (a hat's request), loop (the "
+            "loop's own, e.g. the theme heartbeat)"
+        ),
+    ]
+    input: dict[str, Any]
+    result: Annotated[dict[str, Any] | None, Field(description="the output, on success")] = None
+    error: Annotated[CallError | None, Field(description="the error, on failure")] = None
+    ts: float
+    utc_offset: Annotated[int, Field(description="seconds east of UTC, the caller's")] = 0
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
+class ToolCallLine:
+    """A tool call as an agent's process appends it to the iteration's events file."""
+
+    kind: Literal["tool.call"] = "tool.call"
+    call: ToolCall
+
+
+_TOOL_CALL_LINE: TypeAdapter[ToolCallLine] = TypeAdapter(ToolCallLine)
+
+
+def parse_tool_call_line(line: bytes | str) -> ToolCall:
+    """The call of an events-file line of kind ``tool.call`` (JSON).
+
+    Raises:
+        ValueError: the line is not a valid tool call; the message says what, in one line.
+    """
+    try:
+        return _TOOL_CALL_LINE.validate_json(line).call
+    except ValidationError as exc:
+        raise ValueError(validation_message(exc)) from None
 
 
 @with_config(RECORD_CONFIG)
@@ -158,6 +242,9 @@ class IterationFields:
     output_tokens: int | None = None
     turns: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    tool_calls: Annotated[
+        tuple[ToolCall, ...], Field(description="hatloop tool calls made in its context")
+    ] = ()
     ts: float
 
 
@@ -198,6 +285,18 @@ class Wait:
     reset_at: Annotated[float | None, Field(description="the limit's reset, as the CLI said")] = (
         None
     )
+    ts: float
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
+class EventsPublished:
+    """Events published while no iteration collected (by an extension or a subscriber,
+    after iteration ``after``): journaled, then routed like an iteration's events."""
+
+    kind: Literal["events.published"] = "events.published"
+    after: Annotated[Count, Field(description="the iterations committed before them")]
+    events: tuple[Event, ...]
     ts: float
 
 
@@ -270,6 +369,7 @@ JournalRecord = Annotated[
     | IterationEnd
     | HatExhausted
     | Wait
+    | EventsPublished
     | Resume
     | Override
     | SessionEnd,
@@ -299,10 +399,10 @@ def parse_record(line: bytes | str) -> JournalRecord:
         record = _JOURNAL_RECORD.validate_json(line)
     except ValidationError as exc:
         raise ValueError(validation_message(exc)) from None
-    if isinstance(record, SessionStart) and record.schema_version != JOURNAL_VERSION:
+    if isinstance(record, SessionStart) and record.schema_version not in READABLE_JOURNAL_VERSIONS:
         raise ValueError(
-            f"journal format version {record.schema_version}: this hatloop reads version "
-            f"{JOURNAL_VERSION}"
+            f"journal format version {record.schema_version}: this hatloop reads versions "
+            f"1 to {JOURNAL_VERSION}"
         )
     return record
 

@@ -43,12 +43,11 @@ log = structlog.get_logger("loop.runner")
 class RunOptions:
     """How to run: which session, where, and what else listens on the bus.
 
-    ``clock`` and ``wall_clock`` are the engine's (see :class:`~loop.engine.driver.Engine`):
-    a test passes a :class:`~loop.testing.FakeClock` to control runtime and timings.
-    ``observer`` sees the hats' output as it arrives (``-v``).
-    ``clock``, ``wall_clock`` and ``sleep`` are the engine's (see
+    ``clock``, ``wall_clock``, ``sleep`` and ``call_clock`` are the engine's (see
     :class:`~loop.engine.driver.Engine`): a test passes a :class:`~loop.testing.FakeClock`
-    (and its :meth:`~loop.testing.FakeClock.sleep`) to control runtime, timings and waits.
+    (and its :meth:`~loop.testing.FakeClock.sleep`) to control runtime, timings and waits,
+    a replay the recorded times of tool calls.
+    ``observer`` sees the hats' output as it arrives (``-v``).
     ``limit_overrides`` are a resume's command-line limits; ``scheduled_overrides`` the
     recorded changes of limits a replay applies at their point.
     """
@@ -66,6 +65,7 @@ class RunOptions:
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     limit_overrides: LimitOverrides = field(default_factory=LimitOverrides)
     scheduled_overrides: Sequence[Override] = ()
+    call_clock: Callable[[int, int], tuple[float, int]] | None = None
 
 
 def build_backends(config: LoadedConfig) -> dict[str, Backend]:
@@ -169,6 +169,7 @@ async def run_loop(
         sleep=options.sleep,
         limit_overrides=options.limit_overrides,
         scheduled_overrides=options.scheduled_overrides,
+        call_clock=options.call_clock,
     )
     received: list[int] = []
     summary: RunSummary | None = None

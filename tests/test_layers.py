@@ -32,6 +32,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop.records",
             # what a tool is: the domains implement it, as backends implement backends.base
             "loop.tools.base",
+            # which iteration a tool call is part of: the engine collects, the tools record
+            "loop.tools.calls",
         ),
     ),
     ("config", ("loop.config",)),

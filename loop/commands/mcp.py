@@ -18,7 +18,8 @@ MCP client. stdout carries only the protocol; logs go to stderr.
 Where the files live: flags, then $FILE_PATH / $LOOP_WORKSPACE / $LOOP_EXPERIENCES_DIR,
 then loop.toml ([tasks] file, [themes] workspace, [experience] base_directory), then
 defaults. Inside a loop iteration, $LOOP_EVENTS_FILE and $LOOP_SESSION_DIR (set by the
-engine) give emit_event and get_session_status the running session.
+engine) give emit_event and get_session_status the running session, and every other
+call is journaled as part of the iteration ($LOOP_SESSION_ID, $LOOP_ITERATION).
 
 The server stops when the client closes stdin (exit 0), or on Ctrl-C / SIGINT or
 SIGTERM (exit 130).
@@ -52,6 +53,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _serve(args: argparse.Namespace) -> int:
     from loop.tools.stdio import serve_stdio  # noqa: PLC0415 - the SDK is heavy
 
-    ctx = context_from_args(args)
+    ctx = context_from_args(args, channel="mcp")
     stopped_by = run_async(serve_stdio, ctx)
     return EXIT_OK if stopped_by is None else EXIT_INTERRUPTED

@@ -27,6 +27,7 @@ from loop.engine.session_dir import SessionPaths
 from loop.engine.state import LoopState, RouteContext, apply
 from loop.errors import EXIT_INTERRUPTED, InputError
 from loop.records import (
+    EventsPublished,
     HatExhausted,
     IterationEnd,
     IterationStart,
@@ -184,6 +185,9 @@ class _Follower:
                 self.events = None  # its end line names its events
                 self._say(_iteration_line(record))
                 self.view.iteration_ended(record)
+            case EventsPublished():
+                topics = ", ".join(e.topic for e in record.events)
+                self._say(f"  published outside any iteration (routed): {topics}")
             case HatExhausted():
                 dropped = len(record.dropped)
                 self._say(f"  hat {record.hat} reached max_activations: {dropped} event(s) dropped")
@@ -222,6 +226,8 @@ def _iteration_line(rec: IterationEnd) -> str:
     topics = ", ".join(e.topic for e in rec.events)
     if topics:
         parts.append(f"events {topics}")
+    if rec.tool_calls:
+        parts.append(f"{len(rec.tool_calls)} tool call(s)")
     if spend := usage_text(rec.cost_usd, rec.input_tokens, rec.output_tokens):
         parts.append(spend)
     return " · ".join(parts)

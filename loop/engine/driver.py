@@ -6,6 +6,12 @@ timeout → collect events from both channels → decide the outcome → publish
 → journal ``iteration.end`` (the commit point) → hand the committed record to the
 extensions that take it (the recorder) → publish ``loop.iteration.done``.
 
+The tool calls made in the iteration's context are part of its ``iteration.end``: the
+agent's, which its process journals in the events file, and those the engine's own
+process makes meanwhile (a hat's bus request, the theme heartbeat), kept in memory
+(:mod:`loop.tools.calls`). An event published while no iteration collects (between
+iterations) is journaled and routed (:mod:`loop.engine.outside`).
+
 A session killed at any moment resumes from its journal: a completed iteration is
 never run twice; an iteration without its ``iteration.end`` is run again.
 
@@ -55,6 +61,7 @@ from loop.engine.lifecycle import (
     SessionStarted,
     started_event,
 )
+from loop.engine.outside import OutsideEvents
 from loop.engine.progress import RunSummary
 from loop.engine.records import iteration_end, session_end, session_start
 from loop.engine.resume import LimitOverrides, resume_records
@@ -65,6 +72,7 @@ from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
 from loop.extensions import Extension
 from loop.records import HatExhausted, IterationStart, JournalRecord, Override
+from loop.tools.calls import IterationCalls, collecting, local_offset, merge_calls
 
 __all__ = ["YIELD_INTERVAL", "Engine"]
 
@@ -97,6 +105,9 @@ class Engine:
         limit_overrides: on a resume, the limits given on the command line (the
             session otherwise keeps the limits it ran with).
         scheduled_overrides: overrides to apply at their recorded point (a replay).
+        call_clock: the time (seconds since the epoch, UTC offset) of the n-th tool call
+            the engine's process makes in an iteration, ``(iteration, n)``; default:
+            ``wall_clock`` in the local time zone (a replay gives the recorded ones).
     """
 
     def __init__(
@@ -116,6 +127,7 @@ class Engine:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         limit_overrides: LimitOverrides | None = None,
         scheduled_overrides: Sequence[Override] = (),
+        call_clock: Callable[[int, int], tuple[float, int]] | None = None,
     ) -> None:
         self.config = config
         self.observer = observer
@@ -129,6 +141,7 @@ class Engine:
         self._scheduled = sorted(scheduled_overrides, key=lambda o: o.after_iteration)
         self.clock = clock
         self.wall_clock = wall_clock
+        self.call_clock = call_clock or self._wall_call_clock
         self.route_ctx = RouteContext.from_topology(
             config.topology(),
             completion_event=config.loop.completion_event,
@@ -143,6 +156,7 @@ class Engine:
         self._extra_env = dict(env or {})
         self._collecting: list[Event] | None = None
         self._hooks = Hooks(self.extensions)
+        self._outside = OutsideEvents(self._record, self.extensions)
         self._caller = HatCaller(
             config,
             self.backends,
@@ -183,6 +197,19 @@ class Engine:
     def _collector(self, event: Event) -> None:
         if self._collecting is not None:
             self._collecting.append(event)
+        else:
+            self._outside.seen(event)
+
+    async def _publish_own(self, event: Event) -> None:
+        """Publish one of the engine's own events (lifecycle, a hat's exhaustion); then
+        journal and route what its subscribers published meanwhile."""
+        await self.bus.publish(event)
+        if self._outside:
+            self._outside.journal(self.state.iteration, self.wall_clock())
+
+    def _wall_call_clock(self, iteration: int, n: int) -> tuple[float, int]:
+        now = self.wall_clock()
+        return now, local_offset(now)
 
     async def _publish_collected(
         self, events: list[Event], into: list[Event], point: str | None = None
@@ -274,7 +301,7 @@ class Engine:
         end_failure: SessionError | None = None
         try:
             topic = LOOP_RESUMED if self.resume else LOOP_STARTED
-            await self.bus.publish(
+            await self._publish_own(
                 Event(topic=topic, payload=started, source="loop", ts=self.wall_clock())
             )
             reason = await self._loop(notes)
@@ -300,13 +327,18 @@ class Engine:
         """
         failure: SessionError | None = None
         try:
+            try:  # published in the last moments: journaled, never lost
+                self._outside.journal(self.state.iteration, self.wall_clock())
+            except SessionError as exc:
+                failure = exc
             end = session_end(reason, self.state.iteration, self._elapsed(), self.wall_clock())
             try:
                 self._record(end)
             except SessionError as exc:
-                failure = exc
+                failure = failure or exc
+            self._outside.ended = True
             ended = SessionEnded(end=end, exit_code=exit_code_for(reason))
-            await self.bus.publish(
+            await self._publish_own(
                 Event(topic=LOOP_TERMINATED, source="loop", payload=ended, ts=end.ts)
             )
         finally:
@@ -380,17 +412,25 @@ class Engine:
         dropped = tuple(p.seq for p in selection.triggers)
         self._record(HatExhausted(hat=hat, dropped=dropped, event=event, ts=now))
         log.warning("hat exhausted", hat=hat, dropped=len(dropped))
-        await self.bus.publish(event)
+        await self._publish_own(event)
 
     async def _started(self, request: BackendRequest, backend: Backend) -> None:
         """An attempt of an iteration starts: the displays follow it."""
-        await self.bus.publish(started_event(request, backend, self.state, self.wall_clock()))
+        await self._publish_own(started_event(request, backend, self.state, self.wall_clock()))
 
     def events_path(self, iteration: int) -> str:
         """The events file of ``iteration``, as text."""
         return self._caller.events_path(iteration)
 
     async def _iteration(self, selection: Selection) -> str | None:
+        iteration = self.state.iteration + 1
+        calls = IterationCalls(
+            self.paths.session_id, iteration, lambda n: self.call_clock(iteration, n)
+        )
+        with collecting(calls):  # the tool calls this process makes meanwhile are its own
+            return await self._run_iteration(selection, calls)
+
+    async def _run_iteration(self, selection: Selection, calls: IterationCalls) -> str | None:
         hat, triggers = selection.hat, selection.triggers
         iteration = self.state.iteration + 1
         activation = self.state.activations.get(hat, 0)
@@ -403,6 +443,7 @@ class Engine:
         published: list[Event] = []
         for ext in self._hooks.starters:
             await self._publish_collected(await ext.on_iteration_start(iteration, hat), published)
+        before = len(calls)  # the engine's calls so far come before the agent's
         called = await self._waits.call(
             partial(self._caller.call, hat, iteration, activation, triggers),
             state=self.state,
@@ -418,7 +459,9 @@ class Engine:
         request, result, started = called.request, called.result, called.started
         events_path = self.events_path(iteration)
         now = self.wall_clock()
-        emitted, events, problems = collect_events(hat, result.output, events_path, now)
+        emitted, events, agent_calls, problems = collect_events(
+            hat, result.output, events_path, now
+        )
         loop = self.config.loop
         outcome = decide_outcome(
             self.specs[hat],
@@ -450,6 +493,7 @@ class Engine:
             events=events,
             emitted=emitted,
             published=published,
+            tool_calls=merge_calls(calls.records(), agent_calls, before),
             duration=ended - started,
             elapsed=self._base_elapsed + (ended - self._t0),
             now=self.wall_clock(),
@@ -458,7 +502,7 @@ class Engine:
         self._record(record)
         crash_point("iteration.committed")
         self._hooks.committed(record)
-        await self.bus.publish(
+        await self._publish_own(
             Event(topic=ITERATION_DONE, source="loop", payload=record, ts=record.ts)
         )
         crash_point("iteration.recorded")

@@ -11,7 +11,7 @@ from loop.config import LoadedConfig
 from loop.engine.decide import Outcome
 from loop.engine.state import PendingEvent
 from loop.events import Event
-from loop.records import IterationEnd, SessionEnd, SessionStart
+from loop.records import IterationEnd, SessionEnd, SessionStart, ToolCall
 
 __all__ = ["iteration_end", "session_end", "session_start"]
 
@@ -26,6 +26,7 @@ def session_start(config: LoadedConfig, session_id: str, now: float) -> SessionS
         completion_event=config.loop.completion_event,
         hats=config.topology(),
         config=config.snapshot(),
+        workdir=str(config.root),
         version=__version__,
         config_source=config.source,
         fallback_hat=config.loop.fallback_hat,
@@ -54,6 +55,7 @@ def iteration_end(
     events: Sequence[Event],
     emitted: Sequence[Event],
     published: Sequence[Event],
+    tool_calls: Sequence[ToolCall] = (),
     duration: float,
     elapsed: float,
     now: float,
@@ -91,5 +93,6 @@ def iteration_end(
         output_tokens=result.output_tokens,
         turns=result.turns,
         meta=result.meta,
+        tool_calls=tuple(tool_calls),
         ts=now,
     )

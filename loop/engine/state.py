@@ -16,6 +16,7 @@ from functools import cached_property
 from loop.engine.routing import HatSpec, hat_specs, route
 from loop.events import Event, is_reserved
 from loop.records import (
+    EventsPublished,
     HatExhausted,
     HatTopology,
     IterationEnd,
@@ -210,6 +211,9 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
         case Override():
             state.settings = record.settings()
             state.backends.update(record.backends)
+        case EventsPublished():
+            for event in record.events:
+                _route_into(state, event, ctx)
         case Resume():
             state.resumes += 1
             if state.termination == "rate_limited":  # the loop gave up waiting: go on anew

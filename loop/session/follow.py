@@ -70,7 +70,7 @@ class EventsTail:
 
     def read(self) -> list[Event]:
         """The new events (malformed lines skipped: the engine reports them at the end)."""
-        events, _problems = read_events_file(self.path, self.hat, 0.0)
+        events = read_events_file(self.path, self.hat, 0.0).events
         new = events[self._seen :]
         self._seen = max(self._seen, len(events))
         return new

@@ -4,6 +4,10 @@
 running iteration's events file (``LOOP_EVENTS_FILE``), which the engine reads when
 the iteration ends, so the event is published then, with the hat as its source.
 ``get_session_status`` derives a session's state from its files, like ``loop status``.
+
+Neither is journaled as a tool call of the iteration (``journaled=False``): they are the
+session's own channel, not tool state. The event ``emit_event`` appends is journaled as
+one of the iteration's events; ``get_session_status`` only reads the journal.
 """
 
 from __future__ import annotations
@@ -156,6 +160,7 @@ TOOLS: list[Tool] = [
         input_model=EmitEventInput,
         output_model=EmitEventOutput,
         func=emit_event,
+        journaled=False,
     ),
     Tool(
         name="get_session_status",
@@ -170,5 +175,6 @@ TOOLS: list[Tool] = [
         output_model=SessionStatus,
         func=get_session_status,
         read_only=True,
+        journaled=False,
     ),
 ]

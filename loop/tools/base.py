@@ -3,7 +3,14 @@
 A :class:`Tool` is a name (the seed's), a description written for a model, a pydantic
 input model whose fields are the seed's parameter names, an output model, and a plain
 synchronous function ``func(ctx, input) -> output`` that raises :class:`ToolError`
-for failures a caller can act on. :class:`ToolContext` says where the tools' files are.
+for failures a caller can act on. :class:`ToolContext` says where the tools' files are,
+and which session iteration a call is part of.
+
+:meth:`Tool.run` is the one way a tool is called (the CLI, MCP and the bus all go
+through it), so it is where a call made in an iteration's context is journaled
+(:mod:`loop.tools.calls`). A tool that mints an id or reads the clock asks the context
+(:meth:`ToolContext.new_id`, :meth:`ToolContext.now`): inside a session both are the
+call's own, and a replay gets them again.
 
 The domains (tasks, themes, experience, session) define their tools with these; the
 registry (:mod:`loop.tools.registry`) and its adapters (CLI, MCP) sit above them, as
@@ -12,9 +19,11 @@ the engine sits above :mod:`loop.backends.base`.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from loop import _json
 from loop._fs import check_path
 from loop.errors import InputError, ToolError
+from loop.tools.calls import ENV_EVENTS_FILE, Call, Channel, FileCalls, in_process, mint_id
 
 __all__ = ["Tool", "ToolContext", "ToolFunc", "payload_arguments"]
 
@@ -30,7 +40,6 @@ ENV_TASKS_FILE = "FILE_PATH"  # the seed's name (003)
 ENV_WORKSPACE = "LOOP_WORKSPACE"
 ENV_EXPERIENCES = "LOOP_EXPERIENCES_DIR"
 ENV_SESSION_DIR = "LOOP_SESSION_DIR"
-ENV_EVENTS_FILE = "LOOP_EVENTS_FILE"
 
 
 @dataclass
@@ -46,6 +55,10 @@ class ToolContext:
         session_dir: the running loop session's folder, when called from inside one.
         events_file: the running iteration's events file (``LOOP_EVENTS_FILE``).
         state: per-process state of in-memory stores, keyed by domain.
+        calls: the iteration whose events file journals this context's calls (an
+            agent's process, the MCP endpoint); unset: the iteration the engine's
+            process runs, if any (:func:`loop.tools.calls.in_process`).
+        call: the call running (set by :meth:`Tool.run` for the tool's function).
     """
 
     root: Path = field(default_factory=Path.cwd)
@@ -56,6 +69,8 @@ class ToolContext:
     session_dir: Path | None = None
     events_file: Path | None = None
     state: dict[str, Any] = field(default_factory=dict)
+    calls: FileCalls | None = None
+    call: Call | None = None
 
     def __post_init__(self) -> None:
         for what, path in (
@@ -87,6 +102,25 @@ class ToolContext:
             return self.root
         return path
 
+    def now(self) -> datetime:
+        """The time a tool takes as "now" (UTC): the running call's, else the clock's."""
+        return self.call.now().astimezone(UTC) if self.call is not None else datetime.now(UTC)
+
+    def local_now(self) -> datetime:
+        """:meth:`now` in the caller's time zone (aware)."""
+        return self.call.now() if self.call is not None else datetime.now().astimezone()
+
+    def new_id(self, kind: str, attempt: int = 0) -> str:
+        """A new id of kind ``kind``: derived from the running call inside a session (the
+        same on a replay; ``attempt`` > 0 gives the next candidates), random outside."""
+        return self.call.new_id(kind, attempt) if self.call is not None else mint_id(kind)
+
+    def for_call(self, call: Call) -> ToolContext:
+        """This context while ``call`` runs (a shallow copy: the stores are shared)."""
+        ctx = copy.copy(self)
+        ctx.call = call
+        return ctx
+
     @classmethod
     def from_env(
         cls,
@@ -98,8 +132,14 @@ class ToolContext:
         sessions_dir: str | None = None,
         default_tasks_file: str | None = None,
         environ: dict[str, str] | None = None,
+        channel: Channel = "cli",
     ) -> ToolContext:
-        """Build a context: explicit arguments win, then the environment, then defaults."""
+        """Build a context: explicit arguments win, then the environment, then defaults.
+
+        Inside a loop iteration (``LOOP_SESSION_ID``, ``LOOP_ITERATION`` and
+        ``LOOP_EVENTS_FILE`` set) its calls are journaled in the iteration's events file,
+        as made over ``channel``.
+        """
         env = os.environ if environ is None else environ
         tf = tasks_file or env.get(ENV_TASKS_FILE) or default_tasks_file
         ws = workspace or env.get(ENV_WORKSPACE) or ".loop/works"
@@ -114,6 +154,7 @@ class ToolContext:
             sessions_dir=Path(sessions_dir or ".loop/sessions"),
             session_dir=Path(sd) if sd else None,
             events_file=Path(ef) if ef else None,
+            calls=FileCalls.from_env(env, channel),
         )
 
     def variables(self) -> dict[str, str]:
@@ -139,6 +180,7 @@ class Tool:
     output_model: type[BaseModel]
     func: ToolFunc
     read_only: bool = False
+    journaled: bool = True  # False: the session's own tools (emit_event: the event is)
 
     def parse_input(self, args: dict[str, Any]) -> BaseModel:
         """Validate raw arguments strictly; a failure is a ``ToolError`` naming the fields.
@@ -163,14 +205,29 @@ class Tool:
                 details=_validation_details(exc),
             ) from exc
 
-    def run(self, ctx: ToolContext, args: dict[str, Any]) -> BaseModel:
+    def run(
+        self, ctx: ToolContext, args: dict[str, Any], *, channel: Channel | None = None
+    ) -> BaseModel:
         """Validate ``args``, call the tool, return its output model.
+
+        A call in an iteration's context (``ctx.calls``, else the iteration the engine's
+        process runs) is journaled there, with its input and its output or error;
+        ``channel`` says how it came (default: the context's, ``bus`` in the engine).
 
         Raises:
             ToolError: every failure a caller can act on: bad arguments, a path or a
-                state file the tool refused (``invalid_path``, ``store_error``), and a
-                file system error no domain rule expected (``io_error``, naming the file).
+                state file the tool refused (``invalid_path``, ``store_error``), a file
+                system error no domain rule expected (``io_error``, naming the file),
+                and ``not_journaled`` when the iteration's events file cannot be written.
         """
+        calls = ctx.calls if ctx.calls is not None else in_process()
+        if calls is None or not self.journaled or ctx.call is not None:  # nested: the outer's
+            return self._call(ctx, args)
+        return calls.record(
+            self.name, args, channel, lambda call: self._call(ctx.for_call(call), args)
+        )
+
+    def _call(self, ctx: ToolContext, args: dict[str, Any]) -> BaseModel:
         parsed = self.parse_input(args)
         try:
             return self.func(ctx, parsed)

@@ -28,6 +28,7 @@ from pydantic.fields import FieldInfo
 from loop import _json
 from loop.errors import EXIT_OK, LoopError, ToolError, UsageError
 from loop.tools.base import ToolContext
+from loop.tools.calls import Channel
 from loop.tools.registry import get_tool
 
 __all__ = [
@@ -105,8 +106,12 @@ def add_context_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def context_from_args(args: argparse.Namespace) -> ToolContext:
-    """Build the tool context: flags, then environment, then ``loop.toml``, then defaults."""
+def context_from_args(args: argparse.Namespace, *, channel: Channel = "cli") -> ToolContext:
+    """Build the tool context: flags, then environment, then ``loop.toml``, then defaults.
+
+    Inside a loop iteration the calls made with it are journaled as part of the
+    iteration, as made over ``channel`` (see :meth:`ToolContext.from_env`).
+    """
     from loop.config import tool_settings_from_project  # noqa: PLC0415 - keeps emit light
 
     project = tool_settings_from_project(Path.cwd(), getattr(args, "config", None))
@@ -116,6 +121,7 @@ def context_from_args(args: argparse.Namespace) -> ToolContext:
         experiences_base=getattr(args, "experiences_dir", None) or project.get("experiences_base"),
         sessions_dir=project.get("sessions_dir"),
         default_tasks_file=".loop/tasks.json",
+        channel=channel,
     )
 
 

@@ -2,9 +2,10 @@
 
 The loop hands each running iteration's child processes a secret of their own
 (``LOOP_MCP_TOKEN``). A call that presents it (``Authorization: Bearer <token>``)
-runs in that iteration's :class:`~loop.tools.registry.ToolContext`: ``emit_event``
+runs in that iteration's :class:`~loop.tools.base.ToolContext`: ``emit_event``
 appends to that iteration's events file, ``get_session_status`` reports that
-session. When the iteration's backend call ends, its secret is revoked, so an
+session, and every other call is journaled as part of that iteration (in its events
+file, channel ``mcp``). When the iteration's backend call ends, its secret is revoked, so an
 agent left over from an earlier iteration can no longer write into a later one.
 Several iterations may hold secrets at once; each names its own.
 
@@ -22,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from loop.extensions import RunningIteration
 from loop.tools.base import ToolContext
+from loop.tools.calls import FileCalls
 
 __all__ = ["TOKEN_BYTES", "Grant", "GrantTable", "bearer_token"]
 
@@ -86,6 +88,9 @@ class GrantTable:
                 self._base,
                 events_file=iteration.events_file,
                 session_dir=iteration.session_dir,
+                calls=FileCalls(
+                    iteration.session_id, iteration.iteration, iteration.events_file, "mcp"
+                ),
             ),
         )
         key = (iteration.session_id, iteration.iteration)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -11,7 +12,7 @@ from loop import _json
 from loop.backends.base import BackendResult
 from loop.engine.decide import Outcome
 from loop.engine.records import iteration_end
-from loop.records import IterationEnd
+from loop.records import IterationEnd, SessionStart, parse_record
 from loop.session.recording import iteration_data, parse_iteration
 
 seconds = st.floats(min_value=0, max_value=10**6, allow_nan=False, allow_infinity=False)
@@ -63,3 +64,28 @@ def test_a_backend_that_succeeded_with_nothing_to_say_is_journaled_as_ok() -> No
     assert failed.backend_ok is False
     line = _json.dumps_record_line(iteration_data(rec))
     assert parse_iteration(line).backend_ok is True
+
+
+def test_a_journal_of_the_format_before_tool_calls_still_reads() -> None:
+    """Version 1 (no ``tool_calls``, no ``workdir``) parses, with none of them; an
+    unknown version is a one-line error naming it."""
+    start = {
+        "kind": "session.start",
+        "schema_version": 1,
+        "session_id": "s",
+        "started_at": "2026-01-01T00:00:00Z",
+        "config_digest": "sha256:x",
+        "starting_event": "task.start",
+        "completion_event": "LOOP_COMPLETE",
+        "hats": {},
+        "config": {},
+        "version": "0.1.0",
+        "config_source": "loop.toml",
+        "start_event": {"topic": "task.start", "payload": "", "source": "loop", "ts": 0.0},
+        "ts": 0.0,
+    }
+    record = parse_record(_json.dumps_line(start))
+    assert isinstance(record, SessionStart)
+    assert (record.schema_version, record.workdir) == (1, "")
+    with pytest.raises(ValueError, match="journal format version 7: this hatloop reads versions"):
+        parse_record(_json.dumps_line({**start, "schema_version": 7}))

@@ -90,9 +90,15 @@ async def post(url: str, authorization: str | None) -> httpx2.Response:
 
 
 def events(iteration: RunningIteration) -> list[Any]:
-    """The payloads in the iteration's events file."""
-    lines = iteration.events_file.read_text().splitlines()
-    return [json.loads(line)["payload"] for line in lines]
+    """The payloads of the events in the iteration's events file (not its tool calls)."""
+    lines = [json.loads(line) for line in iteration.events_file.read_text().splitlines()]
+    return [line["payload"] for line in lines if line.get("kind") != "tool.call"]
+
+
+def journaled(iteration: RunningIteration) -> list[Any]:
+    """The tool calls journaled in the iteration's events file."""
+    lines = [json.loads(line) for line in iteration.events_file.read_text().splitlines()]
+    return [line["call"] for line in lines if line.get("kind") == "tool.call"]
 
 
 async def test_with_its_token_a_client_lists_and_calls_every_tool(
@@ -112,6 +118,14 @@ async def test_with_its_token_a_client_lists_and_calls_every_tool(
     assert emitted.structured_content is not None
     assert emitted.structured_content["events_file"] == str(it.events_file)
     assert events(it) == [[1]]
+    # the call is the iteration's: journaled with its input and result, over mcp
+    [call] = journaled(it)
+    assert (call["tool"], call["channel"], call["input"]) == (
+        "createTask",
+        "mcp",
+        {"name": "over http"},
+    )
+    assert call["result"] == created.structured_content
 
 
 @pytest.mark.parametrize(
