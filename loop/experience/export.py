@@ -7,10 +7,8 @@ killed export leaves only whole files, and :func:`export_status` says where to g
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +72,37 @@ def encode(value: Any) -> bytes:
     return json_text(value).encode("utf-8")
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+def _now(ctx: ToolContext) -> str:
+    """The call's time (a replay gives the same), as the files write it."""
+    return ctx.now().isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _new_session_id(ctx: ToolContext, summary: Any, metadata: Any) -> str:
+    """The id of a new export: derived from the call inside a session (so a replay, or
+    the re-run of an interrupted iteration, finds the same one), random outside.
+
+    A derived id already taken by another export gives way to the next candidate; one
+    taken by the same init is the same export (a repeat).
+    """
+    root = trusted_root(ctx)
+    for attempt in range(_ID_ATTEMPTS):
+        session_id = ctx.new_id("experience", attempt)
+        directory = experience_dir(ctx, session_id)
+        state = scan(directory, root=root)
+        if not state.files:
+            return session_id
+        if SUMMARY in state.files:
+            existing = _read(directory / SUMMARY, root)
+            if (
+                isinstance(existing, dict)
+                and existing.get("summary") == summary
+                and existing.get("metadata") == metadata
+            ):
+                return session_id
+    raise ToolError("session_exists", "no free export session id: give a session_id")
+
+
+_ID_ATTEMPTS = 100
 
 
 @contextmanager
@@ -165,17 +192,19 @@ def export_init(ctx: ToolContext, inp: InitInput) -> InitOutput:
     Repeating the same init is accepted (a safe retry); a different init for an
     existing session is refused, and so is any init of a finalized one.
     """
+    summary = inp.summary.model_dump(mode="json", exclude_none=True)
     session_id = (
-        check_session_id(inp.session_id) if inp.session_id is not None else str(uuid.uuid4())
+        check_session_id(inp.session_id)
+        if inp.session_id is not None
+        else _new_session_id(ctx, summary, inp.metadata)
     )
     directory = experience_dir(ctx, session_id)
     root = trusted_root(ctx)
-    summary = inp.summary.model_dump(mode="json", exclude_none=True)
     record = {
         "summary": summary,
         "metadata": inp.metadata,
         "session_id": session_id,
-        "created_at": _now(),
+        "created_at": _now(ctx),
     }
     data = encode(record)
     _check_sizes(DirState(exists=False), SUMMARY, data)

@@ -34,6 +34,7 @@ __all__ = [
     "delete",
     "get",
     "list_tasks",
+    "repeated_create",
     "unfinished_error",
     "update",
 ]
@@ -152,6 +153,42 @@ def create(
     forest.add(task)
     message = ROOT_MESSAGE.format(id=task.id) if parent_id is None else None
     return forest.tasks(), CreateTaskOutput(task=task, message=message)
+
+
+def repeated_create(
+    tasks: Sequence[Task],
+    task_id: str,
+    *,
+    name: str,
+    description: str | None = None,
+    parent_id: str | None = None,
+    now: datetime,
+) -> tuple[list[Task], CreateTaskOutput] | None:
+    """The reply to a create that already happened, or ``None`` when it did not.
+
+    Inside a session a task's id is derived from the call that creates it, so the re-run
+    of an interrupted iteration asks to create the same task again, under the same id.
+    When ``task_id`` holds a task made from the same input (name, description, parent),
+    that task is the answer. One nothing changed since (still todo, never updated) is
+    made again at ``now``, the re-run's time, as a replay of the session makes it; one
+    the interrupted attempt went on to change is kept as it is.
+    """
+    for index, task in enumerate(tasks):
+        if task.id == task_id:
+            same = (
+                task.name == _name(name)
+                and task.description == (description or "").strip()
+                and task.parent_id == (parent_id or None)
+            )
+            if not same:
+                return None
+            made = task
+            if task.status == "todo" and task.updated_at == task.created_at:
+                made = task.model_copy(update={"created_at": now, "updated_at": now})
+            changed = [*tasks[:index], made, *tasks[index + 1 :]]
+            message = ROOT_MESSAGE.format(id=made.id) if made.parent_id is None else None
+            return changed, CreateTaskOutput(task=made, message=message)
+    return None
 
 
 def get(tasks: Sequence[Task], task_id: str) -> GetTaskOutput:

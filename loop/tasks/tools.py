@@ -1,13 +1,13 @@
 """The seven task tools of seed 003, registered once for the CLI, MCP and the bus.
 
 Each tool function reads or changes the store for its :class:`ToolContext` through a
-pure operation (:mod:`loop.tasks.operations`, :mod:`loop.tasks.execution`).
+pure operation (:mod:`loop.tasks.operations`, :mod:`loop.tasks.execution`). The time
+and a new task's id come from the context: inside a session they are the call's own
+(the same on a replay), and creating a task whose id is already taken by the same
+task (the re-run of an interrupted iteration) answers with that task.
 """
 
 from __future__ import annotations
-
-import uuid
-from datetime import UTC, datetime
 
 from loop.tasks import execution, operations
 from loop.tasks.models import (
@@ -44,16 +44,27 @@ __all__ = [
 DOMAIN = "tasks"
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def create_task(ctx: ToolContext, inp: CreateTaskInput) -> CreateTaskOutput:
     """``createTask``: add a todo task (a subtask with ``parent_id``)."""
-    new_id = str(uuid.uuid4())
-    now = _now()
+    now = ctx.now()
 
     def change(tasks: list[Task]) -> tuple[list[Task], CreateTaskOutput]:
+        taken = {t.id for t in tasks}
+        attempt = 0
+        new_id = ctx.new_id("task")
+        while new_id in taken:  # only a derived id can be: a repeat, or another task's
+            repeat = operations.repeated_create(
+                tasks,
+                new_id,
+                name=inp.name,
+                description=inp.description,
+                parent_id=inp.parent_id,
+                now=now,
+            )
+            if repeat is not None:
+                return repeat
+            attempt += 1
+            new_id = ctx.new_id("task", attempt)
         return operations.create(
             tasks,
             name=inp.name,
@@ -80,7 +91,7 @@ def list_tasks(ctx: ToolContext, inp: ListTasksInput) -> ListTasksOutput:
 def update_task(ctx: ToolContext, inp: UpdateTaskInput) -> UpdateTaskOutput:
     """``updateTask``: change the fields given."""
     parent = inp.parent_id if "parent_id" in inp.model_fields_set else operations.UNSET
-    now = _now()
+    now = ctx.now()
 
     def change(tasks: list[Task]) -> tuple[list[Task], UpdateTaskOutput]:
         return operations.update(
@@ -109,7 +120,7 @@ def delete_task(ctx: ToolContext, inp: DeleteTaskInput) -> DeleteTaskOutput:
 
 def start_task(ctx: ToolContext, inp: StartTaskInput) -> StartTaskOutput:
     """``startTask``: start a task, its ancestors and its first unfinished subtask chain."""
-    now = _now()
+    now = ctx.now()
 
     def change(tasks: list[Task]) -> tuple[list[Task], StartTaskOutput]:
         return execution.start(tasks, inp.id, now=now)
@@ -119,7 +130,7 @@ def start_task(ctx: ToolContext, inp: StartTaskInput) -> StartTaskOutput:
 
 def complete_task(ctx: ToolContext, inp: CompleteTaskInput) -> CompleteTaskOutput:
     """``completeTask``: finish a task and report the next one and the progress."""
-    now = _now()
+    now = ctx.now()
 
     def change(tasks: list[Task]) -> tuple[list[Task], CompleteTaskOutput]:
         return execution.complete(tasks, inp.id, inp.resolution, now=now)

@@ -22,10 +22,10 @@ from loop.bus import EventBus
 from loop.errors import LoopError, ToolError
 from loop.events import Event
 from loop.extensions import Extension
-from loop.themes.feedback import interrupt_name
+from loop.themes.models import HeartbeatOutput
 from loop.themes.service import ThemeService
 from loop.themes.status import render_active
-from loop.themes.tools import TOOLS, service_for
+from loop.themes.tools import HEARTBEAT, TOOLS, service_for
 from loop.tools.base import ToolContext, payload_arguments
 
 __all__ = ["SOURCE", "ThemesExtension"]
@@ -99,40 +99,40 @@ class ThemesExtension(Extension):
     def _heartbeat(self) -> list[Event]:
         """The heartbeat's events; a workspace that fails here never stops the loop.
 
-        A failure (an unwritable stats folder, a feedback item that cannot be marked
-        processed) ends the heartbeat with a ``theme.error`` event after the interrupts
-        gathered so far; the next iteration tries again.
+        The heartbeat is a tool call of the loop's own (:data:`HEARTBEAT`), journaled as
+        part of the iteration. A failure (an unwritable stats folder, a feedback item
+        that cannot be marked processed) ends the heartbeat with a ``theme.error`` event
+        after the interrupts gathered so far; the next iteration tries again.
         """
-        events: list[Event] = []
         try:
-            self._beat(events)
+            out = HEARTBEAT.run(self.ctx, {}, channel="loop")
         except LoopError as exc:
-            err = exc if isinstance(exc, ToolError) else ToolError("theme_error", exc.message)
-            log.warning("theme heartbeat failed", code=err.code, error=err.message)
-            payload = {"request": "heartbeat", **err.to_dict()}
-            events.append(Event(topic="theme.error", payload=payload, source=SOURCE))
+            return [self._failed(exc)]
+        assert isinstance(out, HeartbeatOutput)
+        for note in out.repaired:
+            log.warning("theme workspace repaired", note=note)
+        events = [
+            Event(
+                topic=INTERRUPT_TOPIC,
+                payload={
+                    "name": item.name,
+                    "file": item.file,
+                    "content": item.content,
+                    "heartbeatId": out.heartbeatId,
+                },
+                source=SOURCE,
+            )
+            for item in out.interrupts
+        ]
+        if out.error is not None:
+            events.append(self._failed(ToolError(out.error["code"], out.error["message"])))
         return events
 
-    def _beat(self, events: list[Event]) -> None:
-        heartbeat_id = self.service.heartbeat()
-        for note in self.service.repair():
-            log.warning("theme workspace repaired", note=note)
-        while True:
-            item = self.service.process_feedback("feedbackbox", interrupts_only=True)
-            if not item.found or item.filename is None:
-                break
-            events.append(
-                Event(
-                    topic=INTERRUPT_TOPIC,
-                    payload={
-                        "name": interrupt_name(item.filename),
-                        "file": item.filename,
-                        "content": item.content or "",
-                        "heartbeatId": heartbeat_id,
-                    },
-                    source=SOURCE,
-                )
-            )
+    def _failed(self, exc: LoopError) -> Event:
+        err = exc if isinstance(exc, ToolError) else ToolError("theme_error", exc.message)
+        log.warning("theme heartbeat failed", code=err.code, error=err.message)
+        payload = {"request": "heartbeat", **err.to_dict()}
+        return Event(topic="theme.error", payload=payload, source=SOURCE)
 
     def prompt_section(self, hat: str) -> str | None:
         """The active theme and the number of unprocessed feedback items."""

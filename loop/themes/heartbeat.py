@@ -5,13 +5,19 @@ Unlike the original, two heartbeats in the same second still get distinct IDs: w
 the clock gives an ID that is not after the last one, the last one plus one second is
 used. The tools read the ID from ``stats/current_heartbeat_id.txt`` (never the clock),
 so "one theme operation per heartbeat" holds however fast iterations run.
+
+Inside a loop session the heartbeat is a call of the iteration (its ``call`` key is the
+same when an interrupted iteration runs again). The call that wrote the current ID is
+kept in ``stats/heartbeat_call.json`` with the ID before it: the same call made again
+(the re-run after a ``kill -9``) counts from that earlier ID, as if the interrupted
+attempt had not written, so the re-run gets the ID a replay of the session gets.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from loop import _fs
+from loop import _fs, _json
 from loop.errors import StoreError, ToolError
 from loop.themes.naming import is_heartbeat_id
 from loop.themes.workspace import Workspace
@@ -36,8 +42,23 @@ def _read_raw(ws: Workspace) -> str | None:
         return None
 
 
-def write_heartbeat(ws: Workspace, now: datetime | None = None) -> str:
+def _made_by(ws: Workspace, call: str, current: str | None) -> tuple[bool, str | None]:
+    """Whether ``call`` wrote the ``current`` ID, and the ID before it if so."""
+    try:
+        data = _json.loads(_fs.read_bytes(ws.heartbeat_call_file, root=ws.trusted))
+    except (FileNotFoundError, ValueError):
+        return False, None
+    if not isinstance(data, dict) or data.get("call") != call or data.get("id") != current:
+        return False, None
+    previous = data.get("previous")
+    return True, previous if isinstance(previous, str) and is_heartbeat_id(previous) else None
+
+
+def write_heartbeat(ws: Workspace, now: datetime | None = None, call: str | None = None) -> str:
     """Write a new, strictly increasing heartbeat ID atomically; return it.
+
+    ``call``: the session call making it (see the module's docstring); the same call
+    made again counts from the ID before the one it wrote.
 
     Raises:
         StoreError: the current file holds something that is not a heartbeat ID.
@@ -46,9 +67,18 @@ def write_heartbeat(ws: Workspace, now: datetime | None = None) -> str:
         last = _read_raw(ws)
         if last is not None and not is_heartbeat_id(last):
             raise StoreError(f"not a 14-digit heartbeat ID: {last[:40]!r}", file=ws.heartbeat_file)
+        if call is not None:
+            again, previous = _made_by(ws, call, last)
+            if again:
+                last = previous
         new_id = next_heartbeat_id(now or datetime.now(), last)
         # Not fsynced: the next ID is derived from this one or the clock, and the history
         # files that the cooldown checks are written durably by the tools themselves.
+        if call is not None:  # first: a crash between the two writes leaves it unmatched
+            made = {"call": call, "previous": last, "id": new_id}
+            _fs.atomic_write(
+                ws.heartbeat_call_file, _json.dumps_line(made), root=ws.trusted, durable=False
+            )
         _fs.atomic_write(ws.heartbeat_file, new_id + "\n", root=ws.trusted, durable=False)
     return new_id
 

@@ -13,6 +13,8 @@ __all__ = [
     "EndThemeOutput",
     "FeedbackInput",
     "FeedbackOutput",
+    "HeartbeatOutput",
+    "Interrupt",
     "NoInput",
     "PreviewOutput",
     "StartThemeInput",
@@ -160,6 +162,24 @@ class FeedbackOutput(_Out):
     processedFile: str | None = None
     content: str | None = None
     remaining: int = 0
+
+
+class Interrupt(BaseModel):
+    """An interrupt feedback item a heartbeat took (now processed)."""
+
+    name: str = Field(description="the item's name without interrupt. and .md")
+    file: str = Field(description="the item's file name before processing")
+    content: str = ""
+
+
+class HeartbeatOutput(_Out):
+    """What a loop iteration's heartbeat did: the new ID, repairs, interrupts taken."""
+
+    heartbeatId: str
+    interrupts: list[Interrupt] = Field(default_factory=list)
+    error: dict[str, Any] | None = Field(
+        default=None, description="why the interrupts stopped being taken (the next tries again)"
+    )
 
 
 class ThemeInfo(BaseModel):

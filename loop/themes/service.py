@@ -7,6 +7,7 @@ status only read: calling them changes nothing on disk.
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import structlog
@@ -51,9 +52,11 @@ class ThemeService:
 
     # --- heartbeat ------------------------------------------------------------------
 
-    def heartbeat(self) -> str:
-        """Write the next heartbeat ID (every loop iteration is one heartbeat)."""
-        return write_heartbeat(self.ws)
+    def heartbeat(self, now: datetime | None = None, call: str | None = None) -> str:
+        """Write the next heartbeat ID (every loop iteration is one heartbeat); ``now``:
+        the time it is made from (local, aware or naive), else the clock's; ``call``: the
+        session call making it (the same call again gets the same ID from the same time)."""
+        return write_heartbeat(self.ws, now, call)
 
     def repair(self) -> list[str]:
         """Undo an interrupted start now, under the lock; return what was repaired."""

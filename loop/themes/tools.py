@@ -1,12 +1,21 @@
-"""The theme tools of seed 001, registered once for the CLI, MCP and the bus."""
+"""The theme tools of seed 001, registered once for the CLI, MCP and the bus.
+
+:data:`HEARTBEAT` is the loop's own: every iteration starts with it (see
+:mod:`loop.themes.extension`), so the heartbeat, like any tool call, is part of the
+iteration (journaled, replayed). It is not served to agents.
+"""
 
 from __future__ import annotations
 
+from loop.errors import LoopError, ToolError
+from loop.themes.feedback import interrupt_name
 from loop.themes.models import (
     EndThemeInput,
     EndThemeOutput,
     FeedbackInput,
     FeedbackOutput,
+    HeartbeatOutput,
+    Interrupt,
     NoInput,
     PreviewOutput,
     StartThemeInput,
@@ -17,7 +26,7 @@ from loop.themes.ops import Operations
 from loop.themes.service import ThemeService
 from loop.tools.base import Tool, ToolContext
 
-__all__ = ["DOMAIN", "TOOLS", "service_for"]
+__all__ = ["DOMAIN", "HEARTBEAT", "TOOLS", "service_for"]
 
 DOMAIN = "themes"
 
@@ -50,6 +59,47 @@ def _feedback(ctx: ToolContext, inp: FeedbackInput) -> FeedbackOutput:
 
 def _status(ctx: ToolContext, _: NoInput) -> StatusOutput:
     return service_for(ctx).status()
+
+
+def _heartbeat(ctx: ToolContext, _: NoInput) -> HeartbeatOutput:
+    """Write the next heartbeat ID (from the call's time), undo a start killed half-way,
+    take every interrupt item; a failure while taking them ends the list (``error``)."""
+    service = service_for(ctx)
+    call = ctx.new_id("heartbeat") if ctx.call is not None else None
+    heartbeat_id = service.heartbeat(ctx.local_now(), call)
+    repaired = service.repair()
+    out = HeartbeatOutput(
+        message=f"heartbeat {heartbeat_id}", heartbeatId=heartbeat_id, repaired=repaired
+    )
+    try:
+        while True:
+            item = service.process_feedback("feedbackbox", interrupts_only=True)
+            if not item.found or item.filename is None:
+                break
+            out.interrupts.append(
+                Interrupt(
+                    name=interrupt_name(item.filename),
+                    file=item.filename,
+                    content=item.content or "",
+                )
+            )
+    except LoopError as exc:
+        err = exc if isinstance(exc, ToolError) else ToolError("theme_error", exc.message)
+        out.error = err.to_dict()["error"]
+    return out
+
+
+HEARTBEAT = Tool(
+    name="theme_heartbeat",
+    domain=DOMAIN,
+    description=(
+        "The loop's heartbeat at the start of every iteration: the next heartbeat ID, "
+        "repairs, and the interrupt feedback items it takes. Not served to agents."
+    ),
+    input_model=NoInput,
+    output_model=HeartbeatOutput,
+    func=_heartbeat,
+)
 
 
 TOOLS: list[Tool] = [

@@ -70,6 +70,11 @@ class Workspace:
         return self.stats / "current_heartbeat_id.txt"
 
     @property
+    def heartbeat_call_file(self) -> Path:
+        """``stats/heartbeat_call.json``: which session call wrote the current heartbeat."""
+        return self.stats / "heartbeat_call.json"
+
+    @property
     def intent_file(self) -> Path:
         """Written before ``start_theme`` creates anything; removed when it is done."""
         return self.stats / "start_theme.intent.json"

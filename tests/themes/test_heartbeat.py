@@ -34,6 +34,23 @@ def test_write_is_unique_within_one_second(tmp_path: Path) -> None:
     assert (tmp_path / "stats" / "current_heartbeat_id.txt").read_text() == ids[-1] + "\n"
 
 
+def test_the_same_session_call_again_counts_from_the_id_before_its_own(tmp_path: Path) -> None:
+    """An iteration run again after kill -9 makes its heartbeat call again: it gets the ID
+    a replay of the session gets (from the time, after the previous iteration's ID), not
+    one bumped past the interrupted attempt's. Another call still strictly increases."""
+    ws = Workspace(tmp_path)
+    previous = write_heartbeat(ws, NOW, call="s/4/m1")
+    killed = write_heartbeat(ws, NOW, call="s/5/m1")  # the attempt that was killed
+    assert killed == "20250802000000"
+    assert write_heartbeat(ws, NOW, call="s/5/m1") == killed  # the re-run, same time
+    assert next_heartbeat_id(NOW, previous) == killed  # what the replay computes
+    later = datetime(2025, 8, 2, 0, 0, 30)
+    assert write_heartbeat(ws, later, call="s/5/m1") == "20250802000030"  # a later re-run
+    assert write_heartbeat(ws, later, call="s/6/m1") == "20250802000031"
+    assert write_heartbeat(ws, later) == "20250802000032"  # outside a session: as ever
+    assert write_heartbeat(ws, later, call="s/6/m1") == "20250802000033"  # not its ID now
+
+
 def test_missing_heartbeat_is_a_clear_error(tmp_path: Path) -> None:
     """Without the stats file the tools say that no heartbeat is running."""
     with pytest.raises(ToolError) as info:
