@@ -4,10 +4,17 @@
 :class:`~loop.session.reader.RecordingReader` (iterations are read on demand, so memory
 stays flat), rebuilds the recorded configuration in a scratch folder, runs
 :func:`loop.runner.run_loop` with a :class:`~loop.backends.replay.ReplayBackend` for every
-hat, and compares, iteration by iteration: the hat, its status, its trigger topics, its
-events (topic, payload, target; never timestamps) and the events it published; then the
-iteration count and the termination reason. The first difference stops the run and
-becomes a :class:`Divergence`.
+hat, and compares, iteration by iteration: the hat, the tool calls made in its context
+(each call's tool, channel, input, and result or error), its status, its trigger topics,
+its events (topic, payload, target; never timestamps) and the events it published; the
+events published between iterations; then the iteration count and the termination
+reason. The first difference stops the run and becomes a :class:`Divergence`.
+
+The replay runs under the recorded session's id, and gives every tool call the time
+it had, so the ids and times the tools derive from them come out as recorded; the
+agent's calls are made again through the tools (:mod:`loop.session.calls`), so the
+tool state each iteration saw (its prompt's task section, the completion gate, the
+replies to ``task.*`` requests) is the recorded one.
 """
 
 from __future__ import annotations
@@ -28,17 +35,23 @@ from loop.engine.lifecycle import ITERATION_DONE, LOOP_STARTED, LOOP_TERMINATED,
 from loop.errors import ReplayDivergence
 from loop.events import Event
 from loop.extensions import Extension
-from loop.records import IterationEnd, IterationFields
-from loop.runner import RunOptions, run_loop
+from loop.records import EventsPublished, IterationEnd, IterationFields
+from loop.runner import RunOptions, run_loop, tool_context
+from loop.session.calls import CallReplayer, PathMap, compare_calls, recorded_clock
 from loop.session.reader import RecordingReader
+from loop.session.recording import HeaderRecord
+from loop.tools.base import ToolContext
+from loop.tools.registry import all_tools
 
 __all__ = [
     "Divergence",
     "RecordingReader",
     "ReplayResult",
     "compare_iteration",
+    "missed_published",
     "replay_config",
     "replay_file",
+    "replay_paths",
     "replay_recording",
 ]
 
@@ -88,9 +101,16 @@ def _event_key(event: Event) -> tuple[str, bool, str, str | None]:
 
 
 def compare_iteration(
-    number: int, expected: IterationFields | None, actual: IterationFields, last: int
+    number: int,
+    expected: IterationFields | None,
+    actual: IterationFields,
+    last: int,
+    paths: PathMap | None = None,
 ) -> Divergence | None:
-    """Compare one replayed iteration (the engine's record) with its recording."""
+    """Compare one replayed iteration (the engine's record) with its recording.
+
+    ``paths`` maps the recorded run's locations in tool calls to the replay's.
+    """
     hat = actual.hat
     if expected is None:
         what = (
@@ -103,6 +123,11 @@ def compare_iteration(
         )
     if expected.hat != hat:
         return Divergence(number, "a different hat ran", [expected.hat], [hat])
+    if expected.tool_calls or actual.tool_calls:
+        mapped = [(paths or PathMap()).call(c) for c in expected.tool_calls]
+        calls = compare_calls(mapped, actual.tool_calls)
+        if calls is not None:
+            return Divergence(number, f"hat {hat}: {calls[0]}", calls[1], calls[2])
     if expected.status != actual.status:
         return Divergence(
             number, f"hat {hat}: status differs", [_status(expected)], [_status(actual)]
@@ -178,12 +203,15 @@ class _Comparer(Extension):
         result: ReplayResult,
         scope: anyio.CancelScope,
         stop_after: int | None,
+        paths: PathMap | None = None,
     ) -> None:
         self.reader = reader
         self.result = result
         self.scope = scope
         self.stop_after = stop_after
+        self.paths = paths
         self.stopped = False
+        self.matched = 0  # recorded ``published`` lines compared so far
 
     def attach(self, bus: EventBus) -> None:
         """Follow the iterations and the end of the replayed loop."""
@@ -205,18 +233,70 @@ class _Comparer(Extension):
         number = event.payload.iteration
         self.result.actual_iterations = number
         expected = self.reader.iteration(number)
-        diff = compare_iteration(number, expected, event.payload, self.reader.last_iteration)
+        last = self.reader.last_iteration
+        # events recorded as published before this iteration that the replay did not
+        # publish (an extension of the recorded run is missing) are the first difference
+        diff = missed_published(self.reader, self.matched, number - 1) or compare_iteration(
+            number, expected, event.payload, last, self.paths
+        )
         if diff is not None:
             self.result.divergence = diff
             self._stop()
         elif self.stop_after is not None and number >= self.stop_after:
             self._stop()
 
+    def published(self, record: EventsPublished) -> None:
+        """Compare events published between iterations with the next recorded ones."""
+        if self.stopped:
+            return
+        recorded = self.reader.published
+        want = recorded[self.matched][1] if self.matched < len(recorded) else None
+        self.matched += 1
+        if want is not None and (want.after, list(map(_event_key, want.events))) == (
+            record.after,
+            list(map(_event_key, record.events)),
+        ):
+            return
+        self.result.divergence = Divergence(
+            record.after or None,
+            f"the events published after iteration {record.after} (outside any iteration) differ",
+            [f"after {want.after}: {_event_text(e)}" for e in want.events] if want else [],
+            [f"after {record.after}: {_event_text(e)}" for e in record.events],
+        )
+        self._stop()
+
     def _on_terminated(self, event: Event) -> None:
         if self.stopped or not isinstance(event.payload, SessionEnded):
             return
         self.result.actual_reason = event.payload.end.reason
         self.result.actual_iterations = event.payload.end.iterations
+
+
+def replay_paths(header: HeaderRecord, ctx: ToolContext) -> PathMap:
+    """The recorded run's tool locations (from its workdir and configuration) mapped to
+    the replay's (``ctx``, in its scratch folder)."""
+    if not header.workdir:
+        return PathMap()
+    workdir = Path(header.workdir)
+    config = header.config
+
+    def recorded(section: str, key: str, default: str) -> Path:
+        value = config.get(section, {}).get(key) if isinstance(config.get(section), dict) else None
+        path = Path(value if isinstance(value, str) and value else default)
+        return path if path.is_absolute() else workdir / path
+
+    locations = {
+        "workdir": (workdir, ctx.root),
+        "workspace": (recorded("themes", "workspace", ".loop/works"), ctx.workspace),
+        "experiences": (
+            recorded("experience", "base_directory", ".loop/experiences"),
+            ctx.experiences_base,
+        ),
+        "sessions": (recorded("loop", "sessions_dir", ".loop/sessions"), ctx.sessions_dir),
+    }
+    if ctx.tasks_file is not None:
+        locations["tasks"] = (recorded("tasks", "file", ".loop/tasks.json"), ctx.tasks_file)
+    return PathMap.of(locations)
 
 
 def replay_config(reader: RecordingReader, scratch: Path) -> LoadedConfig:
@@ -235,11 +315,30 @@ def replay_config(reader: RecordingReader, scratch: Path) -> LoadedConfig:
     )
 
 
-def _final_check(reader: RecordingReader, result: ReplayResult) -> None:
+def missed_published(reader: RecordingReader, matched: int, upto: int) -> Divergence | None:
+    """The first recorded ``published`` line after iteration ``upto`` at the latest that
+    the replay has not published (its first ``matched`` were), as a divergence."""
+    missed = [r for _, r in reader.published[matched:] if r.after <= upto]
+    if not missed:
+        return None
+    return Divergence(
+        missed[0].after or None,
+        f"events published after iteration {missed[0].after} (outside any iteration) "
+        "were not published on replay",
+        [_event_text(e) for e in missed[0].events],
+        [],
+    )
+
+
+def _final_check(reader: RecordingReader, result: ReplayResult, published: int) -> None:
     if result.divergence is not None:
         return
     want = reader.last_iteration if result.partial else reader.iterations
-    if result.actual_iterations < want:
+    # recorded events published between iterations that the replay did not publish: the
+    # likely cause of what follows (an extension of the recorded run is missing), first
+    if missed := missed_published(reader, published, result.actual_iterations):
+        result.divergence = missed
+    elif result.actual_iterations < want:
         nxt = reader.iteration(result.actual_iterations + 1)
         result.divergence = Divergence(
             result.actual_iterations + 1,
@@ -256,8 +355,12 @@ def _final_check(reader: RecordingReader, result: ReplayResult) -> None:
         )
 
 
-async def replay_recording(path: Path) -> ReplayResult:
+async def replay_recording(path: Path, extensions: Sequence[Extension] = ()) -> ReplayResult:
     """Replay ``path`` through the real engine and compare it with the recording.
+
+    ``extensions``: extensions of your own that took part in the recorded run (the
+    configuration brings the task, theme and experience ones); what they publish
+    between iterations is compared with the recording's ``published`` lines.
 
     Returns the :class:`ReplayResult` (check ``.ok`` or call ``.raise_for_divergence()``).
 
@@ -283,21 +386,28 @@ async def replay_recording(path: Path) -> ReplayResult:
             result.partial = f"the recorded run ended by {footer.reason}"
         with tempfile.TemporaryDirectory(prefix="hatloop-replay-") as tmp:
             config = replay_config(reader, Path(tmp))
-            backend = ReplayBackend(reader)
+            paths = replay_paths(reader.header, tool_context(config, Path(tmp)))
+            replayer = CallReplayer(all_tools(), tool_context(config, Path(tmp)), paths)
+            backend = ReplayBackend(reader, replayer)
             options = RunOptions(
                 workdir=Path(tmp),
-                session_id="replay",
+                session_id=reader.header.session_id,  # the ids the tools derive from it
                 progress=False,
                 backends=dict.fromkeys(config.hats, backend),
                 handle_signals=False,
                 scheduled_overrides=reader.overrides,  # a resume's limits, at its point
+                call_clock=recorded_clock(reader.iteration),
             )
             with anyio.CancelScope() as scope:
                 comparer = _Comparer(
-                    reader, result, scope, reader.last_iteration if result.partial else None
+                    reader,
+                    result,
+                    scope,
+                    reader.last_iteration if result.partial else None,
+                    paths,
                 )
-                await run_loop(config, options, [comparer])
-        _final_check(reader, result)
+                await run_loop(config, options, [comparer, *extensions])
+        _final_check(reader, result, comparer.matched)
     result.duration = time.perf_counter() - started
     return result
 

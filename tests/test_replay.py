@@ -288,6 +288,10 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path, Path], Path], str]] = {
         lambda rec, d: edit(rec, lambda rs: rs[0].update(schema_version=99), name="v.jsonl"),
         r"v\.jsonl:1: unknown schema version 99",
     ),
+    "schema version 1 (no tool calls)": (
+        lambda rec, d: edit(rec, lambda rs: rs[0].update(schema_version=1), name="v1.jsonl"),
+        r"v1\.jsonl:1: schema version 1, an older format that holds no tool calls.*re-record it",
+    ),
     "header not first": (
         lambda rec, d: edit(rec, lambda rs: rs.pop(0), name="h.jsonl"),
         r"h\.jsonl:1: expected a header record first, found 'iteration'",

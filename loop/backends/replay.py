@@ -4,19 +4,26 @@ For iteration *n* it returns what the backend returned when the session was reco
 the output text (so ``<event>`` tags are parsed again by the engine), the events that
 came through the emit file (written to ``request.events_file``, so the engine reads
 that channel again too), the exit code, the cost, and a recorded failure as the same
-failure. Nothing is decided here: routing, defaults, completion and limits are the
-engine's, which is what makes a replay a regression check.
+failure. The tool calls the agent made (over the CLI or MCP) are made again while it
+"runs", through ``apply_calls`` (:class:`~loop.session.calls.CallReplayer`), so the tool
+state changes as it did and the engine reads the calls from the events file again.
+Nothing is decided here: routing, defaults, completion and limits are the engine's,
+which is what makes a replay a regression check.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.emit import append_event
 from loop.records import IterationFields
 
-__all__ = ["RecordedIterations", "ReplayBackend"]
+__all__ = ["ApplyCalls", "RecordedIterations", "ReplayBackend"]
+
+# makes a recorded iteration's agent tool calls again, for the request's iteration
+ApplyCalls = Callable[[BackendRequest, IterationFields], None]
 
 
 class RecordedIterations(Protocol):
@@ -39,8 +46,9 @@ class ReplayBackend(Backend):
     uses_files = False  # it makes the events folder itself, only when it has events to write
     instant = True  # reads the recording and returns: it never waits on anything
 
-    def __init__(self, source: RecordedIterations) -> None:
+    def __init__(self, source: RecordedIterations, apply_calls: ApplyCalls | None = None) -> None:
         self.source = source
+        self.apply_calls = apply_calls
         self.served = 0
 
     async def run(self, request: BackendRequest) -> BackendResult:
@@ -64,6 +72,8 @@ class ReplayBackend(Backend):
             request.iteration_dir.mkdir(parents=True, exist_ok=True)
         for event in record.emitted:
             append_event(request.events_file, event.topic, event.payload, event.target)
+        if record.tool_calls and self.apply_calls is not None:
+            self.apply_calls(request, record)
         self.served += 1
         return BackendResult(
             output=record.output,

@@ -20,6 +20,7 @@ from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import InputError, PathError, SessionError
 from loop.events import Event
 from loop.records import (
+    EventsPublished,
     HatExhausted,
     HatTopology,
     IterationEnd,
@@ -31,7 +32,12 @@ from loop.records import (
     SessionStart,
 )
 from loop.session.reader import RecordingReader
-from loop.session.recording import FooterRecord, IterationRecord, MarkerRecord
+from loop.session.recording import (
+    FooterRecord,
+    IterationRecord,
+    MarkerRecord,
+    PublishedRecord,
+)
 from loop.session.store import latest_session, validate_session_id
 from loop.session.view import (
     EndView,
@@ -145,6 +151,19 @@ class _Builder:
             self.markers.append(_end_marker(self.end))
         self.end = end
 
+    def published(self, record: EventsPublished | PublishedRecord) -> None:
+        """Events published between iterations: loop events, and a marker saying so."""
+        events = [_event(e) for e in record.events]
+        self.loop_events += [LoopEvent(after=record.after, event=e) for e in events]
+        shown = ", ".join(f"{e.topic} (from {e.source})" for e in events)
+        self.markers.append(
+            MarkerView(
+                kind="published",
+                after=record.after,
+                message=f"published outside any iteration, routed: {shown}",
+            )
+        )
+
     def resumed(self, message: str) -> None:
         if self.end is not None:
             self.markers.append(_end_marker(self.end))
@@ -221,6 +240,8 @@ def _from_journal(path: Path) -> SessionView:
                 )
             case Override():
                 build.markers.append(_override_marker(record, build.done))
+            case EventsPublished():
+                build.published(record)
             case Resume():
                 was = record.in_flight
                 build.resumed(
@@ -278,6 +299,8 @@ def _from_recording(path: Path) -> SessionView:
             match record:
                 case IterationRecord():
                     build.iteration(record)
+                case PublishedRecord():
+                    build.published(record)
                 case MarkerRecord(marker="resumed"):
                     build.resumed(record.message)
                 case Override():
@@ -313,7 +336,10 @@ def _from_recording(path: Path) -> SessionView:
         completion_event=header.completion_event,
         hats=_hats(header.hats),
         iterations=tuple(build.iterations),
-        loop_events=(_start_event(header.starting_event, header.config, build.iterations),),
+        loop_events=(
+            _start_event(header.starting_event, header.config, build.iterations),
+            *build.loop_events,
+        ),
         markers=markers,
         end=build.end,
         records=records,

@@ -26,6 +26,7 @@ from loop.session.recording import (
     HeaderRecord,
     IterationRecord,
     MarkerRecord,
+    PublishedRecord,
     RecordingRecord,
     parse_header,
     parse_iteration,
@@ -63,6 +64,7 @@ class RecordingReader:
         self.footer: FooterRecord | None = None
         self.markers: list[tuple[int, MarkerRecord]] = []
         self.overrides: list[Override] = []  # a resume's changed limits, in order
+        self.published: list[tuple[int, PublishedRecord]] = []
         self.warnings: list[str] = []
         self.torn = False
         self._index: dict[int, tuple[int, int, int]] = {}  # iteration -> offset, size, line
@@ -138,6 +140,13 @@ class RecordingReader:
         if data.get("kind") != "header":
             raise self._error(f"expected a header record first, found {data.get('kind')!r}", number)
         version = data.get("schema_version")
+        if version == 1:
+            raise self._error(
+                "schema version 1, an older format that holds no tool calls, so what its "
+                f"agents did with hatloop's tools cannot be replayed (this hatloop reads "
+                f"version {SCHEMA_VERSION}): re-record it",
+                number,
+            )
         if type(version) is not int or version != SCHEMA_VERSION:
             raise self._error(
                 f"unknown schema version {version!r} (this hatloop reads "
@@ -174,6 +183,8 @@ class RecordingReader:
             self.markers.append((number, record))
         elif isinstance(record, Override):
             self.overrides.append(record)
+        elif isinstance(record, PublishedRecord):
+            self.published.append((number, record))
         elif isinstance(record, FooterRecord):
             self.footer = record
         else:

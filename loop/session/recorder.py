@@ -2,7 +2,8 @@
 
 It listens to the engine's lifecycle events (``loop.started`` / ``loop.resumed``,
 ``loop.terminated``), takes each committed iteration's typed record (the ``committed``
-hook), and writes one record per line, each encoded here. Lines go out in batches, one
+hook) and each record of events published between iterations (the ``published`` hook),
+and writes one record per line, each encoded here. Lines go out in batches, one
 ``write`` per batch: before every hat that waits (the engine calls
 :meth:`Recorder.flush`), at least every few milliseconds while hats are instant, and at
 the end. A crash leaves at most a torn last line, and the lines a crash kept from the
@@ -49,7 +50,7 @@ from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import InputError, LoopError
 from loop.events import Event
 from loop.extensions import Extension
-from loop.records import IterationEnd, encode_record
+from loop.records import EventsPublished, IterationEnd, encode_record
 from loop.session.recording import (
     FooterRecord,
     HeaderRecord,
@@ -57,6 +58,7 @@ from loop.session.recording import (
     RecordingRecord,
     iso_time,
     iteration_data,
+    published_record,
 )
 from loop.session.redact import Redactor
 
@@ -399,6 +401,7 @@ class Recorder(Extension):
             completion_event=start.completion_event,
             hats=start.hats,
             config=config,
+            workdir=start.workdir,
             hatloop_version=__version__,
             python_version=sys.version.split()[0],
             redacted=self.redactor is not None,
@@ -406,19 +409,25 @@ class Recorder(Extension):
             ts=ts,
         )
 
-    def _last_recorded(self) -> int:
-        """The highest iteration the file holds (lines that are not JSON are skipped)."""
+    def _recorded(self) -> tuple[int, set[float]]:
+        """The highest iteration the file holds, and the times of its ``published`` lines
+        (lines that are not JSON are skipped)."""
         last = 0
+        published: set[float] = set()
         with self.path.open("rb") as fh:
             for raw in fh:
                 try:
                     data = _json.loads(raw)
                 except ValueError:
                     continue
-                number = data.get("iteration") if isinstance(data, dict) else None
+                if not isinstance(data, dict):
+                    continue
+                number = data.get("iteration")
                 if data.get("kind") == "iteration" and type(number) is int:
                     last = max(last, number)
-        return last
+                elif data.get("kind") == "published" and isinstance(data.get("ts"), float):
+                    published.add(data["ts"])
+        return last, published
 
     def _backfill(self, started: SessionStarted) -> None:
         """Record committed iterations the killed process never recorded (from the journal).
@@ -428,7 +437,7 @@ class Recorder(Extension):
         """
         journal = started.session_dir / JOURNAL_NAME
         try:
-            last = self._last_recorded()
+            last, published = self._recorded()
             records = read_journal(journal).records
         except (OSError, LoopError) as exc:
             log.warning(
@@ -440,10 +449,20 @@ class Recorder(Extension):
         for record in records:
             if isinstance(record, IterationEnd) and record.iteration > last:
                 self._record_iteration(record)
+            elif (
+                isinstance(record, EventsPublished)
+                and record.after >= last
+                and record.ts not in published
+            ):
+                self.published(record)
 
     def committed(self, record: IterationEnd) -> None:
         """Record an iteration the engine just committed."""
         self._record_iteration(record)
+
+    def published(self, record: EventsPublished) -> None:
+        """Record events the engine journaled as published between iterations."""
+        self._put(published_record(record))
 
     def _record_iteration(self, record: IterationEnd) -> None:
         if not self._refused():

@@ -1,18 +1,20 @@
 """The session recording format: one JSON record per line, versioned, with a JSON Schema.
 
-A recording is a header, one record per iteration, optional markers (the size cap was
-reached, the session was resumed, records were lost to write failures), the journal's
-``override`` records (a resume changed the limits or backends from that point on) and a
-footer::
+A recording is a header, one record per iteration, the events published between
+iterations, optional markers (the size cap was reached, the session was resumed, records
+were lost to write failures), the journal's ``override`` records (a resume changed the
+limits or backends from that point on) and a footer::
 
-    {"kind": "header", "schema_version": 1, "session_id": ..., "hats": {...}, ...}
+    {"kind": "header", "schema_version": 2, "session_id": ..., "hats": {...}, ...}
     {"kind": "iteration", "iteration": 1, "hat": "planner", "prompt": ..., ...}
+    {"kind": "published", "after": 1, "events": [...], ...}
     {"kind": "marker", "marker": "cap_reached", "message": ..., ...}
     {"kind": "footer", "reason": "completed", "iterations": 5, "elapsed": 0.04, ...}
 
 The records are made of the journal's (:mod:`loop.records`): the header holds what the
 journal's ``session.start`` says of the session, each iteration line holds the fields
-of its ``iteration.end`` plus a readable ``timestamp``, and the footer what
+of its ``iteration.end`` (its tool calls included) plus a readable ``timestamp``, a
+``published`` line what an ``events.published`` record says, and the footer what
 ``session.end`` says. These models are the format: the recorder writes them, the
 reader validates them, and ``python -m loop schema recording`` prints the schema made
 from them.
@@ -26,8 +28,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, TypeAdapter, ValidationError, with_config
 
+from loop.events import Event
 from loop.records import (
     RECORD_CONFIG,
+    EventsPublished,
     IterationEnd,
     IterationFields,
     Override,
@@ -42,16 +46,21 @@ __all__ = [
     "HeaderRecord",
     "IterationRecord",
     "MarkerRecord",
+    "PublishedRecord",
     "RecordingRecord",
     "iso_time",
     "iteration_data",
     "parse_header",
     "parse_iteration",
     "parse_line",
+    "published_record",
     "recording_json_schema",
 ]
 
-SCHEMA_VERSION = 1
+# Version 2: iterations carry their tool calls, the header its workdir, and events
+# published between iterations have a line of their own. A recording of version 1 holds
+# none of them, so it cannot replay what its agents did with the tools: re-record it.
+SCHEMA_VERSION = 2
 
 
 @dataclass(kw_only=True)
@@ -73,6 +82,23 @@ class IterationRecord(IterationFields):
 
     kind: Literal["iteration"] = "iteration"
     timestamp: Annotated[str, Field(description="ISO 8601, UTC, when the iteration ended")]
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
+class PublishedRecord:
+    """Events published while no iteration collected, after iteration ``after`` (as the
+    journal's ``events.published`` says): routed like an iteration's."""
+
+    kind: Literal["published"] = "published"
+    after: Annotated[int, Field(ge=0, description="the iterations committed before them")]
+    events: tuple[Event, ...]
+    ts: float
+
+
+def published_record(record: EventsPublished) -> PublishedRecord:
+    """The recording's line of a journaled ``events.published`` record."""
+    return PublishedRecord(after=record.after, events=record.events, ts=record.ts)
 
 
 @with_config(RECORD_CONFIG)
@@ -108,7 +134,7 @@ class FooterRecord(SessionEndFields):
 
 
 RecordingRecord = Annotated[
-    HeaderRecord | IterationRecord | MarkerRecord | Override | FooterRecord,
+    HeaderRecord | IterationRecord | PublishedRecord | MarkerRecord | Override | FooterRecord,
     Field(discriminator="kind"),
 ]
 _RECORD: TypeAdapter[RecordingRecord] = TypeAdapter(RecordingRecord)

@@ -1,0 +1,243 @@
+"""Recorded tool calls on replay: made again through the tools, and compared.
+
+An iteration's recorded calls (:class:`~loop.records.ToolCall`) are of two kinds:
+
+* the agent's (channels ``cli`` and ``mcp``): its process made them while it ran. The
+  replay backend makes them again, in the recorded order, through the same tools
+  (:class:`CallReplayer`), with the iteration's context, so they are journaled again
+  as the agent's and change the scratch session's tool state as they did;
+* the engine's process's (``bus``: a hat's request; ``loop``: the theme heartbeat):
+  the replayed engine makes them itself, as it did. :func:`recorded_clock` gives each
+  the time it had, so what a tool derives from "now" comes out the same.
+
+A call carries the paths of the run that made it (an experience's folder, a file named
+in an error). :class:`PathMap` maps the recorded run's locations to the replay's before
+a call is made again and before a result is compared. :func:`compare_calls` says how a
+replayed iteration's calls differ from the recorded ones, in a readable form.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from loop import _fs
+from loop.backends.base import BackendRequest
+from loop.records import CallError, IterationFields, ToolCall, ToolCallLine, encode_record
+from loop.tools.base import Tool, ToolContext
+from loop.tools.calls import FILE_CHANNELS, FileCalls, local_offset
+
+__all__ = [
+    "CallReplayer",
+    "PathMap",
+    "call_line",
+    "compare_calls",
+    "recorded_clock",
+]
+
+_MAX_DIFFS = 6  # leaf differences shown per call
+_TEXT = 160  # characters of a value shown
+
+
+@dataclass(frozen=True)
+class PathMap:
+    """Maps the recorded run's locations (absolute paths, as text) to the replay's."""
+
+    pairs: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, locations: Mapping[str, tuple[Path, Path]]) -> PathMap:
+        """From ``name -> (recorded, replay)``; the longest recorded path is mapped first."""
+        pairs = {str(rec): str(rep) for rec, rep in locations.values() if str(rec) != str(rep)}
+        ordered = sorted(pairs.items(), key=lambda p: len(p[0]), reverse=True)
+        return cls(tuple(ordered))
+
+    def apply(self, value: Any) -> Any:
+        """``value`` with every recorded location in its texts replaced by the replay's."""
+        if not self.pairs:
+            return value
+        if isinstance(value, str):
+            for recorded, replayed in self.pairs:
+                if recorded in value:
+                    value = value.replace(recorded, replayed)
+            return value
+        if isinstance(value, dict):
+            return {k: self.apply(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.apply(v) for v in value]
+        return value
+
+    def call(self, call: ToolCall) -> ToolCall:
+        """``call`` as the replay should see it."""
+        if not self.pairs:
+            return call
+        error = call.error
+        if error is not None:
+            error = CallError(
+                code=error.code,
+                message=self.apply(error.message),
+                details=self.apply(error.details),
+            )
+        return replace(
+            call, input=self.apply(call.input), result=self.apply(call.result), error=error
+        )
+
+
+def recorded_clock(
+    iteration: Callable[[int], IterationFields | None],
+) -> Callable[[int, int], tuple[float, int]]:
+    """The call clock of a replayed engine: the n-th call its process makes in iteration
+    ``i`` gets the time the n-th such call (``bus`` or ``loop``) had when recorded; a
+    call the recording does not have gets the clock's."""
+
+    def clock(number: int, n: int) -> tuple[float, int]:
+        record = iteration(number)
+        own = [c for c in record.tool_calls if c.channel not in FILE_CHANNELS] if record else []
+        if 0 < n <= len(own):
+            return own[n - 1].ts, own[n - 1].utc_offset
+        now = time.time()  # a call the recording does not have (the comparison says so)
+        return now, local_offset(now)
+
+    return clock
+
+
+def _fixed(ts: float, utc_offset: int) -> Callable[[], tuple[float, int]]:
+    return lambda: (ts, utc_offset)
+
+
+class CallReplayer:
+    """Makes a recorded iteration's agent calls again, through the tools, in its context.
+
+    Args:
+        tools: the tools by name.
+        base: the replay's tool context (the scratch folder's files).
+        paths: the recorded run's locations mapped to the replay's.
+    """
+
+    def __init__(self, tools: Mapping[str, Tool], base: ToolContext, paths: PathMap) -> None:
+        self.tools = tools
+        self.base = base
+        self.paths = paths
+
+    def __call__(self, request: BackendRequest, record: IterationFields) -> None:
+        """Make the agent's recorded calls of ``record`` for ``request``'s iteration."""
+        agent = [c for c in record.tool_calls if c.channel in FILE_CHANNELS]
+        if not agent:
+            return
+        request.iteration_dir.mkdir(parents=True, exist_ok=True)
+        for recorded in agent:
+            call = self.paths.call(recorded)
+            journal = FileCalls(
+                request.session_id,
+                request.iteration,
+                request.events_file,
+                call.channel,
+                clock=_fixed(call.ts, call.utc_offset),
+            )
+            tool = self.tools.get(call.tool)
+            if tool is None:  # a tool this hatloop does not have: journaled as refused
+                self._unknown(journal, call)
+                continue
+            ctx = replace(self.base, events_file=request.events_file, calls=journal)
+            # an error is journaled with the call: the comparison says if it was recorded
+            with contextlib.suppress(Exception):
+                tool.run(ctx, call.input)
+
+    @staticmethod
+    def _unknown(journal: FileCalls, call: ToolCall) -> None:
+        line = ToolCallLine(
+            call=ToolCall(
+                tool=call.tool,
+                channel=call.channel,
+                input=call.input,
+                error=CallError(code="unknown_tool", message=f"no tool named {call.tool!r}"),
+                ts=call.ts,
+                utc_offset=call.utc_offset,
+            )
+        )
+        _fs.append_bytes(journal.events_file, encode_record(line))
+
+
+# -- comparing ----------------------------------------------------------------------------
+
+
+def _text(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= _TEXT else text[: _TEXT - 3] + "..."
+
+
+def _outcome(call: ToolCall) -> Any:
+    if call.error is not None:
+        err = {"code": call.error.code, "message": call.error.message}
+        if call.error.details is not None:
+            err["details"] = call.error.details
+        return {"error": err}
+    return {"result": call.result}
+
+
+def _leaves(expected: Any, actual: Any, where: str, out: list[tuple[str, Any, Any]]) -> None:
+    """Collect ``(path, expected, actual)`` of the values that differ (the first few)."""
+    if len(out) >= _MAX_DIFFS or expected == actual:
+        return
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        for key in sorted(set(expected) | set(actual), key=str):
+            _leaves(expected.get(key, _ABSENT), actual.get(key, _ABSENT), f"{where}.{key}", out)
+        return
+    if isinstance(expected, list) and isinstance(actual, list):
+        for i in range(max(len(expected), len(actual))):
+            e = expected[i] if i < len(expected) else _ABSENT
+            a = actual[i] if i < len(actual) else _ABSENT
+            _leaves(e, a, f"{where}[{i}]", out)
+        return
+    out.append((where, expected, actual))
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+_ABSENT = _Absent()
+
+
+def _shown(value: Any) -> str:
+    return "(absent)" if value is _ABSENT else _text(value)
+
+
+def call_line(call: ToolCall) -> str:
+    """A call in one line: the tool, how it came, its input, and how it ended."""
+    head = f"{call.tool} via {call.channel} {_text(call.input)}"
+    if call.error is not None:
+        return f"{head} -> error {call.error.code}: {call.error.message[:_TEXT]}"
+    return f"{head} -> ok"
+
+
+def compare_calls(
+    expected: Sequence[ToolCall], actual: Sequence[ToolCall]
+) -> tuple[str, list[str], list[str]] | None:
+    """How the replayed calls differ from the recorded ones (already path-mapped):
+    ``(what, expected lines, actual lines)``, or ``None`` when they agree."""
+    for number, (want, got) in enumerate(zip(expected, actual, strict=False), start=1):
+        same_call = (want.tool, want.channel, want.input) == (got.tool, got.channel, got.input)
+        if same_call and _outcome(want) == _outcome(got):
+            continue
+        what = f"tool call {number} of {len(expected)} differs ({want.tool} via {want.channel})"
+        if not same_call:
+            return what, [call_line(want)], [call_line(got)]
+        diffs: list[tuple[str, Any, Any]] = []
+        _leaves(_outcome(want), _outcome(got), "", diffs)
+        head = f"{want.tool} {_text(want.input)}"
+        return (
+            what,
+            [head] + [f"{path.lstrip('.')}: {_shown(e)}" for path, e, _ in diffs],
+            [head] + [f"{path.lstrip('.')}: {_shown(a)}" for path, _, a in diffs],
+        )
+    if len(expected) != len(actual):
+        what = f"tool calls differ: {len(expected)} recorded, {len(actual)} made"
+        return what, [call_line(c) for c in expected], [call_line(c) for c in actual]
+    return None
