@@ -21,6 +21,7 @@ from loop.session.view import (
     IterationView,
     MarkerView,
     SessionView,
+    ToolCallView,
     event_rows,
     outcome,
 )
@@ -36,6 +37,8 @@ __all__ = [
     "render_show",
     "session_summary",
 ]
+
+CALL_INPUT_CHARS = 120  # of a tool call's input shown on its line
 
 TARGET_HELP = "a session id, a session folder, a journal or a recording (default: the most recent)"
 
@@ -227,12 +230,22 @@ def render_iteration(view: SessionView, it: IterationView) -> str:
     others = [e for e in it.published if e.source != it.hat]
     if others:
         block("also", [_event_text(e) for e in others])
-    block("tool calls", list(it.tool_calls))
+    block("tool calls", [_call_text(c) for c in it.tool_calls])
+    if it.agent_tools:
+        block("agent used", [", ".join(it.agent_tools)])
     if it.notes:
         block("notes", list(it.notes))
     for title, text in (("prompt", it.prompt), ("output", it.output)):
         lines += ["", f"── {title} " + "─" * (60 - len(title)), text.rstrip("\n")]
     return "\n".join(lines)
+
+
+def _call_text(call: ToolCallView) -> str:
+    """A tool call in one line: the tool, how it came, its input, how it ended."""
+    args = json.dumps(call.input, ensure_ascii=False, sort_keys=True)
+    if len(args) > CALL_INPUT_CHARS:
+        args = args[: CALL_INPUT_CHARS - 3] + "..."
+    return f"{call.tool} via {call.channel} {args} → {call.outcome_text()}"
 
 
 def iteration_summary(it: IterationView) -> dict[str, Any]:
@@ -248,14 +261,16 @@ def iteration_summary(it: IterationView) -> dict[str, Any]:
         "input_tokens": it.input_tokens,
         "output_tokens": it.output_tokens,
         "events": [e.topic for e in it.events],
+        "tool_calls": len(it.tool_calls),
         "completed": it.completed,
     }
 
 
 def iteration_detail(it: IterationView) -> dict[str, Any]:
-    """An iteration in full, as JSON-ready data (with its tool calls and start time)."""
+    """An iteration in full, as JSON-ready data (with the tools its agent reported using,
+    and its start time)."""
     data = it.model_dump(mode="json")
-    data["tool_calls"] = list(it.tool_calls)
+    data["agent_tools"] = list(it.agent_tools)
     data["started"] = round(it.started, 6)
     return data
 

@@ -36,6 +36,7 @@ from loop.session.view import (
     HatStats,
     IterationView,
     SessionView,
+    ToolCallView,
     flows,
     hat_stats,
     outcome,
@@ -129,6 +130,12 @@ def _events(events: tuple[EventView, ...]) -> list[list[Any]]:
     return [[e.topic, e.source, e.target, e.payload_text()] for e in events]
 
 
+def _call(call: ToolCallView) -> list[str]:
+    """A tool call for the page: ``[tool, channel, input, outcome]`` (texts)."""
+    args = json.dumps(call.input, ensure_ascii=False, sort_keys=True)
+    return [call.tool, call.channel, args, call.outcome_text()]
+
+
 def _details(it: IterationView) -> dict[str, Any]:
     row: dict[str, Any] = {
         "prompt": it.prompt,
@@ -136,7 +143,8 @@ def _details(it: IterationView) -> dict[str, Any]:
         "triggers": _events(it.triggers),
         "events": _events(it.events),
         "also": _events(tuple(e for e in it.published if e.source != it.hat)),
-        "tools": list(it.tool_calls),
+        "tools": list(it.agent_tools),
+        "calls": [_call(c) for c in it.tool_calls],
         "notes": list(it.notes),
         "backend": it.backend,
         "ok": it.backend_ok,

@@ -21,6 +21,7 @@ from loop.events import topic_matches
 
 __all__ = [
     "END",
+    "CallErrorView",
     "EndView",
     "EventRow",
     "EventView",
@@ -31,6 +32,7 @@ __all__ = [
     "LoopEvent",
     "MarkerView",
     "SessionView",
+    "ToolCallView",
     "event_rows",
     "flows",
     "hat_stats",
@@ -58,6 +60,31 @@ class EventView(_View):
         if isinstance(self.payload, str):
             return self.payload
         return _json.dumps_line(self.payload).decode().rstrip("\n")
+
+
+class CallErrorView(_View):
+    """A tool call's structured error."""
+
+    code: str
+    message: str
+    details: Any = None
+
+
+class ToolCallView(_View):
+    """A hatloop tool call made in an iteration's context, as the records keep it."""
+
+    tool: str
+    channel: str
+    input: dict[str, Any] = {}
+    result: dict[str, Any] | None = None
+    error: CallErrorView | None = None
+    ts: float | None = None
+
+    def outcome_text(self) -> str:
+        """``ok``, or ``error <code>: <message>``."""
+        if self.error is None:
+            return "ok"
+        return f"error {self.error.code}: {self.error.message}"
 
 
 class HatView(_View):
@@ -97,11 +124,13 @@ class IterationView(_View):
     output_tokens: int | None = None
     turns: int | None = None
     meta: dict[str, Any] = {}
+    tool_calls: tuple[ToolCallView, ...] = ()
     ts: float | None = None
 
     @property
-    def tool_calls(self) -> tuple[str, ...]:
-        """The tools the agent called, in order, as its backend reported them."""
+    def agent_tools(self) -> tuple[str, ...]:
+        """Every tool the agent used (its own and hatloop's), in order, as its backend
+        reported them (Claude Code, Gemini CLI, Codex)."""
         uses = self.meta.get("tool_uses")
         return tuple(str(u) for u in uses) if isinstance(uses, list) else ()
 
@@ -122,7 +151,8 @@ class MarkerView(_View):
     """Something that happened between iterations, or to the file itself."""
 
     # resumed, override (a resume's changed limits), ended (before a resume),
-    # hat_exhausted, in_flight (journal), and a recording's own: cap_reached, write_failed
+    # hat_exhausted, published (events published outside any iteration), in_flight
+    # (journal), and a recording's own: cap_reached, write_failed
     kind: str
     after: int  # the iterations done at the time
     message: str

@@ -181,18 +181,33 @@ def test_show_iteration_json_is_the_whole_iteration(
     assert "reverse_words" in data["output"]
     assert [e["topic"] for e in data["events"]] == ["build.done"]
     assert [e["topic"] for e in data["triggers"]] == ["plan.ready"]
-    assert data["tool_calls"] == []
+    # the default preset's themes: the loop's heartbeat, journaled as the iteration's call
+    [heartbeat] = data["tool_calls"]
+    assert (heartbeat["tool"], heartbeat["channel"], heartbeat["error"]) == (
+        "theme_heartbeat",
+        "loop",
+        None,
+    )
+    assert len(heartbeat["result"]["heartbeatId"]) == 14
+    assert data["agent_tools"] == []
     assert data["started"] == pytest.approx(data["elapsed"] - data["duration"], abs=1e-5)
 
 
 def test_show_iteration_lists_an_agents_tool_calls(capsys: pytest.CaptureFixture[str]) -> None:
-    """The committed Claude Code recording: the MCP tools the agent called, in order."""
+    """The committed Claude Code recording: hatloop's tool calls made in the iteration
+    (the heartbeat, the agent's createTask over MCP) with their input and outcome, and
+    every tool the agent reported using, in order."""
     path = str(REPO / "recordings" / "claude.jsonl")
     _, out, _ = run(capsys, "show", path, "-i", "1")
-    assert "  tool calls  mcp__hatloop__createTask" in out
-    assert "              mcp__hatloop__emit_event" in out
+    assert "  tool calls  theme_heartbeat via loop {} → ok\n" in out
+    assert '              createTask via mcp {"name": "Write the release notes"} → ok\n' in out
+    assert "  agent used  mcp__hatloop__createTask, mcp__hatloop__emit_event\n" in out
     _, out, _ = run(capsys, "show", path, "-i", "1", "--json")
-    assert json.loads(out)["tool_calls"] == ["mcp__hatloop__createTask", "mcp__hatloop__emit_event"]
+    data = json.loads(out)
+    assert data["agent_tools"] == ["mcp__hatloop__createTask", "mcp__hatloop__emit_event"]
+    created = data["tool_calls"][1]
+    assert (created["tool"], created["channel"]) == ("createTask", "mcp")
+    assert created["result"]["task"]["name"] == "Write the release notes"
 
 
 def test_show_json_is_the_timeline(made: Made, capsys: pytest.CaptureFixture[str]) -> None:

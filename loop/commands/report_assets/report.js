@@ -88,6 +88,16 @@
     }
     return ul;
   }
+  function callList(calls) {
+    const ul = el("ul", "");
+    for (const [tool, channel, input, outcome] of calls) {
+      const li = el("li", "", el("code", "", tool));
+      li.append(el("span", "kv", " via " + channel + " → " + outcome));
+      li.append(el("pre", "", input));
+      ul.append(li);
+    }
+    return ul;
+  }
   function fillDetail(td, it, d) {
     const facts = [
       "backend " + (d.backend || "-") + (d.ok ? " (ok" : " (failed") +
@@ -104,8 +114,8 @@
     parts.push(el("h4", "", "Triggered by"), eventList(d.triggers, true));
     parts.push(el("h4", "", "Events"), eventList(d.events, false));
     if (d.also.length) parts.push(el("h4", "", "Also published"), eventList(d.also, true));
-    parts.push(el("h4", "", "Tool calls"),
-      d.tools.length ? el("p", "mono", d.tools.join(", ")) : el("p", "empty", "none"));
+    parts.push(el("h4", "", "Tool calls"), d.calls.length ? callList(d.calls) : el("p", "empty", "none"));
+    if (d.tools.length) parts.push(el("h4", "", "Agent used"), el("p", "mono", d.tools.join(", ")));
     if (d.notes.length) parts.push(el("h4", "", "Notes"), el("pre", "", d.notes.join("\n")));
     const text = (cls, value) => (value === "" ? el("p", "empty " + cls, "(empty)") : el("pre", cls, value));
     parts.push(el("h4", "", "Output"), text("output", d.output));
