@@ -1,17 +1,29 @@
 """A pytest plugin (``pytest11`` entry point ``hatloop``): recordings as regression tests.
 
-Every file matching the ini option ``hatloop_recordings`` (glob patterns relative to
-the rootdir; default ``recordings/*.jsonl``) is collected as one test item that replays
-the recording through the real engine. A divergence fails the item with the readable
-diff as its message; a bad recording is an error naming the file and the line.
+Each recording is one test item, ``<file>::replay``, that replays it through the real
+engine: a divergence fails the item with the readable diff as its message, a bad
+recording fails it with the one-line error naming the file and the line.
 
-Run them with ``pytest recordings`` (or add ``recordings`` to ``testpaths``).
+Which files are recordings, among the ``.jsonl`` files pytest visits (its ``testpaths``
+or the paths on its command line):
+
+- with the ini option ``hatloop_recordings`` (folders, files or glob patterns, relative
+  to the rootdir): exactly the ``.jsonl`` files under those paths, each one claimed (a
+  broken one fails rather than being skipped);
+- without it: the ``.jsonl`` files whose first line is a hatloop recording header (a
+  JSON object with ``"kind": "header"`` and a ``schema_version``). Only that line is
+  read, and at most :data:`HEADER_LIMIT` bytes of it; any other JSONL (another project's
+  data) is left alone.
+
+Items are independent and collected in the same order in every process, so they run
+under pytest-xdist (``pytest -n auto``). ``-p no:hatloop`` turns the plugin off.
 """
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +31,19 @@ import pytest
 
 from loop.errors import LoopError
 
-__all__ = ["INI_OPTION", "RecordingFile", "RecordingItem", "ReplayFailed"]
+__all__ = [
+    "HEADER_LIMIT",
+    "INI_OPTION",
+    "RecordingFile",
+    "RecordingItem",
+    "ReplayFailed",
+    "is_recording",
+    "named",
+]
 
 INI_OPTION = "hatloop_recordings"
-DEFAULT_PATTERNS = ["recordings/*.jsonl"]
+HEADER_LIMIT = 1024 * 1024  # bytes of a file's first line read to tell a recording
+_GLOB = frozenset("*?[")
 
 
 class ReplayFailed(Exception):
@@ -34,29 +55,67 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         INI_OPTION,
         type="linelist",
-        default=DEFAULT_PATTERNS,
-        help="glob patterns (relative to the rootdir) of hatloop recordings to "
-        "replay as tests (default: recordings/*.jsonl)",
+        default=[],
+        help="folders, files or glob patterns (relative to the rootdir) whose .jsonl files "
+        "are hatloop recordings to replay as tests (default: any .jsonl file whose first "
+        "line is a hatloop recording header)",
     )
 
 
-def matches(path: Path, root: Path, patterns: list[str]) -> bool:
-    """Whether ``path`` (relative to ``root``) matches one of the glob ``patterns``."""
+def is_recording(path: Path) -> bool:
+    """Whether ``path``'s first line is a hatloop recording header.
+
+    Reads that line only, at most :data:`HEADER_LIMIT` bytes; a file that cannot be read,
+    is not a regular file, or whose first line is longer or not such a JSON object, is not.
+    """
+    try:
+        if not path.is_file():
+            return False
+        with path.open("rb") as fh:
+            line = fh.readline(HEADER_LIMIT + 1)
+    except OSError:
+        return False
+    if len(line) > HEADER_LIMIT:
+        return False
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, dict) and data.get("kind") == "header" and "schema_version" in data
+
+
+def named(path: Path, root: Path, entries: Sequence[str]) -> bool:
+    """Whether ``path`` is one of ``entries`` or under one (relative to ``root``).
+
+    An entry with ``*``, ``?`` or ``[`` is a glob pattern matched against the whole
+    relative path; any other is a folder or a file.
+    """
     try:
         rel = path.resolve().relative_to(root.resolve()).as_posix()
     except ValueError:
         return False
-    return any(fnmatch.fnmatch(rel, p) for p in patterns)
+    for raw in entries:
+        entry = raw.strip().removeprefix("./").rstrip("/")
+        if not entry:
+            continue
+        if _GLOB & set(entry):
+            if fnmatch.fnmatch(rel, entry):
+                return True
+        elif entry in (".", rel) or rel.startswith(entry + "/"):
+            return True
+    return False
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> RecordingFile | None:
-    """Collect a recording matching ``hatloop_recordings`` as a :class:`RecordingFile`."""
+    """Collect a recording (see the module's docstring) as a :class:`RecordingFile`."""
     if file_path.suffix != ".jsonl":
         return None
-    patterns = [str(p) for p in parent.config.getini(INI_OPTION)]
-    if not matches(file_path, parent.config.rootpath, patterns):
-        return None
-    return RecordingFile.from_parent(parent, path=file_path)
+    entries = [str(p) for p in parent.config.getini(INI_OPTION)]
+    if entries:
+        claimed = named(file_path, parent.config.rootpath, entries)
+    else:
+        claimed = is_recording(file_path)
+    return RecordingFile.from_parent(parent, path=file_path) if claimed else None
 
 
 class RecordingFile(pytest.File):

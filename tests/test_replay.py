@@ -430,7 +430,7 @@ def test_replay_command_runs_a_folder_with_junit_xml(
     assert f"ok       {suite / 'a_good.jsonl'}: 5 iteration(s), completed" in out
     assert f"DIVERGED {suite / 'b_bad.jsonl'}: at iteration 2" in out
     assert "diverged at iteration 2: a different hat ran" in out
-    assert "2 recording(s): 1 ok, 1 diverged, 0 error(s)" in out
+    assert "2 recording(s): 1 passed, 1 diverged, 0 error(s)" in out
     root = ET.parse(report).getroot()
     tests = root.find("testsuite")
     assert tests is not None

@@ -1,22 +1,42 @@
-"""``loop replay`` and ``loop schema``: recordings from the command line."""
+"""``loop replay`` and ``loop schema``: recordings from the command line.
+
+``replay`` takes files and folders, keeps this machine's shard of them (``--shard K/N``),
+replays them in this process or in ``--jobs N`` worker processes
+(:mod:`loop.commands.replay_pool`), prints one row per recording in the order of the
+recordings whatever order they finish in, then one summary; ``--junit FILE`` writes
+one JUnit XML file. Live progress goes to stderr: a counter redrawn in place on a
+terminal, a plain line every tenth of the way otherwise.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
-from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
-from xml.etree import ElementTree as ET
+from typing import TextIO
 
 from loop._fs import atomic_write
+from loop._log import live_line_allowed
 from loop.commands.common import run_async
-from loop.errors import EXIT_DIVERGED, EXIT_OK, EXIT_USAGE, LoopError
+from loop.commands.replay_suite import (
+    InOrder,
+    ReplayJob,
+    ReplayOutcome,
+    Shard,
+    collect_recordings,
+    exit_code,
+    junit_xml,
+    outcome_lines,
+    parse_jobs,
+    problem_outcome,
+    summary_lines,
+)
+from loop.errors import EXIT_OK
 
-__all__ = ["collect_recordings", "junit_xml", "register"]
-
-SUITE = "hatloop.replay"
+__all__ = ["Progress", "cpu_count", "register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,13 +45,40 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "replay",
         help="replay recordings through the real engine and compare",
         description="Replay each recording with the replay backend and the recorded "
-        "configuration; report the first divergence. Exit 0 when all match, "
-        "4 when one diverged, 2 on bad input.",
+        "configuration; report the first divergence of each. Exit 0 when all match, "
+        "4 when one diverged, 2 on bad input, 1 when a worker process died, 130 when "
+        "interrupted.",
     )
     p.add_argument(
         "paths", nargs="+", metavar="FILE|DIR", help="recordings, or folders of *.jsonl recordings"
     )
-    p.add_argument("--junit-xml", metavar="PATH", help="also write a JUnit XML report")
+    p.add_argument(
+        "-j",
+        "--jobs",
+        default="1",
+        metavar="N",
+        help="replay in N worker processes (0 or 'auto': one per CPU; default 1: in this "
+        "process, one after the other)",
+    )
+    p.add_argument(
+        "--shard",
+        metavar="K/N",
+        help="replay only shard K of N (1 <= K <= N): every N-th recording from the K-th, "
+        "in the order they are listed (for a CI matrix of N machines)",
+    )
+    p.add_argument(
+        "--junit",
+        "--junit-xml",
+        dest="junit",
+        metavar="FILE",
+        help="also write one JUnit XML file (one test case per recording)",
+    )
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only the recordings that diverged or failed, and the summary",
+    )
     p.add_argument("--log-format", choices=["auto", "console", "json"], default="auto")
     p.set_defaults(handler=_replay)
 
@@ -40,99 +87,156 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sc.set_defaults(handler=_schema)
 
 
-# -- replay -------------------------------------------------------------------------------
+def cpu_count() -> int:
+    """The CPUs this process may run on (its affinity mask where there is one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
-def collect_recordings(paths: Iterable[str]) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Expand folders to their ``*.jsonl`` files: ``(recordings, problems)``."""
-    found: list[Path] = []
-    problems: list[tuple[Path, str]] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            inside = sorted(path.glob("*.jsonl"))
-            if not inside:
-                problems.append((path, f"{path}: no recordings (*.jsonl) in this folder"))
-            found.extend(inside)
+# -- progress -------------------------------------------------------------------------------
+
+
+class Progress:
+    """Live progress on ``err``; the rows go to ``out``.
+
+    On a terminal (:func:`live_line_allowed`) a counter is redrawn in place, and taken
+    away while a row is printed when both streams are that terminal. Otherwise a plain
+    line is written at the start and each time another tenth of the recordings is done.
+    """
+
+    def __init__(self, total: int, workers: int, *, out: TextIO, err: TextIO, live: bool) -> None:
+        self.total, self.workers = total, workers
+        self.out, self.err, self.live = out, err, live
+        self.done = self.passed = self.diverged = self.errors = 0
+        self._step = 0
+        self._shown = False
+
+    def start(self) -> None:
+        """Say what is about to run."""
+        how = f"{self.workers} worker processes" if self.workers > 1 else "this process"
+        if not self.live and self.total:
+            self._line(f"replay: {self.total} recording(s) in {how}")
+        self._draw()
+
+    def tick(self, outcome: ReplayOutcome) -> None:
+        """Count one finished recording."""
+        self.done += 1
+        if outcome.status == "passed":
+            self.passed += 1
+        elif outcome.status == "diverged":
+            self.diverged += 1
         else:
-            found.append(path)
-    return found, problems
+            self.errors += 1
+        step = self.done * 10 // max(1, self.total)
+        if not self.live and step > self._step:
+            self._step = step
+            self._line(f"replay: {self._counts()}")
+        self._draw()
+
+    def rows(self, lines: list[str]) -> None:
+        """Print rows on ``out`` (under the counter, which is redrawn after them)."""
+        if not lines:
+            return
+        self._erase()
+        self.out.write("".join(line + "\n" for line in lines))
+        self.out.flush()
+        self._draw()
+
+    def close(self) -> None:
+        """Take the counter away."""
+        self._erase()
+        self.live = False
+
+    def _counts(self) -> str:
+        return (
+            f"{self.done}/{self.total} done: {self.passed} passed, {self.diverged} diverged, "
+            f"{self.errors} error(s)"
+        )
+
+    def _line(self, text: str) -> None:
+        self.err.write(text + "\n")
+        self.err.flush()
+
+    def _draw(self) -> None:
+        if self.live and self.total:
+            self.err.write(f"\r\x1b[K[{self._counts()}]")
+            self.err.flush()
+            self._shown = True
+
+    def _erase(self) -> None:
+        if self._shown:
+            self.err.write("\r\x1b[K")
+            self.err.flush()
+            self._shown = False
+
+
+# -- replay ---------------------------------------------------------------------------------
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from loop.replay import ReplayResult, replay_recording  # noqa: PLC0415 - heavy
+    # the engine, imported when recordings are replayed (not for --help)
+    from loop.commands.replay_pool import run_here, run_workers  # noqa: PLC0415 - start-up
 
+    shard = Shard.parse(args.shard) if args.shard else None
+    jobs = parse_jobs(args.jobs, cpu_count())
     files, problems = collect_recordings(args.paths)
-    outcomes: list[tuple[Path, ReplayResult | str]] = list(problems)
-    started = time.perf_counter()
-
-    async def run_all() -> None:
-        for path in files:
-            try:
-                outcome: ReplayResult | str = await replay_recording(path)
-            except LoopError as exc:
-                outcome = str(exc)
-            outcomes.append((path, outcome))
-            _print_outcome(outcome)
-
-    for _, message in problems:
-        print(f"ERROR    {message}")
-    run_async(run_all)
-    elapsed = time.perf_counter() - started
-    passed = sum(1 for _, o in outcomes if not isinstance(o, str) and o.ok)
-    diverged = sum(1 for _, o in outcomes if not isinstance(o, str) and not o.ok)
-    errors = sum(1 for _, o in outcomes if isinstance(o, str))
-    print(
-        f"\n{len(outcomes)} recording(s): {passed} ok, {diverged} diverged, "
-        f"{errors} error(s) in {elapsed:.2f}s"
+    selected = shard.select(files) if shard is not None else files
+    outcomes = [problem_outcome(i, path, message) for i, (path, message) in enumerate(problems)]
+    todo = [ReplayJob(index=len(problems) + i, path=str(p)) for i, p in enumerate(selected)]
+    workers = min(jobs, len(todo))
+    progress = Progress(
+        len(todo), workers, out=sys.stdout, err=sys.stderr, live=live_line_allowed()
     )
-    if args.junit_xml:
-        target = Path(args.junit_xml)
+    order = InOrder(first=len(problems))
+    if shard is not None:
+        print(f"shard {shard}: {len(selected)} of {len(files)} recording(s)", file=sys.stderr)
+    progress.rows([line for o in outcomes for line in outcome_lines(o)])
+
+    def on_outcome(outcome: ReplayOutcome) -> None:
+        outcomes.append(outcome)
+        progress.tick(outcome)
+        for ready in order.add(outcome):
+            if not (args.quiet and ready.status == "passed"):
+                progress.rows(outcome_lines(ready))
+
+    started = time.perf_counter()
+    progress.start()
+    try:
+        if workers > 1:
+            run_async(run_workers, todo, workers, on_outcome)
+        else:
+            run_async(run_here, todo, on_outcome)
+    except KeyboardInterrupt:
+        progress.close()
+        elapsed = time.perf_counter() - started
+        total = len(problems) + len(todo)
+        _summary(outcomes, elapsed, jobs=jobs, shard=shard, total=total)
+        raise
+    progress.close()
+    elapsed = time.perf_counter() - started
+    _summary(outcomes, elapsed, jobs=jobs, shard=shard)
+    if args.junit:
+        target = Path(args.junit)
         target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, junit_xml(outcomes, elapsed))
+        atomic_write(target, junit_xml(outcomes, elapsed, shard=shard))
         print(f"JUnit XML written to {target}")
-    if errors:
-        return EXIT_USAGE
-    return EXIT_DIVERGED if diverged else EXIT_OK
+    return exit_code(outcomes)
 
 
-def _print_outcome(outcome: Any) -> None:
-    if isinstance(outcome, str):
-        print(f"ERROR    {outcome}")
-        return
-    print(outcome.summary())
-    for warning in outcome.warnings:
-        print(f"  warning: {warning}")
-    if outcome.divergence is not None:
-        print("\n".join("  " + line for line in outcome.divergence.render().splitlines()))
-
-
-def junit_xml(outcomes: list[tuple[Path, Any]], elapsed: float) -> bytes:
-    """A JUnit XML report: one test case per recording (failure = divergence)."""
-    suite = ET.Element("testsuite", name=SUITE, tests=str(len(outcomes)), time=f"{elapsed:.3f}")
-    failures = errors = 0
-    for path, outcome in outcomes:
-        case = ET.SubElement(suite, "testcase", classname=SUITE, name=str(path))
-        if isinstance(outcome, str):
-            errors += 1
-            ET.SubElement(case, "error", message=outcome).text = outcome
-            continue
-        case.set("time", f"{outcome.duration:.3f}")
-        if outcome.divergence is not None:
-            failures += 1
-            text = outcome.divergence.render()
-            ET.SubElement(case, "failure", message=text.splitlines()[0]).text = text
-        notes = list(outcome.warnings) + (
-            [f"prefix only: {outcome.partial}"] if outcome.partial else []
-        )
-        if notes:
-            ET.SubElement(case, "system-out").text = "\n".join(notes)
-    suite.set("failures", str(failures))
-    suite.set("errors", str(errors))
-    root = ET.Element("testsuites")
-    root.append(suite)
-    data: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
-    return data + b"\n"
+def _summary(
+    outcomes: list[ReplayOutcome],
+    elapsed: float,
+    *,
+    jobs: int,
+    shard: Shard | None,
+    total: int | None = None,
+) -> None:
+    lines = summary_lines(
+        sorted(outcomes, key=lambda o: o.index), elapsed, jobs=jobs, shard=shard, total=total
+    )
+    print("\n" + "\n".join(lines), flush=True)
 
 
 # -- schema -------------------------------------------------------------------------------
