@@ -37,6 +37,8 @@ class Sizes:
     fsync_n: int
     peer_n: dict[str, int] = field(default_factory=dict)
     mcp_calls: int = 200  # MCP tool calls per run, for the per-call latency
+    replay_folder_n: int = 1_000  # small recordings in the folder `replay --jobs` runs on
+    replay_folder_runs: int = 3  # runs per --jobs setting (each replays the whole folder)
 
 
 FULL = Sizes(
@@ -79,6 +81,8 @@ QUICK = Sizes(
     jsonl_n=2_000,
     fsync_n=40,
     mcp_calls=20,
+    replay_folder_n=12,
+    replay_folder_runs=1,
     peer_n={
         "bare": 200,
         "publish_hook": 200,

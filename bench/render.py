@@ -7,6 +7,7 @@ from typing import Any
 
 from bench.mcp_bench import render_mcp
 from bench.plan import RECORDING_MODES
+from bench.replay_jobs import render_replay_jobs
 
 __all__ = ["render"]
 
@@ -335,6 +336,7 @@ def render(data: dict[str, Any]) -> str:
     lines += _side_by_side(res)
     lines += _bus(res)
     lines += _replay(res.get("replay", {}))
+    lines += render_replay_jobs(res.get("replay_jobs", {}))
     lines += _startup(res.get("startup", {}))
     lines += render_mcp(res.get("mcp", {}))
     lines += _tasks(res.get("tasks", {}))

@@ -27,6 +27,7 @@ from bench import report  # noqa: E402 - after the path set-up above
 from bench.env import PEER_REQUIREMENTS, ensure_venv, installed_versions  # noqa: E402
 from bench.mcp_bench import run_mcp  # noqa: E402
 from bench.plan import Case, Sizes, build_plan, sizes_for  # noqa: E402
+from bench.replay_jobs import run_replay_jobs  # noqa: E402
 from bench.startup import measure_startup  # noqa: E402
 from bench.stats import summarize  # noqa: E402
 
@@ -177,6 +178,39 @@ def run_replay(python: str, sizes: Sizes, scratch: Path) -> dict[str, Any]:
         small.unlink(missing_ok=True)
 
 
+def _replay_jobs(python: str, sizes: Sizes) -> dict[str, Any]:
+    """``replay DIR --jobs 1 / 2 / auto`` on a folder of small recordings."""
+    with tempfile.TemporaryDirectory(prefix="hatloop-bench-replay-jobs-") as scratch:
+        return run_replay_jobs(
+            run_worker,
+            python,
+            count=sizes.replay_folder_n,
+            runs=sizes.replay_folder_runs,
+            scratch=Path(scratch),
+            root=ROOT,
+            log=log,
+        )
+
+
+def _only_replay_jobs(python: str, sizes: Sizes, out_dir: Path) -> int:
+    """Measure the folder replay alone; merge it into ``out_dir``'s results and report."""
+    saved_path = out_dir / "results.json"
+    if not saved_path.exists():
+        log(f"--only needs the results of a full run in {saved_path}")
+        return 2
+    saved = json.loads(saved_path.read_text(encoding="utf-8"))
+    section = _replay_jobs(python, sizes)
+    meta = report.machine_meta(
+        python, quick=False, peers=False, started=time.time(), sizes=sizes, versions={}
+    )
+    section.update(commit=meta["commit"], date=meta["date"], load_avg=meta["machine"]["load_avg"])
+    saved["results"]["replay_jobs"] = section
+    saved_path.write_text(json.dumps(saved, indent=1, default=str) + "\n", encoding="utf-8")
+    (out_dir / "REPORT.md").write_text(report.render(saved), encoding="utf-8")
+    log(f"merged replay_jobs into {saved_path} and re-rendered {out_dir / 'REPORT.md'}")
+    return 0
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line."""
     p = argparse.ArgumentParser(prog="python bench/run.py", description=__doc__.splitlines()[0])
@@ -210,6 +244,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="only re-render REPORT.md (into --out) from an existing results.json",
     )
     p.add_argument(
+        "--only",
+        choices=["replay-jobs"],
+        default=None,
+        help="measure only this part and merge it into the results.json of --out "
+        "(then re-render REPORT.md)",
+    )
+    p.add_argument(
         "--no-profile",
         action="store_true",
         help="do not profile missed targets (profiling is off in --quick)",
@@ -236,12 +277,15 @@ def main(argv: list[str] | None = None) -> int:
     else:
         python = sys.executable
     sizes = sizes_for(args.quick)
+    if args.only == "replay-jobs":
+        return _only_replay_jobs(python, sizes, out_dir)
     started = time.time()
     t0 = time.perf_counter()
     results: dict[str, Any] = run_cases(python, build_plan(sizes, peers=peers), sizes.runs)
     results["tasks"] = run_tasks(python, sizes)
     with tempfile.TemporaryDirectory(prefix="hatloop-bench-replay-") as scratch:
         results["replay"] = run_replay(python, sizes, Path(scratch))
+    results["replay_jobs"] = _replay_jobs(python, sizes)
     log("start-up: --help and emit")
     results["startup"] = measure_startup(python, sizes.startup_runs)
     results["mcp"] = run_mcp(

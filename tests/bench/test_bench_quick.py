@@ -111,6 +111,15 @@ def test_every_case_produced_a_measurement(quick_run: tuple[Path, dict[str, Any]
     assert "error" not in replay, replay
     assert replay["ok"] is True
     assert replay["rss_peak_mb"]["median"] > 0
+    folder = results["replay_jobs"]
+    assert folder["errors"] == [], folder["errors"]
+    assert set(folder["jobs"]) == {"1", "2", "auto"}
+    for jobs, entry in folder["jobs"].items():
+        assert entry["median_s"] > 0, jobs
+        # every recording of the folder replayed and passed, whatever the --jobs
+        assert entry["results"][0]["summary"].startswith(
+            f"{folder['count']} recording(s): {folder['count']} passed, 0 diverged"
+        ), entry
 
 
 @pytest.mark.timeout(300)
