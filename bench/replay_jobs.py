@@ -110,7 +110,9 @@ def render_replay_jobs(data: dict[str, Any]) -> list[str]:
         f"({data['recording_bytes']:,} bytes each), replayed by "
         f"`python -m loop replay DIR --jobs J -q` in a fresh process (wall time, start-up "
         f"included), {data['runs']} run(s) per setting, interleaved; "
-        f"{data.get('cpus')} CPU(s)."
+        f"{data.get('cpus')} CPU(s), so `--jobs auto` is {data.get('cpus')} worker(s) here. "
+        "The speed-up is bounded by the CPUs the machine has free: on a shared, loaded "
+        "machine it is a floor."
         + (
             f" Measured on its own (`python bench/run.py --only replay-jobs`) on "
             f"{data.get('date')} at commit `{data['commit']}`, load average "
