@@ -102,13 +102,15 @@ class Progress:
     """Live progress on ``err``; the rows go to ``out``.
 
     On a terminal (:func:`live_line_allowed`) a counter is redrawn in place, and taken
-    away while a row is printed when both streams are that terminal. Otherwise a plain
-    line is written at the start and each time another tenth of the recordings is done.
+    away while a row is printed. Otherwise a plain line is written at the start and each
+    time another tenth of the recordings is done. One recording shows no progress.
     """
 
     def __init__(self, total: int, workers: int, *, out: TextIO, err: TextIO, live: bool) -> None:
         self.total, self.workers = total, workers
-        self.out, self.err, self.live = out, err, live
+        self.out, self.err = out, err
+        self.live = live and total > 1
+        self.quiet = total <= 1  # one recording: its row is all the progress there is
         self.done = self.passed = self.diverged = self.errors = 0
         self._step = 0
         self._shown = False
@@ -116,7 +118,7 @@ class Progress:
     def start(self) -> None:
         """Say what is about to run."""
         how = f"{self.workers} worker processes" if self.workers > 1 else "this process"
-        if not self.live and self.total:
+        if not (self.live or self.quiet):
             self._line(f"replay: {self.total} recording(s) in {how}")
         self._draw()
 
@@ -130,7 +132,7 @@ class Progress:
         else:
             self.errors += 1
         step = self.done * 10 // max(1, self.total)
-        if not self.live and step > self._step:
+        if not (self.live or self.quiet) and step > self._step:
             self._step = step
             self._line(f"replay: {self._counts()}")
         self._draw()

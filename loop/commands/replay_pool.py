@@ -113,7 +113,14 @@ class _Worker:
         return outcome if outcome.index == job.index else None
 
     async def died(self, job: ReplayJob) -> ReplayOutcome:
-        """The ``crashed`` outcome of ``job``, once the process is gone."""
+        """The ``crashed`` outcome of ``job``, once the process is gone.
+
+        It is waited for before any signal: signalling first would reap it outside
+        asyncio's child watcher (``Popen.send_signal`` polls), and the exit status
+        reported would be lost.
+        """
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_GRACE):
+            await self.proc.wait()
         await self.stop()
         with anyio.move_on_after(STOP_GRACE):
             await self.drained.wait()

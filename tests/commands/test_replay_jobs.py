@@ -199,3 +199,11 @@ def test_a_terminal_shows_a_live_counter(tmp_path: Path) -> None:
     assert "\r\x1b[K[4/4 done: 4 passed, 0 diverged, 0 error(s)]" in term.text
     assert "4 recording(s): 4 passed, 0 diverged, 0 error(s)" in term.plain
     assert "replay: 4 recording(s)" not in term.plain  # no plain progress lines
+
+
+def test_one_recording_shows_no_progress(capsys: pytest.CaptureFixture[str]) -> None:
+    """Replaying one file prints its row and the summary, and no progress lines."""
+    assert main(["replay", str(GOOD), "--log-format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith(f"ok       {GOOD}: ")
+    assert "replay: " not in err
