@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from loop.errors import LoopError
+from loop.errors import BusOverflow
 from loop.events import Event, is_valid_pattern, topic_matches
 
 __all__ = ["BusOverflow", "EventBus", "Handler", "Subscription"]
@@ -25,10 +25,6 @@ __all__ = ["BusOverflow", "EventBus", "Handler", "Subscription"]
 log = structlog.get_logger("loop.bus")
 
 Handler = Callable[[Event], Awaitable[None] | None]
-
-
-class BusOverflow(LoopError):
-    """More events were queued in one publish cascade than the bus buffers."""
 
 
 @dataclass(slots=True)

@@ -13,8 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from loop import __version__
-from loop.errors import EXIT_OK, LoopError, UsageError
+from loop import __version__, exits
+from loop.errors import LoopError, UsageError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -45,15 +45,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "mcp": ("loop.commands.mcp", "serve every tool over MCP (stdio) for an agent"),
 }
 
-EXIT_CODES_HELP = """exit codes:
-  0    completed
-  1    failed (repeated failed iterations, unrouted event, backend unavailable)
-  2    bad usage or input (arguments, config, files, tool errors)
-  3    limit reached (max iterations, max runtime, stale loop, nothing left to do)
-  4    replay diverged from its recording
-  130  interrupted (SIGINT or SIGTERM)
-"""
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 2: never argparse's usage dump
@@ -74,7 +65,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m loop",
         description="hatloop: an asynchronous, event-driven agent loop runner.",
-        epilog=EXIT_CODES_HELP,
+        epilog=exits.HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"hatloop {__version__}")
@@ -124,8 +115,8 @@ def main(argv: list[str]) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
+        return exits.EXIT_INTERRUPTED
     except BrokenPipeError:  # `loop ... | head`: the reader left; stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_OK
+        return exits.EXIT_OK

@@ -18,6 +18,7 @@ from typing import Any
 
 from loop import _fs
 from loop.errors import InputError
+from loop.exits import EXIT_OK, EXIT_USAGE
 
 ENV_EVENTS_FILE = "LOOP_EVENTS_FILE"
 _SEGMENT = re.compile(r"[A-Za-z0-9_\-]+")  # with fullmatch: a final newline is refused
@@ -67,7 +68,7 @@ def main(argv: list[str]) -> int:
     args = list(argv)
     if not args or args[0] in ("-h", "--help"):
         (sys.stdout if args else sys.stderr).write(USAGE)
-        return 0 if args else 2
+        return EXIT_OK if args else EXIT_USAGE
     as_json = False
     target: str | None = None
     positional: list[str] = []
@@ -120,7 +121,7 @@ def main(argv: list[str]) -> int:
         return _fail(f"cannot append to {target_file}: {exc.strerror or exc}")
     except InputError as exc:
         return _fail(exc.message)
-    return 0
+    return EXIT_OK
 
 
 def _utf8(*texts: str) -> bool:
@@ -135,4 +136,4 @@ def _utf8(*texts: str) -> bool:
 
 def _fail(message: str) -> int:
     sys.stderr.write(f"error: emit: {message}\n")
-    return 2
+    return EXIT_USAGE

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop.emit",
             "loop.errors",
             "loop.events",
+            "loop.exits",
             "loop.extensions",
             "loop.records",
             # what a tool is: the domains implement it, as backends implement backends.base

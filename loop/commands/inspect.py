@@ -13,8 +13,9 @@ import sys
 from typing import Any
 
 from loop.commands.sessions import SESSIONS_DIR_HELP, sessions_root
-from loop.errors import EXIT_OK, UsageError
+from loop.errors import UsageError
 from loop.events import is_valid_pattern
+from loop.exits import EXIT_OK
 from loop.session.view import (
     EventRow,
     EventView,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from loop.commands.common import run_async
-from loop.errors import EXIT_INTERRUPTED, EXIT_OK
+from loop.exits import EXIT_INTERRUPTED, EXIT_OK
 from loop.tools.cli import add_context_options, context_from_args
 
 __all__ = ["register"]

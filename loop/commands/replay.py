@@ -34,7 +34,7 @@ from loop.commands.replay_suite import (
     problem_outcome,
     summary_lines,
 )
-from loop.errors import EXIT_OK
+from loop.exits import EXIT_OK
 
 __all__ = ["Progress", "cpu_count", "register"]
 

@@ -20,7 +20,8 @@ from xml.etree import ElementTree as ET
 
 from pydantic import BaseModel, ConfigDict
 
-from loop.errors import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_USAGE, UsageError
+from loop.errors import UsageError
+from loop.exits import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 __all__ = [
     "SUITE",

@@ -30,7 +30,8 @@ from loop._fs import atomic_write
 from loop.commands.inspect import TARGET_HELP, load_target
 from loop.commands.report_svg import fmt_seconds, graph_svg, timeline_svg
 from loop.commands.sessions import SESSIONS_DIR_HELP
-from loop.errors import EXIT_OK, InputError
+from loop.errors import InputError
+from loop.exits import EXIT_OK
 from loop.session.view import (
     EventView,
     HatStats,

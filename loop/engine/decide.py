@@ -25,7 +25,6 @@ from loop.backends.base import Backend, RateLimit
 from loop.config import LoadedConfig
 from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent
-from loop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_OK
 from loop.events import Event, topic_matches
 from loop.records import LimitSettings
 
@@ -40,7 +39,6 @@ __all__ = [
     "budget_spent",
     "check_limits",
     "decide_outcome",
-    "exit_code_for",
     "jitter_fraction",
     "judge_completion",
     "limits_from",
@@ -50,28 +48,6 @@ __all__ = [
     "select_next",
     "unheld_by_budgets",
 ]
-
-# Termination reasons and the exit code each ends with (documented in the README).
-REASON_EXIT: dict[str, int] = {
-    "completed": EXIT_OK,
-    "cancelled": EXIT_OK,
-    "max_iterations": EXIT_LIMIT,
-    "max_runtime": EXIT_LIMIT,
-    "budget_exhausted": EXIT_LIMIT,
-    "rate_limited": EXIT_LIMIT,
-    "stale_loop": EXIT_LIMIT,
-    "no_pending_events": EXIT_LIMIT,
-    "max_consecutive_failures": EXIT_FAILED,
-    "unrouted_event": EXIT_FAILED,
-    "backend_unavailable": EXIT_FAILED,
-    "error": EXIT_FAILED,
-    "interrupted": EXIT_INTERRUPTED,
-}
-
-
-def exit_code_for(reason: str) -> int:
-    """The process exit code for a termination reason."""
-    return REASON_EXIT.get(reason, EXIT_FAILED)
 
 
 @dataclass(slots=True)

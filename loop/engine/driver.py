@@ -42,7 +42,6 @@ from loop.engine.decide import (
     budget_spent,
     check_limits,
     decide_outcome,
-    exit_code_for,
     judge_completion,
     limits_from,
     limits_of,
@@ -70,6 +69,7 @@ from loop.engine.state import LoopState, RouteContext, apply
 from loop.engine.waits import LimitWaits
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
+from loop.exits import exit_code_for
 from loop.extensions import Extension
 from loop.records import HatExhausted, IterationStart, JournalRecord, Override
 from loop.tools.calls import IterationCalls, collecting, local_offset, merge_calls

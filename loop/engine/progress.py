@@ -10,7 +10,7 @@ from typing import Any
 import structlog
 
 from loop.bus import EventBus
-from loop.engine.decide import Limits, exit_code_for
+from loop.engine.decide import Limits
 from loop.engine.lifecycle import (
     ITERATION_DONE,
     LOOP_RESUMED,
@@ -21,6 +21,7 @@ from loop.engine.lifecycle import (
 )
 from loop.engine.state import HatUsage, LoopState
 from loop.events import Event
+from loop.exits import exit_code_for
 from loop.extensions import Extension
 from loop.records import IterationEnd
 

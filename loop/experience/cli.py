@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from loop._fs import check_name, check_path
-from loop.errors import EXIT_OK, LoopError
+from loop.errors import LoopError
+from loop.exits import EXIT_OK
 from loop.experience.guides import load_guide
 from loop.experience.session_export import export_session
 from loop.tools.cli import (

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from loop import _json
-from loop.engine.decide import exit_code_for
 from loop.engine.journal import read_journal
 from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import InputError, PathError, SessionError
 from loop.events import Event
+from loop.exits import exit_code_for
 from loop.records import (
     EventsPublished,
     HatExhausted,

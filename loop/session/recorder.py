@@ -47,7 +47,7 @@ from loop.engine.lifecycle import (
     SessionStarted,
 )
 from loop.engine.session_dir import JOURNAL_NAME
-from loop.errors import InputError, LoopError
+from loop.errors import InputError, LoopError, RecorderClosed
 from loop.events import Event
 from loop.extensions import Extension
 from loop.records import EventsPublished, IterationEnd, encode_record
@@ -72,10 +72,6 @@ MARKER_RESERVE = 256
 FOOTER_RESERVE = 320
 MIN_MAX_BYTES = 1024
 BATCH_BYTES = 64 * 1024  # a batch of lines is written once it reaches this size
-
-
-class RecorderClosed(LoopError):
-    """The recorder was used after it was closed, or attached twice (it is one-shot)."""
 
 
 _write_all = write_all  # one name to patch in tests

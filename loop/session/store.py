@@ -17,13 +17,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from loop._fs import check_name
-from loop.engine.decide import exit_code_for, limits_from
+from loop.engine.decide import limits_from
 from loop.engine.journal import read_journal
 from loop.engine.progress import resume_command
 from loop.engine.resume import journaled_limits
 from loop.engine.session_dir import JOURNAL_NAME, LATEST, SessionPaths, is_locked
 from loop.engine.state import LoopState, RouteContext, fold
-from loop.errors import EXIT_LIMIT, PathError, SessionError
+from loop.errors import PathError, SessionError
+from loop.exits import EXIT_LIMIT, exit_code_for
 from loop.records import SessionStart
 
 __all__ = [

@@ -16,8 +16,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from loop import _json
-from loop.errors import EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_OK
 from loop.events import topic_matches
+from loop.exits import EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_OK
 
 __all__ = [
     "END",

@@ -10,7 +10,8 @@ import argparse
 import json
 from typing import Any
 
-from loop.errors import EXIT_OK, ConfigError, InputError, ToolError
+from loop.errors import LoopError
+from loop.exits import EXIT_OK
 from loop.tasks.store import store_for
 from loop.tasks.summary import active_path, next_task, progress_summary
 from loop.tasks.tree import Forest
@@ -128,10 +129,8 @@ def _progress(args: argparse.Namespace) -> int:
     """``task progress``: the summary table, the active path and the next task."""
     try:
         forest = Forest(store_for(context_from_args(args)).read())
-    except ConfigError as exc:  # the settings (loop.toml), not the tasks file
+    except LoopError as exc:
         return report_tool_error(exc, as_json=args.json)
-    except InputError as exc:
-        return report_tool_error(ToolError("store_error", exc.message), as_json=args.json)
     summary = progress_summary(forest).model_dump(mode="json")
     upcoming = next_task(forest)
     path = active_path(forest)

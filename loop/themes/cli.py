@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from loop.errors import EXIT_OK, EXIT_USAGE, LoopError
+from loop.errors import LoopError, ToolError
+from loop.exits import EXIT_OK
 from loop.themes.heartbeat import write_heartbeat
 from loop.themes.workspace import Workspace
-from loop.tools.cli import add_context_options, add_tool_group, context_from_args
+from loop.tools.cli import (
+    add_context_options,
+    add_tool_group,
+    context_from_args,
+    report_tool_error,
+)
 
 __all__ = ["register"]
 
@@ -35,12 +40,15 @@ def _message(out: dict[str, Any]) -> str:
 
 
 def _heartbeat(args: argparse.Namespace) -> int:
-    ctx = context_from_args(args)
     try:
+        ctx = context_from_args(args)
         print(write_heartbeat(Workspace(ctx.workspace, ctx.trusted_root(ctx.workspace))))
-    except (LoopError, OSError) as exc:
-        print(f"error: heartbeat: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        err = ToolError("io_error", f"heartbeat: {where}{exc.strerror or exc}")
+        return report_tool_error(err, as_json=False)
+    except LoopError as exc:
+        return report_tool_error(exc, as_json=False)
     return EXIT_OK
 
 

@@ -234,7 +234,7 @@ class Tool:
         except ToolError:
             raise
         except InputError as exc:  # paths, stores: still the caller's to fix
-            raise ToolError(_code_for(exc), exc.message) from exc
+            raise ToolError(exc.code, exc.message) from exc
         except OSError as exc:  # the file system said no where no rule expected it
             where = f"{exc.filename}: " if exc.filename else ""
             raise ToolError("io_error", f"{self.name}: {where}{exc.strerror or exc}") from exc
@@ -286,11 +286,6 @@ def payload_arguments(
     if not isinstance(payload, dict):
         raise ToolError(code, not_object)
     return payload
-
-
-def _code_for(exc: InputError) -> str:
-    name = type(exc).__name__
-    return {"PathError": "invalid_path", "StoreError": "store_error"}.get(name, "invalid_input")
 
 
 def _validation_details(exc: ValidationError) -> list[dict[str, Any]]:

@@ -6,8 +6,8 @@ with ``{"title": ..., "parent_id": ...}``. Field names become ``--kebab-case`` o
 typed options, booleans are ``--flag/--no-flag``, anything structured takes JSON.
 ``--input JSON`` (or ``@file``, or ``-`` for stdin) gives the whole input at once.
 ``--json`` prints the result as JSON; otherwise a renderer prints it for a person.
-A tool error prints ``error: <code>: <message>`` on stderr and exits 2 (with ``--json``
-the structured error also goes to stdout).
+An error prints ``error: <code>: <message>`` on stderr and exits with the error's exit
+code, 2 for a refused call (with ``--json`` the structured error also goes to stdout).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import Any, Literal, NamedTuple
 from pydantic.fields import FieldInfo
 
 from loop import _json
-from loop.errors import EXIT_OK, LoopError, ToolError, UsageError
+from loop.errors import LoopError, UsageError
+from loop.exits import EXIT_OK
 from loop.tools.base import ToolContext
 from loop.tools.calls import Channel
 from loop.tools.registry import get_tool
@@ -126,18 +127,14 @@ def context_from_args(args: argparse.Namespace, *, channel: Channel = "cli") -> 
 
 
 def report_tool_error(exc: LoopError, *, as_json: bool) -> int:
-    """Print a command's error the way every tool command does; return its exit code.
+    """Print a tool command's error; return its exit code (the error's own).
 
-    A :class:`ToolError` prints ``error: <code>: <message>`` on stderr and, when
-    ``as_json``, its structured form on stdout; any other error prints
-    ``error: <message>`` on stderr.
+    Every error prints ``error: <code>: <message>`` on stderr and, when ``as_json``,
+    its structured form (:meth:`~loop.errors.LoopError.to_dict`) on stdout.
     """
-    if isinstance(exc, ToolError):
-        if as_json:
-            print(json.dumps(exc.to_dict(), ensure_ascii=False, indent=2))
-        print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
-    else:
-        print(f"error: {exc.message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps(exc.to_dict(), ensure_ascii=False, indent=2))
+    print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
     return exc.exit_code
 
 
@@ -246,10 +243,10 @@ def _collect_input(args: argparse.Namespace) -> dict[str, Any]:
 
 def _make_handler(tool_name: str, renderer: Renderer | None) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
-        ctx = context_from_args(args)
         try:
+            ctx = context_from_args(args)
             result = get_tool(tool_name).run(ctx, _collect_input(args))
-        except ToolError as exc:
+        except LoopError as exc:
             return report_tool_error(exc, as_json=args.json)
         out = result.model_dump(mode="json", by_alias=True)
         if args.json or renderer is None:

@@ -11,17 +11,17 @@ CLI and the bus use too, in a worker thread, so the domains' file locks make
 concurrent calls safe.
 
 A failure the caller can act on comes back as a tool error (``is_error``) whose text
-is the structured error ``{"error": {"code", "message", "details"}}`` as JSON: bad
-arguments (``invalid_input``, naming the fields), a domain's :class:`ToolError`, or
-any other :class:`LoopError`. A bug is logged with its traceback on stderr and
-reported as ``internal_error`` without its text. Nothing but the protocol is written
-to stdout.
+is the structured error ``{"error": {"code", "message", "details"}}`` as JSON, the
+error's own :meth:`~loop.errors.LoopError.to_dict`: bad arguments (``invalid_input``,
+naming the fields), a domain's :class:`ToolError`, or any other :class:`LoopError`
+with its class's code. A bug is logged with its traceback on stderr and reported as
+:class:`~loop.errors.InternalError` (``internal_error``) without its text. Nothing but
+the protocol is written to stdout.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import types
 import typing
 from collections.abc import Mapping
@@ -35,7 +35,7 @@ from mcp.types import Tool as MCPTool
 from pydantic import BaseModel
 
 from loop import __version__, _json
-from loop.errors import LoopError, ToolError
+from loop.errors import InternalError, LoopError, ToolError
 from loop.tools.base import Tool, ToolContext
 from loop.tools.catalog import Catalog, tool_definition
 
@@ -102,10 +102,6 @@ def _text_result(data: dict[str, Any], *, is_error: bool) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
-def _snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
-
-
 class HatloopMCPServer(MCPServer[Any]):
     """An :class:`MCPServer` that serves a catalog's tools for one :class:`ToolContext`.
 
@@ -143,17 +139,13 @@ class HatloopMCPServer(MCPServer[Any]):
             ctx = self.tool_context(context)
             # Not abandoned on cancel: a started write always finishes (atomic either way).
             result = await anyio.to_thread.run_sync(self._run, name, ctx, arguments)
-        except ToolError as exc:
+        except LoopError as exc:
             log.info("mcp.tool_error", tool=name, code=exc.code, message=exc.message)
             return _text_result(exc.to_dict(), is_error=True)
-        except LoopError as exc:
-            code = _snake(type(exc).__name__)  # SessionError -> session_error
-            log.info("mcp.tool_error", tool=name, code=code, message=exc.message)
-            return _text_result(ToolError(code, exc.message).to_dict(), is_error=True)
         except Exception:
             log.exception("mcp.tool_crashed", tool=name)
-            err = ToolError("internal_error", f"{name} failed unexpectedly; see the server log")
-            return _text_result(err.to_dict(), is_error=True)
+            bug = InternalError(f"{name} failed unexpectedly; see the server log")
+            return _text_result(bug.to_dict(), is_error=True)
         return _text_result(result.model_dump(mode="json", by_alias=True), is_error=False)
 
     def _run(self, name: str, ctx: ToolContext, arguments: dict[str, Any]) -> BaseModel:

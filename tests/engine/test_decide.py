@@ -13,7 +13,6 @@ from loop.engine.decide import (
     allowed_publish,
     check_limits,
     decide_outcome,
-    exit_code_for,
     judge_completion,
     missing_required,
     select_next,
@@ -21,6 +20,7 @@ from loop.engine.decide import (
 from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.events import Event
+from loop.exits import exit_code_for
 from loop.records import IterationEnd, SessionStart
 
 PLANNER = HatSpec("planner", ("task.start",), ("plan.ready",))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from loop.errors import EXIT_OK, EXIT_USAGE
+from loop.exits import EXIT_OK, EXIT_USAGE
 from loop.experience.cli import register, register_export
 from loop.tools import registry
 from tests.experience.helpers import SUMMARY, conversations

@@ -11,7 +11,7 @@ from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.config import LoadedConfig, load_config
 from loop.engine.journal import read_journal
 from loop.engine.resume import LimitOverrides, resumed_limits
-from loop.errors import EXIT_FAILED, EXIT_LIMIT
+from loop.exits import EXIT_FAILED, EXIT_LIMIT
 from loop.records import LimitSettings, Override
 from loop.replay import replay_recording
 from loop.runner import RunOptions, build_backends, run_loop

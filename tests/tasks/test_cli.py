@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from loop.errors import EXIT_OK, EXIT_USAGE
+from loop.exits import EXIT_OK, EXIT_USAGE
 from loop.tasks.cli import register
 from loop.tasks.tools import TOOLS
 from loop.tools import registry
