@@ -26,6 +26,7 @@ from loop.extensions import Extension
 from loop.records import Override
 from loop.session.store import latest_session, new_session_id, validate_session_id
 from loop.tools.base import ToolContext
+from loop.tools.bus import ToolsOnBus
 
 __all__ = [
     "RunOptions",
@@ -85,24 +86,31 @@ def tool_context(config: LoadedConfig, workdir: Path) -> ToolContext:
 
 
 def domain_extensions(config: LoadedConfig, ctx: ToolContext) -> list[Extension]:
-    """The task, theme and experience extensions the config enables.
+    """The task, theme and experience domains the config enables, joined to the loop.
 
-    A domain's modules are imported only when the configuration enables it: a loop
-    without tasks starts without the task store.
+    Each serves its tools on the bus (:class:`~loop.tools.bus.ToolsOnBus` over the
+    domain's ``BUS``); tasks and themes add their own extension (progress, prompt
+    sections, the completion blocker, the heartbeat). A domain's modules are imported
+    only when the configuration enables it: a loop without tasks starts without the
+    task store.
     """
     exts: list[Extension] = []
     if config.tasks.enabled:
         from loop.tasks.extension import TasksExtension  # noqa: PLC0415 - start-up, see above
+        from loop.tasks.tools import BUS as TASKS  # noqa: PLC0415 - start-up, see above
 
+        exts.append(ToolsOnBus(ctx, TASKS))
         exts.append(TasksExtension(ctx, block_completion=config.tasks.block_completion))
     if config.themes.enabled:
         from loop.themes.extension import ThemesExtension  # noqa: PLC0415 - start-up, see above
+        from loop.themes.tools import BUS as THEMES  # noqa: PLC0415 - start-up, see above
 
+        exts.append(ToolsOnBus(ctx, THEMES))
         exts.append(ThemesExtension(ctx))
     if config.experience.enabled:
-        from loop.experience.extension import ExperienceExtension  # noqa: PLC0415 - start-up
+        from loop.experience.tools import BUS as EXPERIENCE  # noqa: PLC0415 - start-up
 
-        exts.append(ExperienceExtension(ctx))
+        exts.append(ToolsOnBus(ctx, EXPERIENCE))
     return exts
 
 

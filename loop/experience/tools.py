@@ -30,9 +30,9 @@ from loop.experience.models import (
     ValidateInput,
 )
 from loop.experience.validation import validate_directory
-from loop.tools.base import Tool, ToolContext
+from loop.tools.base import BusRequest, BusService, Tool, ToolContext
 
-__all__ = ["DOMAIN", "TOOLS"]
+__all__ = ["BUS", "DOMAIN", "TOOLS"]
 
 DOMAIN = "experience"
 
@@ -163,3 +163,22 @@ TOOLS: list[Tool] = [
         read_only=True,
     ),
 ]
+
+# How hats request these tools with events (loop.tools.bus serves it); the answers go
+# back to the requesting hat: experience.exported after a finalize, experience.status
+# after any other request. experience.thought is data for the session export.
+BUS = BusService(
+    prefix="experience",
+    source=DOMAIN,
+    tools=TOOLS,
+    requests=(
+        BusRequest("init", "export_experience_init", "status"),
+        BusRequest("conversations", "export_experience_conversations", "status"),
+        BusRequest("thoughts", "export_experience_thoughts", "status"),
+        BusRequest("finalize", "export_experience_finalize", "exported", bare="session_id"),
+        BusRequest("get_status", "get_export_status", "status", bare="session_id"),
+        BusRequest("list", "list_experiences", "status"),
+        BusRequest("validate", "validate_experience", "status"),
+    ),
+    notices=("thought",),
+)

@@ -1,15 +1,13 @@
-"""The task subscriber: hats change tasks with ``task.*`` events; results go back on the bus.
+"""The tasks domain in the loop: task progress after every change, in prompts, at completion.
 
-Requests (payload: the tool's input as a JSON object)::
+Hats change tasks with ``task.*`` requests, which :class:`loop.tools.bus.ToolsOnBus`
+serves (see :data:`loop.tasks.tools.BUS`). This extension adds what is the tasks'
+own:
 
-    task.create  task.get  task.list  task.update  task.delete  task.start  task.complete
-
-Results (source ``tasks``): ``task.created``, ``task.found``, ``task.listed``,
-``task.updated``, ``task.deleted``, ``task.started``, ``task.completed``; after every
-change ``task.progress`` (the progress summary); on failure ``task.error`` with the
-structured error and the request topic. Result topics are never requests, so the
-subscriber cannot feed itself. Events from the loop itself are ignored: the loop's
-starting event may be called ``task.start`` and carries the prompt, not a task.
+* after every change (a result of a tool that is not read-only), ``task.progress``
+  with the progress summary and ``next_task_id``, from source ``tasks``;
+* a short task section in every prompt: the counts, the active path, the next task;
+* a completion blocker while tasks are open (unless blocking is turned off).
 """
 
 from __future__ import annotations
@@ -17,54 +15,32 @@ from __future__ import annotations
 from typing import Any
 
 import anyio.to_thread
-import structlog
 
 from loop.bus import EventBus
-from loop.errors import LoopError, ToolError
+from loop.errors import LoopError
 from loop.events import Event
 from loop.extensions import Extension
 from loop.tasks.models import Task
 from loop.tasks.store import store_for
 from loop.tasks.summary import active_path, next_task, progress_summary
-from loop.tasks.tools import TOOLS
+from loop.tasks.tools import BUS
 from loop.tasks.tree import Forest
-from loop.tools.base import Tool, ToolContext, payload_arguments
+from loop.tools.base import ToolContext
 
-__all__ = ["REQUESTS", "SOURCE", "TasksExtension"]
+__all__ = ["PROGRESS_TOPIC", "TasksExtension"]
 
-log = structlog.get_logger(__name__)
-
-SOURCE = "tasks"
-_BY_NAME: dict[str, Tool] = {t.name: t for t in TOOLS}
-# request action -> (tool, result action, whether it changes tasks)
-REQUESTS: dict[str, tuple[str, str, bool]] = {
-    "create": ("createTask", "created", True),
-    "get": ("getTask", "found", False),
-    "list": ("listTasks", "listed", False),
-    "update": ("updateTask", "updated", True),
-    "delete": ("deleteTask", "deleted", True),
-    "start": ("startTask", "started", True),
-    "complete": ("completeTask", "completed", True),
-}
-_ID_ONLY = {"get", "start", "delete"}
+PROGRESS_TOPIC = f"{BUS.prefix}.progress"
+# the result topics after which the tasks changed: those of the tools that write
+_CHANGED = frozenset(
+    f"{BUS.prefix}.{r.result}"
+    for r in BUS.requests
+    if not next(t for t in BUS.tools if t.name == r.tool).read_only
+)
 _MAX_LISTED = 8
 
 
-def _arguments(action: str, payload: Any) -> dict[str, Any]:
-    """The tool input carried by a request's payload (a JSON object, or a bare id)."""
-    return payload_arguments(
-        payload,
-        code="invalid_payload",
-        bad_json=f"task.{action}: payload is not valid JSON",
-        not_object=f"task.{action} needs a JSON object payload with the {REQUESTS[action][0]} "
-        'arguments, e.g. {"id": "...", "resolution": "..."}',
-        bare_id="id" if action in _ID_ONLY else None,
-        blank_is_empty=action == "list",
-    )
-
-
 class TasksExtension(Extension):
-    """Applies ``task.*`` requests, adds task progress to prompts, guards completion."""
+    """Publishes task progress after changes, adds it to prompts, guards completion."""
 
     name = "tasks"
 
@@ -74,37 +50,16 @@ class TasksExtension(Extension):
         self._bus: EventBus | None = None
 
     def attach(self, bus: EventBus) -> None:
-        """Subscribe to ``task.*`` on ``bus``."""
+        """Follow the tasks' results on ``bus``."""
         self._bus = bus
-        bus.subscribe("task.*", self._on_event, name="tasks")
+        bus.subscribe(f"{BUS.prefix}.*", self._on_result, name="tasks-progress")
 
-    async def _on_event(self, event: Event) -> None:
-        action = event.topic.split(".", 1)[1]
-        if event.source in (SOURCE, "loop") or action not in REQUESTS:
+    async def _on_result(self, event: Event) -> None:
+        if event.source != BUS.source or event.topic not in _CHANGED or self._bus is None:
             return
-        tool_name, result_action, changes = REQUESTS[action]
-        try:
-            args = _arguments(action, event.payload)
-            tool = _BY_NAME[tool_name]
-            result = await anyio.to_thread.run_sync(tool.run, self.ctx, args)
-        except ToolError as exc:
-            await self._publish("error", {**exc.to_dict(), "request": event.topic})
-            return
-        except LoopError as exc:  # a store problem the tool did not translate
-            err = ToolError("store_error", exc.message)
-            await self._publish("error", {**err.to_dict(), "request": event.topic})
-            return
-        await self._publish(result_action, result.model_dump(mode="json", by_alias=True))
-        if changes:
-            summary = await anyio.to_thread.run_sync(self._summary)
-            if summary is not None:
-                await self._publish("progress", summary)
-
-    async def _publish(self, action: str, payload: Any) -> None:
-        if self._bus is None:
-            return
-        log.debug("task result", topic=f"task.{action}")
-        await self._bus.publish(Event(topic=f"task.{action}", payload=payload, source=SOURCE))
+        summary = await anyio.to_thread.run_sync(self._summary)
+        if summary is not None:
+            await self._bus.publish(Event(topic=PROGRESS_TOPIC, payload=summary, source=BUS.source))
 
     def _summary(self) -> dict[str, Any] | None:
         try:

@@ -28,9 +28,10 @@ from loop.tasks.models import (
     UpdateTaskOutput,
 )
 from loop.tasks.store import store_for
-from loop.tools.base import Tool, ToolContext
+from loop.tools.base import BusRequest, BusService, Tool, ToolContext
 
 __all__ = [
+    "BUS",
     "TOOLS",
     "complete_task",
     "create_task",
@@ -231,3 +232,23 @@ TOOLS: list[Tool] = [
         func=complete_task,
     ),
 ]
+
+# How hats request these tools with events (loop.tools.bus serves it). Results go to
+# every subscriber: several hats share one task list. After a change, the tasks
+# extension adds task.progress.
+BUS = BusService(
+    prefix="task",
+    source=DOMAIN,
+    tools=TOOLS,
+    requests=(
+        BusRequest("create", "createTask", "created"),
+        BusRequest("get", "getTask", "found", bare="id"),
+        BusRequest("list", "listTasks", "listed"),
+        BusRequest("update", "updateTask", "updated"),
+        BusRequest("delete", "deleteTask", "deleted", bare="id"),
+        BusRequest("start", "startTask", "started", bare="id"),
+        BusRequest("complete", "completeTask", "completed"),
+    ),
+    reply_to_requester=False,
+    notices=("progress",),
+)

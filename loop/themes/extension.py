@@ -1,58 +1,36 @@
-"""The theme domain in the loop: heartbeats, interrupts, bus requests, prompt context.
+"""The theme domain in the loop: heartbeats, interrupts, prompt context.
 
 * Every iteration is a heartbeat: :meth:`ThemesExtension.on_iteration_start` writes a
   new heartbeat ID, undoes a start that was killed half-way, and turns each
   ``feedbackbox/interrupt.*.md`` item into one ``theme.interrupt`` event (the item is
   marked processed, so it fires once).
-* Hats may publish ``theme.preview``, ``theme.start`` and ``theme.end`` with the tool
-  inputs as a JSON payload; the results come back as ``theme.previewed``,
-  ``theme.started``, ``theme.ended`` or ``theme.error`` (source ``themes``).
+* Hats request ``theme.preview``, ``theme.start`` and ``theme.end`` with events, which
+  :class:`loop.tools.bus.ToolsOnBus` serves (see :data:`loop.themes.tools.BUS`).
 * :meth:`ThemesExtension.prompt_section` tells each hat the active theme and the
   number of unprocessed feedback items.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import structlog
 
-from loop.bus import EventBus
 from loop.errors import LoopError, ToolError
 from loop.events import Event
 from loop.extensions import Extension
 from loop.themes.models import HeartbeatOutput
 from loop.themes.service import ThemeService
 from loop.themes.status import render_active
-from loop.themes.tools import HEARTBEAT, TOOLS, service_for
-from loop.tools.base import ToolContext, payload_arguments
+from loop.themes.tools import BUS, HEARTBEAT, service_for
+from loop.tools.base import ToolContext
 
 __all__ = ["SOURCE", "ThemesExtension"]
 
 log = structlog.get_logger(__name__)
 
-SOURCE = "themes"
-INTERRUPT_TOPIC = "theme.interrupt"
-# request topic -> (tool, result topic)
-REQUESTS: dict[str, tuple[str, str]] = {
-    "theme.preview": ("preview_next_theme", "theme.previewed"),
-    "theme.start": ("start_theme", "theme.started"),
-    "theme.end": ("end_theme", "theme.ended"),
-}
-_TOOLS = {t.name: t for t in TOOLS}
-
-
-def _payload_args(event: Event) -> dict[str, Any]:
-    """The tool input: a JSON object (or JSON text of one); blank and ``null`` are ``{}``."""
-    return payload_arguments(
-        event.payload,
-        code="invalid_input",
-        bad_json=f"{event.topic} payload is not JSON",
-        not_object=f"{event.topic} payload must be a JSON object",
-        blank_is_empty=True,
-        lenient=True,
-    )
+SOURCE = BUS.source
+INTERRUPT_TOPIC = f"{BUS.prefix}.interrupt"
+ERROR_TOPIC = f"{BUS.prefix}.error"
 
 
 class ThemesExtension(Extension):
@@ -63,34 +41,6 @@ class ThemesExtension(Extension):
     def __init__(self, ctx: ToolContext) -> None:
         self.ctx = ctx
         self.service: ThemeService = service_for(ctx)
-        self._bus: EventBus | None = None
-
-    def attach(self, bus: EventBus) -> None:
-        """Subscribe to the request topics (never to the result topics)."""
-        self._bus = bus
-        for topic in REQUESTS:
-            bus.subscribe(topic, self._on_request, name=f"themes:{topic}")
-
-    async def _on_request(self, event: Event) -> None:
-        if event.source == SOURCE or event.topic not in REQUESTS or self._bus is None:
-            return
-        tool_name, result_topic = REQUESTS[event.topic]
-        try:
-            args = _payload_args(event)
-            out = await anyio.to_thread.run_sync(
-                lambda: _TOOLS[tool_name].run(self.ctx, args).model_dump(mode="json")
-            )
-        except LoopError as exc:
-            err = exc if isinstance(exc, ToolError) else ToolError("theme_error", exc.message)
-            log.info("theme request failed", topic=event.topic, code=err.code)
-            payload = {"request": event.topic, **err.to_dict()}
-            await self._bus.publish(
-                Event(topic="theme.error", payload=payload, source=SOURCE, target=event.source)
-            )
-            return
-        await self._bus.publish(
-            Event(topic=result_topic, payload=out, source=SOURCE, target=event.source)
-        )
 
     async def on_iteration_start(self, iteration: int, hat: str) -> list[Event]:
         """Write this iteration's heartbeat ID; return one interrupt event per item."""
@@ -129,10 +79,10 @@ class ThemesExtension(Extension):
         return events
 
     def _failed(self, exc: LoopError) -> Event:
-        err = exc if isinstance(exc, ToolError) else ToolError("theme_error", exc.message)
-        log.warning("theme heartbeat failed", code=err.code, error=err.message)
-        payload = {"request": "heartbeat", **err.to_dict()}
-        return Event(topic="theme.error", payload=payload, source=SOURCE)
+        """The bus's error convention (:mod:`loop.tools.bus`): the error keeps its code."""
+        log.warning("theme heartbeat failed", code=exc.code, error=exc.message)
+        payload = {"request": "heartbeat", "tool": None, **exc.to_dict()}
+        return Event(topic=ERROR_TOPIC, payload=payload, source=SOURCE)
 
     def prompt_section(self, hat: str) -> str | None:
         """The active theme and the number of unprocessed feedback items."""

@@ -24,9 +24,9 @@ from loop.themes.models import (
 )
 from loop.themes.ops import Operations
 from loop.themes.service import ThemeService
-from loop.tools.base import Tool, ToolContext
+from loop.tools.base import BusRequest, BusService, Tool, ToolContext
 
-__all__ = ["DOMAIN", "HEARTBEAT", "TOOLS", "service_for"]
+__all__ = ["BUS", "DOMAIN", "HEARTBEAT", "TOOLS", "service_for"]
 
 DOMAIN = "themes"
 
@@ -169,3 +169,17 @@ TOOLS: list[Tool] = [
         read_only=True,
     ),
 ]
+
+# How hats request these tools with events (loop.tools.bus serves it); the answers go
+# back to the requesting hat. theme.interrupt is the heartbeat's notice, not a request.
+BUS = BusService(
+    prefix="theme",
+    source=DOMAIN,
+    tools=TOOLS,
+    requests=(
+        BusRequest("preview", "preview_next_theme", "previewed"),
+        BusRequest("start", "start_theme", "started"),
+        BusRequest("end", "end_theme", "ended"),
+    ),
+    notices=("interrupt",),
+)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +34,7 @@ from loop._fs import check_path
 from loop.errors import InputError, ToolError
 from loop.tools.calls import ENV_EVENTS_FILE, Call, Channel, FileCalls, in_process, mint_id
 
-__all__ = ["Tool", "ToolContext", "ToolFunc", "payload_arguments"]
+__all__ = ["BusRequest", "BusService", "Tool", "ToolContext", "ToolFunc"]
 
 ENV_TASKS_FILE = "FILE_PATH"  # the seed's name (003)
 ENV_WORKSPACE = "LOOP_WORKSPACE"
@@ -240,52 +240,44 @@ class Tool:
             raise ToolError("io_error", f"{self.name}: {where}{exc.strerror or exc}") from exc
 
 
-def payload_arguments(
-    payload: Any,
-    *,
-    code: str,
-    bad_json: str,
-    not_object: str,
-    bare_id: str | None = None,
-    blank_is_empty: bool = False,
-    lenient: bool = False,
-) -> dict[str, Any]:
-    """The tool input carried by a bus request's payload.
+@dataclass(frozen=True)
+class BusRequest:
+    """One tool a hat may request on the bus: ``<prefix>.<action>`` runs ``tool``.
 
-    A dict is the input. A string is stripped: a blank one is ``{}`` when
-    ``blank_is_empty``; one starting with ``{`` is parsed as JSON; any other is
-    ``{bare_id: text}`` when ``bare_id`` is given. With ``lenient``, every non-blank
-    string is parsed as JSON as it is, and ``None`` (given or parsed) is ``{}``.
-
-    Args:
-        payload: the event's payload.
-        code: the ``ToolError`` code of every failure here.
-        bad_json: the message for invalid JSON; ``": <reason>"`` is appended.
-        not_object: the message when the payload is not (or does not give) an object.
-        bare_id: the input field a bare, non-blank string fills, if the request takes one.
-        blank_is_empty: a blank string is the empty input.
-        lenient: parse every string, and take ``None`` as the empty input.
-
-    Raises:
-        ToolError: ``code`` with ``bad_json`` or ``not_object``.
+    Attributes:
+        action: the request topic's last segment (``create`` in ``task.create``).
+        tool: the tool it runs (the tool's own name is accepted as the action too).
+        result: the result topic's last segment (``created``).
+        bare: the input field that a payload of one bare word fills (``id``), if any.
     """
-    if isinstance(payload, str):
-        text = payload.strip()
-        if not text:
-            if blank_is_empty:
-                return {}
-        elif lenient or text.startswith("{"):
-            try:
-                payload = _json.loads(payload if lenient else text, max_depth=_json.INPUT_DEPTH)
-            except ValueError as exc:
-                raise ToolError(code, f"{bad_json}: {_json.error_text(exc)}") from exc
-        elif bare_id is not None:
-            return {bare_id: text}
-    if payload is None and lenient:
-        return {}
-    if not isinstance(payload, dict):
-        raise ToolError(code, not_object)
-    return payload
+
+    action: str
+    tool: str
+    result: str
+    bare: str | None = None
+
+
+@dataclass(frozen=True)
+class BusService:
+    """How a domain's tools are requested on the bus (:mod:`loop.tools.bus` serves it).
+
+    Attributes:
+        prefix: the topics' first segment (``task``).
+        source: the source of the results (``tasks``); its own events are no requests.
+        tools: the domain's tools.
+        requests: the requests, each naming one of ``tools``.
+        reply_to_requester: results and errors are addressed to the requesting hat;
+            otherwise they go to every subscriber (a task list several hats share).
+        notices: actions of other events of the domain that are not requests (the
+            domain's own notices, or data such as ``experience.thought``).
+    """
+
+    prefix: str
+    source: str
+    tools: Sequence[Tool]
+    requests: tuple[BusRequest, ...]
+    reply_to_requester: bool = True
+    notices: tuple[str, ...] = ()
 
 
 def _validation_details(exc: ValidationError) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""ExperienceExtension: hats call the experience tools through ``experience.*`` events."""
+"""Hats call the experience tools through ``experience.*`` events (loop.tools.bus)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,15 @@ import json
 
 from loop.bus import EventBus
 from loop.events import Event
-from loop.experience.extension import ExperienceExtension
+from loop.experience.tools import BUS
 from loop.tools.base import ToolContext
+from loop.tools.bus import ToolsOnBus
 from tests.experience.helpers import SUMMARY, conversations
 
 
 def _wire(ctx: ToolContext) -> tuple[EventBus, list[Event]]:
     bus = EventBus()
-    ExperienceExtension(ctx).attach(bus)
+    ToolsOnBus(ctx, BUS).attach(bus)
     seen: list[Event] = []
     bus.subscribe("experience.*", seen.append, name="capture")
     return bus, seen
@@ -45,9 +46,9 @@ async def test_export_through_events(ctx: ToolContext) -> None:
     results = _results(seen)
     assert [e.topic for e in results] == ["experience.status"] * 3 + ["experience.exported"]
     assert all(e.target == "planner" for e in results)
-    assert results[0].payload["tool"] == "export_experience_init"
-    assert results[1].payload["result"]["processed_count"] == 2
-    final = results[3].payload["result"]
+    assert results[0].payload["session_id"] == "ev1"  # the tool's output, as over MCP
+    assert results[1].payload["processed_count"] == 2
+    final = results[3].payload
     assert final["total_conversations"] == 2
     assert final["file_list"] == ["conversations_001.json", "manifest.json", "thoughts.json"]
 
@@ -59,8 +60,8 @@ async def test_status_list_and_validate_requests(ctx: ToolContext) -> None:
     await bus.publish(Event("experience.list", "", source="builder"))
     results = _results(seen)
     assert results[0].topic == "experience.status"
-    assert results[0].payload["result"]["status"] == "not_found"
-    assert results[1].payload["result"]["experience_directories"] == []
+    assert results[0].payload["status"] == "not_found"
+    assert results[1].payload["experience_directories"] == []
 
 
 async def test_errors_are_published_not_raised(ctx: ToolContext) -> None:
@@ -79,10 +80,11 @@ async def test_errors_are_published_not_raised(ctx: ToolContext) -> None:
     assert [e.topic for e in errors] == ["experience.error"] * 3
     assert [e.payload["error"]["code"] for e in errors] == [
         "invalid_input",
-        "invalid_input",
+        "invalid_payload",
         "unknown_request",
     ]
     assert errors[0].payload["request"] == "experience.conversations"
+    assert errors[0].payload["tool"] == "export_experience_conversations"
 
 
 async def test_thoughts_and_results_are_not_requests(ctx: ToolContext) -> None:
@@ -96,9 +98,12 @@ async def test_thoughts_and_results_are_not_requests(ctx: ToolContext) -> None:
     assert bus.stats.failures == 0
 
 
-async def test_loop_requests_are_not_targeted(ctx: ToolContext) -> None:
-    """A request from the loop itself gets an untargeted answer."""
+async def test_the_loops_own_events_are_not_requests(ctx: ToolContext) -> None:
+    """An experience.* event from the loop (its starting event) gets no answer; the
+    tool's own name is a request's action too."""
     bus, seen = _wire(ctx)
     await bus.publish(Event("experience.get_export_status", {"session_id": "a"}, source="loop"))
+    assert _results(seen) == []
+    await bus.publish(Event("experience.get_export_status", {"session_id": "a"}, source="hat"))
     [answer] = _results(seen)
-    assert answer.target is None
+    assert (answer.topic, answer.target) == ("experience.status", "hat")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from loop.events import parse_event_tags
-from loop.tools.base import payload_arguments
+from loop.tools.bus import request_input
 from tests.security.harness import (
     HB1,
     Outcome,
@@ -201,9 +201,7 @@ def test_a_deep_bus_payload_is_a_tool_error() -> None:
     from loop.errors import ToolError
 
     with pytest.raises(ToolError, match="nested deeper than 100 levels") as info:
-        payload_arguments(
-            '{"a": ' + DEEP + "}", code="invalid_payload", bad_json="bad", not_object="obj"
-        )
+        request_input('{"a": ' + DEEP + "}", topic="task.create", tool="createTask")
     assert info.value.code == "invalid_payload"
 
 

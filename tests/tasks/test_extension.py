@@ -1,4 +1,4 @@
-"""The task subscriber on a real EventBus: requests in, results out; prompt; blocker."""
+"""The tasks on a real EventBus: requests in, results and progress out; prompt; blocker."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 from loop.bus import EventBus
 from loop.events import Event
 from loop.tasks.extension import TasksExtension
+from loop.tasks.tools import BUS
 from loop.tools.base import ToolContext
+from loop.tools.bus import ToolsOnBus
 
 
 class Capture:
@@ -41,6 +43,7 @@ def ctx(request: pytest.FixtureRequest, tmp_path: Path) -> ToolContext:
 def setup(ctx: ToolContext) -> tuple[EventBus, TasksExtension, Capture]:
     """A bus with the extension attached and a capturing subscriber."""
     bus = EventBus()
+    ToolsOnBus(ctx, BUS).attach(bus)
     ext = TasksExtension(ctx)
     ext.attach(bus)
     return bus, ext, Capture(bus)
@@ -149,6 +152,7 @@ async def test_prompt_section_is_compact(
 async def test_completion_blocker_lists_open_tasks(ctx: ToolContext) -> None:
     """Open tasks block completion with a reason naming them; none (or off): no block."""
     bus = EventBus()
+    ToolsOnBus(ctx, BUS).attach(bus)
     ext = TasksExtension(ctx)
     ext.attach(bus)
     cap = Capture(bus)

@@ -12,14 +12,18 @@ from loop.errors import ToolError
 from loop.events import Event
 from loop.themes.extension import ThemesExtension
 from loop.themes.service import ThemeService
+from loop.themes.tools import BUS
 from loop.tools.base import ToolContext
+from loop.tools.bus import ToolsOnBus
 
 from .conftest import FaultyOps, snapshot, start_input
 
 
 def _setup(root: Path) -> tuple[ThemesExtension, EventBus, list[Event]]:
-    ext = ThemesExtension(ToolContext(root=root.parent, workspace=root))
+    ctx = ToolContext(root=root.parent, workspace=root)
+    ext = ThemesExtension(ctx)
     bus = EventBus()
+    ToolsOnBus(ctx, BUS).attach(bus)
     ext.attach(bus)
     seen: list[Event] = []
     bus.subscribe("*", seen.append, name="capture")
@@ -121,7 +125,7 @@ async def test_own_results_and_bad_payloads(root: Path) -> None:
     await bus.publish(Event("theme.end", "[1, 2]", source="worker"))
     await bus.publish(Event("theme.start", {"themeName": "x"}, source="worker"))
     codes = [e.payload["error"]["code"] for e in seen if e.topic == "theme.error"]
-    assert codes == ["invalid_input", "invalid_input", "invalid_input"]
+    assert codes == ["invalid_payload", "invalid_payload", "invalid_input"]
     assert bus.stats.failures == 0
 
 
