@@ -65,7 +65,7 @@ def mcp_startup(params: dict[str, Any]) -> dict[str, Any]:
         from loop._log import configure_logging
 
         configure_logging("json")
-        from loop.tools.cli import context_from_args
+        from loop.commands.tools import context_from_args
         from loop.tools.mcp_server import build_server
         from loop.tools.stdio import serve_stdio  # noqa: F401 - on loop mcp's path too
 

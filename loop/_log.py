@@ -9,6 +9,12 @@ turns the live line off, and colours follow the usual rules.
 Colours (``--color auto|always|never``): ``auto`` colours a terminal, unless ``NO_COLOR``
 is set or ``TERM=dumb``; ``always`` colours even a pipe or a file (and wins over
 ``NO_COLOR``, as a flag does); ``never`` never.
+
+structlog (with the asyncio it imports) takes about 25 ms to import, so a command whose
+modules may never log (the tool commands) calls :func:`defer_logging` instead of
+:func:`configure_logging`, and modules that can do without it at import time take their
+logger from :func:`get_logger`: structlog is imported, and configured as deferred, the
+first time such a logger is used. Logs never go to stdout either way.
 """
 
 from __future__ import annotations
@@ -17,15 +23,53 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from typing import Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-import structlog
+if TYPE_CHECKING:
+    import structlog
 
-__all__ = ["ColorChoice", "configure_logging", "live_line_allowed", "log_format", "use_colors"]
+__all__ = [
+    "ColorChoice",
+    "configure_logging",
+    "defer_logging",
+    "get_logger",
+    "live_line_allowed",
+    "log_format",
+    "use_colors",
+]
 
 LogFormat = Literal["auto", "console", "json"]
 ColorChoice = Literal["auto", "always", "never"]
 LOG_FORMAT_ENV = "HATLOOP_LOG_FORMAT"
+
+_deferred: LogFormat | None = None  # set by defer_logging, until a logger is first used
+
+
+def defer_logging(fmt: LogFormat = "auto") -> None:
+    """Configure logging with ``fmt`` when a :func:`get_logger` logger is first used."""
+    global _deferred  # noqa: PLW0603 - one process-wide logging setup
+    _deferred = fmt
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger for ``name`` that imports structlog only when it first logs."""
+    return _LazyLogger(name)
+
+
+class _LazyLogger:
+    """Forwards every call to ``structlog.get_logger(name)``, imported on first use."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, method: str) -> Any:
+        global _deferred
+        if _deferred is not None:
+            fmt, _deferred = _deferred, None
+            configure_logging(fmt)
+        import structlog  # noqa: PLC0415 - start-up speed, see the module docstring
+
+        return getattr(structlog.get_logger(self._name), method)
 
 
 def log_format(fmt: LogFormat = "auto", env: Mapping[str, str] | None = None) -> LogFormat:
@@ -77,6 +121,8 @@ def configure_logging(
     fmt: LogFormat = "auto", *, level: int = logging.INFO, color: ColorChoice = "auto"
 ) -> None:
     """Send structlog output to stderr, as :func:`log_format` and :func:`use_colors` say."""
+    import structlog  # noqa: PLC0415 - start-up speed, see the module docstring
+
     fmt = log_format(fmt)
     processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -124,6 +170,8 @@ class _ToStructlog(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
+            import structlog  # noqa: PLC0415 - imported already: configure_logging did
+
             logger = structlog.get_logger(record.name)
             if record.exc_info:
                 logger.log(record.levelno, record.getMessage(), exc_info=record.exc_info)

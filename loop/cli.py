@@ -27,16 +27,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "status": ("loop.commands.sessions", "a session's state, derived from its files"),
     "sessions": ("loop.commands.sessions", "every session with its state"),
     "watch": ("loop.commands.watch", "follow a running session from its files until it ends"),
-    "task": ("loop.tasks.cli", "hierarchical tasks: create, start, complete, progress"),
+    "task": ("loop.commands.task", "hierarchical tasks: create, start, complete, progress"),
     "theme": (
-        "loop.themes.cli",
+        "loop.commands.theme",
         "theme lifecycle: preview, start, end, feedback, status",
     ),
     "experience": (
-        "loop.experience.cli",
+        "loop.commands.experience",
         "export, list and validate AI experiences",
     ),
-    "export": ("loop.experience.cli:register_export", "export a loop session as an experience"),
+    "export": (
+        "loop.commands.experience:register_export",
+        "export a loop session as an experience",
+    ),
     "replay": ("loop.commands.replay", "replay recordings through the real engine and compare"),
     "show": ("loop.commands.inspect", "a session at a glance, from its journal or recording"),
     "events": ("loop.commands.inspect", "a session's events, filtered by topic, hat, iteration"),
@@ -100,12 +103,13 @@ def main(argv: list[str]) -> int:
         _check_utf8(argv)
         parser = build_parser(_command_of(argv))
         args = parser.parse_args(argv)
-        from loop._log import configure_logging  # noqa: PLC0415 - structlog only when running
+        from loop import _log  # noqa: PLC0415 - only when a command runs
 
-        configure_logging(
-            getattr(args, "log_format", None) or "auto",
-            color=getattr(args, "color", None) or "auto",
-        )
+        fmt: _log.LogFormat = getattr(args, "log_format", None) or "auto"
+        if getattr(args, "needs_logging", True) or "structlog" in sys.modules:
+            _log.configure_logging(fmt, color=getattr(args, "color", None) or "auto")
+        else:  # a tool command: structlog is imported if and when something logs
+            _log.defer_logging(fmt)
         handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
         if handler is None:  # a placeholder: cannot happen for a registered command
             raise UsageError(f"unknown command {args.command!r}")

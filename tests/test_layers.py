@@ -49,10 +49,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop.__main__",
             "loop.cli",
             "loop.commands",
-            # a domain's command-line subcommands live beside it, and are commands
-            "loop.experience.cli",
-            "loop.tasks.cli",
-            "loop.themes.cli",
             # what assembles a whole run (every domain included) and what drives one
             "loop.pytest_plugin",
             "loop.replay",
@@ -203,4 +199,4 @@ def test_the_graph_is_read_from_the_sources() -> None:
     assert {"loop.engine.state", "loop.engine.journal", "loop.events"} <= driver
     assert "loop.replay" in {target for target, _ in GRAPH["loop.pytest_plugin"]}  # lazy
     assert layer_of("loop.tools.base") == 0
-    assert layer_of("loop.tasks.cli") == len(LAYERS) - 1
+    assert layer_of("loop.commands.task") == len(LAYERS) - 1

@@ -40,7 +40,7 @@ def sessions_root(flag: str | None) -> Path:
     if flag:
         root = Path(flag)
     else:
-        from loop.config import tool_settings_from_project  # noqa: PLC0415 - on use
+        from loop.config.project import tool_settings_from_project  # noqa: PLC0415 - on use
 
         root = Path(tool_settings_from_project(Path.cwd()).get("sessions_dir", ".loop/sessions"))
     full, project = Path(os.path.abspath(root)), Path.cwd()  # noqa: PTH100 - lexical

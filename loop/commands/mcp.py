@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from loop.commands.common import run_async
+from loop.commands.tools import add_context_options, context_from_args
 from loop.exits import EXIT_INTERRUPTED, EXIT_OK
-from loop.tools.cli import add_context_options, context_from_args
 
 __all__ = ["register"]
 

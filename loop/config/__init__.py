@@ -3,31 +3,34 @@
 * :mod:`loop.config.models`: ``loop.toml``'s sections, a hat, :class:`LoadedConfig`;
 * :mod:`loop.config.backends`: the settings of each backend type (``[backend]``);
 * :mod:`loop.config.loading`: reading the files (strict: unknown keys name the file and key);
+* :mod:`loop.config.project`: ``loop.toml`` as plain data, for the tool commands;
 * :mod:`loop.config.topology`: cross-checks of the hats and the event flow between them.
+
+The names below are imported from their module when first used, so a command that only
+reads where the tool files live (:mod:`loop.config.project`) never builds the models.
 """
 
 from __future__ import annotations
 
-from loop.config.backends import BackendConfig
-from loop.config.loading import (
-    config_from_snapshot,
-    load_config,
-    preset_dir,
-    preset_names,
-    tool_settings_from_project,
-)
-from loop.config.models import (
-    ExperienceSection,
-    HatConfig,
-    LoadedConfig,
-    LoopSection,
-    McpSection,
-    RecordingSection,
-    TasksSection,
-    ThemesSection,
-    base_digest,
-    config_digest,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loop.config.backends import BackendConfig
+    from loop.config.loading import config_from_snapshot, load_config, preset_dir, preset_names
+    from loop.config.models import (
+        ExperienceSection,
+        HatConfig,
+        LoadedConfig,
+        LoopSection,
+        McpSection,
+        RecordingSection,
+        TasksSection,
+        ThemesSection,
+        base_digest,
+        config_digest,
+    )
+    from loop.config.project import tool_settings_from_project
 
 __all__ = [
     "BackendConfig",
@@ -47,3 +50,36 @@ __all__ = [
     "preset_names",
     "tool_settings_from_project",
 ]
+
+_HOMES = {
+    "BackendConfig": "backends",
+    "config_from_snapshot": "loading",
+    "load_config": "loading",
+    "preset_dir": "loading",
+    "preset_names": "loading",
+    "tool_settings_from_project": "project",
+    **{
+        name: "models"
+        for name in (
+            "ExperienceSection",
+            "HatConfig",
+            "LoadedConfig",
+            "LoopSection",
+            "McpSection",
+            "RecordingSection",
+            "TasksSection",
+            "ThemesSection",
+            "base_digest",
+            "config_digest",
+        )
+    },
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'loop.config' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"loop.config.{home}"), name)
+    globals()[name] = value  # once: later lookups are plain attribute reads
+    return value

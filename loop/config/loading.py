@@ -6,14 +6,12 @@ resolve against that file's folder.
 
 from __future__ import annotations
 
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from loop._json import too_deep
 from loop.config.backends import (
     BACKEND_TYPES,
     BackendConfig,
@@ -23,6 +21,7 @@ from loop.config.backends import (
     ScriptedConfig,
 )
 from loop.config.models import ConfigFile, HatConfig, HatFile, LoadedConfig, LoopSection
+from loop.config.project import DEFAULT_CONFIG_NAME, load_toml
 from loop.config.topology import validate_topology
 from loop.errors import ConfigError
 
@@ -32,42 +31,7 @@ __all__ = [
     "load_config",
     "preset_dir",
     "preset_names",
-    "tool_settings_from_project",
 ]
-
-DEFAULT_CONFIG_NAME = "loop.toml"
-
-
-# Deepest nesting of tables and arrays in a config or hat file: far more than any real
-# one needs, and far from what the recursive TOML parser can take.
-MAX_TOML_DEPTH = 32
-
-
-def _load_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; every problem is a ``ConfigError`` naming the file."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError as exc:
-        raise ConfigError("file not found", file=path) from exc
-    except IsADirectoryError as exc:
-        raise ConfigError("is a folder, expected a TOML file", file=path) from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"not UTF-8 text (byte {exc.start}: {exc.reason}); TOML files are UTF-8", file=path
-        ) from exc
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"invalid TOML: {exc}", file=path) from exc
-    except RecursionError as exc:
-        raise ConfigError(f"nested deeper than {MAX_TOML_DEPTH} levels", file=path) from exc
-    if too_deep(data, MAX_TOML_DEPTH):
-        raise ConfigError(f"nested deeper than {MAX_TOML_DEPTH} levels", file=path)
-    return data
 
 
 def _translate(exc: ValidationError, path: Path) -> ConfigError:
@@ -141,7 +105,7 @@ def load_config(
         local = root / DEFAULT_CONFIG_NAME
         config = local if local.exists() else preset_dir("default") / DEFAULT_CONFIG_NAME
     path = config.resolve() if config.exists() else config
-    raw = _load_toml(path)
+    raw = load_toml(path)
     try:
         parsed = ConfigFile.model_validate(raw)
     except ValidationError as exc:
@@ -163,7 +127,7 @@ def load_config(
     else:
         files = _hat_files(base, loop.hats, path)
     for hat_file in files:
-        data = _load_toml(hat_file)
+        data = load_toml(hat_file)
         try:
             hat_set = HatFile.model_validate(data)
         except ValidationError as exc:
@@ -292,28 +256,3 @@ def config_from_snapshot(
     )
     validate_topology(loaded)
     return loaded
-
-
-def tool_settings_from_project(root: Path, config: str | None = None) -> dict[str, str]:
-    """Where the tool files live according to ``loop.toml`` (or ``config``), if any.
-
-    Returns keys ``tasks_file``, ``workspace``, ``experiences_base`` and ``sessions_dir``
-    for the settings present; relative paths resolve against ``root`` (where the loop
-    runs), as in the loop.
-    """
-    path = Path(config) if config else root / DEFAULT_CONFIG_NAME
-    if not config and not path.exists():
-        return {}
-    data = _load_toml(path)
-    base = root.resolve()
-    out: dict[str, str] = {}
-    for section, key, name in (
-        ("tasks", "file", "tasks_file"),
-        ("themes", "workspace", "workspace"),
-        ("experience", "base_directory", "experiences_base"),
-        ("loop", "sessions_dir", "sessions_dir"),
-    ):
-        value = data.get(section, {}).get(key) if isinstance(data.get(section), dict) else None
-        if isinstance(value, str) and value:
-            out[name] = str(base / value)
-    return out

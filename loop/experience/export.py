@@ -12,11 +12,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import structlog
 from pydantic import ValidationError
 
 from loop import _fs
 from loop._fs import json_text
+from loop._log import get_logger
 from loop.errors import StoreError, ToolError
 from loop.experience.layout import (
     CONVERSATION_BATCH_LIMIT,
@@ -62,7 +62,7 @@ __all__ = [
     "export_thoughts",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 EXPECTED_FILES = ["conversations_001.json", THOUGHTS, MANIFEST]
 

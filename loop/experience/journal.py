@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import structlog
-
+from loop._log import get_logger
 from loop.engine.journal import read_journal as read_records
 from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import SessionError, StoreError
@@ -21,7 +20,7 @@ from loop.records import HatTopology, IterationEnd, SessionEnd, SessionStart
 
 __all__ = ["SessionJournal", "read_journal"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 @dataclass

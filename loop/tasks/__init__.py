@@ -9,6 +9,6 @@ Layers, from the inside out:
 * :mod:`loop.tasks.fileformat`: the file's bytes, parsed and written per task fragment;
 * :mod:`loop.tasks.store`: the ``Task[]`` JSON file (locked, atomic) or memory;
 * :mod:`loop.tasks.tools`: ``TOOLS``, served by the CLI, the MCP server and the bus;
-* :mod:`loop.tasks.cli` (``python -m loop task ...``) and :mod:`loop.tasks.extension`
+* :mod:`loop.commands.task` (``python -m loop task ...``) and :mod:`loop.tasks.extension`
   (``task.*`` events, the prompt section, the completion guard).
 """

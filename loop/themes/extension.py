@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import anyio
-import structlog
 
+from loop._log import get_logger
 from loop.errors import LoopError, ToolError
 from loop.events import Event
 from loop.extensions import Extension
@@ -26,7 +26,7 @@ from loop.tools.base import ToolContext
 
 __all__ = ["SOURCE", "ThemesExtension"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 SOURCE = BUS.source
 INTERRUPT_TOPIC = f"{BUS.prefix}.interrupt"

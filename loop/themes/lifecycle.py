@@ -22,10 +22,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
 from loop._fs import check_name, read_json, remove_file
+from loop._log import get_logger
 from loop.errors import InputError, PathError, StoreError, ToolError
 from loop.themes.naming import PROCESSED_PREFIX
 from loop.themes.ops import Operations
@@ -33,7 +33,7 @@ from loop.themes.workspace import Workspace
 
 __all__ = ["StartPlan", "execute_start", "repair", "rollback"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # Created before the history file (stage 3); the other planned directories are stage 4.
 _HISTORY_DIRS = frozenset({"artifacts", "artifacts/theme_histories"})  # HISTORIES

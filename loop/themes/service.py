@@ -10,9 +10,8 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-import structlog
-
 from loop import _fs
+from loop._log import get_logger
 from loop.errors import PathError, ToolError
 from loop.themes import naming
 from loop.themes.feedback import process_feedback
@@ -33,7 +32,7 @@ from loop.themes.workspace import Workspace
 
 __all__ = ["ThemeService"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class ThemeService:

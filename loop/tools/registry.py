@@ -1,7 +1,8 @@
 """The tool registry: each tool is written once and served three ways.
 
-The CLI adapter, the MCP server and the bus subscribers all call :func:`call_tool`
-(or :meth:`~loop.tools.base.Tool.run`), so no rule exists twice.
+The command line (:mod:`loop.commands.tools`), the MCP server
+(:mod:`loop.tools.mcp_server`) and the bus (:mod:`loop.tools.bus`) all call
+:meth:`~loop.tools.base.Tool.run` (:func:`call_tool` by name), so no rule exists twice.
 """
 
 from __future__ import annotations

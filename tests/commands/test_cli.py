@@ -200,3 +200,50 @@ def test_sigint_stops_the_run_gracefully_with_exit_130(tmp_path: Path) -> None:
     assert "interrupted" in out
     st = json.loads(loop("status", "s", "--json", cwd=tmp_path).stdout)
     assert st["status"] == "interrupted" and st["resume_command"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "domain"),
+    [
+        (["task", "list"], "loop.tasks"),
+        (["theme", "status"], "loop.themes"),
+        (["experience", "list"], "loop.experience"),
+    ],
+)
+def test_a_tool_command_imports_its_own_domain_only(
+    tmp_path: Path, argv: list[str], domain: str
+) -> None:
+    """A tool command starts without the other domains, the engine, the config models,
+    the MCP SDK and, unless something logs, structlog (what keeps it fast)."""
+    code = (
+        "import sys\n"
+        "from loop.cli import main\n"
+        f"assert main({argv!r}) == 0\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.stderr)\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env=ENV,
+        text=True,
+        capture_output=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    loaded = set(res.stderr.split())
+    assert any(m.startswith(domain) for m in loaded)
+    others = {"loop.tasks", "loop.themes", "loop.experience"} - {domain}
+    heavy = ("loop.engine", "loop.config.models", "loop.backends", "mcp", "anyio")
+    if domain == "loop.tasks":
+        heavy += ("structlog",)
+    assert [m for m in loaded if m.startswith((*others, *heavy))] == []
+
+
+def test_a_tool_command_reports_every_error_with_its_code(tmp_path: Path) -> None:
+    """A bad loop.toml in a tool command: error: config_error: ..., exit 2, and with --json
+    the structured error on stdout, like a refused call."""
+    (tmp_path / "loop.toml").write_text("[tasks\n", encoding="utf-8")
+    res = loop("task", "list", "--json", cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.startswith("error: config_error: ") and res.stderr.count("\n") == 1
+    assert json.loads(res.stdout)["error"]["code"] == "config_error"

@@ -219,9 +219,9 @@ def nothing(project: Project) -> None:
 
 
 def _commands() -> dict[str, tuple[str, str]]:
-    from loop.experience.cli import COMMANDS as EXPERIENCE
-    from loop.tasks.cli import COMMANDS as TASKS
-    from loop.themes.cli import COMMANDS as THEMES
+    from loop.commands.experience import COMMANDS as EXPERIENCE
+    from loop.commands.task import COMMANDS as TASKS
+    from loop.commands.theme import COMMANDS as THEMES
 
     out: dict[str, tuple[str, str]] = {}
     for group, table in (("task", TASKS), ("theme", THEMES), ("experience", EXPERIENCE)):

@@ -12,7 +12,6 @@ import pytest
 
 from loop.themes import Operations, ThemeService, Workspace, write_heartbeat
 from loop.themes.models import StartThemeInput
-from loop.tools import registry
 
 NOW = datetime(2025, 8, 1, 12, 0, 0)
 
@@ -121,10 +120,3 @@ def root(tmp_path: Path) -> Path:
 def service(root: Path) -> ThemeService:
     """A service over the populated workspace with the real operations."""
     return ThemeService(root)
-
-
-@pytest.fixture
-def only_theme_tools(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Let the registry load only the theme domain (other domains are not needed here)."""
-    monkeypatch.setattr(registry, "DOMAIN_MODULES", ("loop.themes.tools",))
-    monkeypatch.setattr(registry, "_cache", None)

@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from loop.themes.cli import register
-
-pytestmark = pytest.mark.usefixtures("only_theme_tools")
+from loop.commands.theme import register
 
 
 def _main(argv: list[str]) -> int:

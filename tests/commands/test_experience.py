@@ -11,17 +11,14 @@ from typing import Any
 import pytest
 import structlog
 
+from loop.commands.experience import register, register_export
 from loop.exits import EXIT_OK, EXIT_USAGE
-from loop.experience.cli import register, register_export
-from loop.tools import registry
 from tests.experience.helpers import SUMMARY, conversations
 
 
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """Register only this domain, run in tmp_path, and keep logs off stdout."""
-    monkeypatch.setattr(registry, "DOMAIN_MODULES", ("loop.experience.tools",))
-    monkeypatch.setattr(registry, "_cache", None)
+    """Run in tmp_path, and keep logs off stdout."""
     monkeypatch.chdir(tmp_path)
     for name in ("LOOP_EXPERIENCES_DIR", "LOOP_SESSION_DIR", "LOOP_EVENTS_FILE"):
         monkeypatch.delenv(name, raising=False)

@@ -11,17 +11,13 @@ from typing import Any
 
 import pytest
 
+from loop.commands.task import register
 from loop.exits import EXIT_OK, EXIT_USAGE
-from loop.tasks.cli import register
-from loop.tasks.tools import TOOLS
-from loop.tools import registry
 
 
 @pytest.fixture
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Any:
     """Run ``task ...`` argv through a parser built with register(); (code, out, err)."""
-    # Only this domain's tools: other domains are tested on their own.
-    monkeypatch.setattr(registry, "_cache", {t.name: t for t in TOOLS})
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("FILE_PATH", raising=False)
     tasks_file = tmp_path / "tasks.json"

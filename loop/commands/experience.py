@@ -1,7 +1,7 @@
 """``python -m loop experience ...`` and ``python -m loop export SESSION``.
 
 The tool subcommands are generated from the tools' input models
-(:func:`loop.tools.cli.add_tool_group`); ``guide`` prints either guide as Markdown.
+(:func:`loop.commands.tools.add_tool_group`); ``guide`` prints either guide as Markdown.
 """
 
 from __future__ import annotations
@@ -12,16 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from loop._fs import check_name, check_path
-from loop.errors import LoopError
-from loop.exits import EXIT_OK
-from loop.experience.guides import load_guide
-from loop.experience.session_export import export_session
-from loop.tools.cli import (
+from loop.commands.tools import (
     add_context_options,
     add_tool_group,
     context_from_args,
     report_tool_error,
 )
+from loop.errors import LoopError
+from loop.exits import EXIT_OK
+from loop.experience.tools import TOOLS
 
 __all__ = ["COMMANDS", "register", "register_export"]
 
@@ -83,6 +82,7 @@ def register(subparsers: Any) -> None:
         subparsers,
         "experience",
         help="export, list and validate AI experiences (seeds 000 and 002)",
+        tools=TOOLS,
         commands=COMMANDS,
         positionals=_POSITIONALS,
         renderers={
@@ -110,6 +110,8 @@ def register(subparsers: Any) -> None:
 
 
 def _guide(args: argparse.Namespace) -> int:
+    from loop.experience.guides import load_guide  # noqa: PLC0415 - start-up: on use
+
     text = load_guide(args.kind, args.lang)
     if args.json:
         print(json.dumps({"success": True, "guide_content": text}, ensure_ascii=False, indent=2))
@@ -140,6 +142,9 @@ def register_export(subparsers: Any) -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
+    # the journal's reader and records: only for this command, not the tool commands
+    from loop.experience.session_export import export_session  # noqa: PLC0415 - start-up
+
     try:
         ctx = context_from_args(args)
         candidate = Path(check_path(args.session, "SESSION"))

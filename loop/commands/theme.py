@@ -5,16 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from loop.errors import LoopError, ToolError
-from loop.exits import EXIT_OK
-from loop.themes.heartbeat import write_heartbeat
-from loop.themes.workspace import Workspace
-from loop.tools.cli import (
+from loop.commands.tools import (
     add_context_options,
     add_tool_group,
     context_from_args,
     report_tool_error,
 )
+from loop.errors import LoopError, ToolError
+from loop.exits import EXIT_OK
+from loop.themes.heartbeat import write_heartbeat
+from loop.themes.tools import TOOLS
+from loop.themes.workspace import Workspace
 
 __all__ = ["register"]
 
@@ -58,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         subparsers,
         "theme",
         help="theme lifecycle: preview, start, end, feedback, status (seed 001)",
+        tools=TOOLS,
         commands=COMMANDS,
         positionals={"start": ["target_filename"], "feedback": ["type"]},
         renderers={

@@ -10,18 +10,19 @@ import argparse
 import json
 from typing import Any
 
-from loop.errors import LoopError
-from loop.exits import EXIT_OK
-from loop.tasks.store import store_for
-from loop.tasks.summary import active_path, next_task, progress_summary
-from loop.tasks.tree import Forest
-from loop.tools.cli import (
+from loop.commands.tools import (
     Renderer,
     add_context_options,
     add_tool_group,
     context_from_args,
     report_tool_error,
 )
+from loop.errors import LoopError
+from loop.exits import EXIT_OK
+from loop.tasks.store import store_for
+from loop.tasks.summary import active_path, next_task, progress_summary
+from loop.tasks.tools import TOOLS
+from loop.tasks.tree import Forest
 
 __all__ = ["register"]
 
@@ -157,6 +158,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         subparsers,
         "task",
         help="hierarchical tasks: create, start, complete, progress (seed 003)",
+        tools=TOOLS,
         commands=COMMANDS,
         positionals=POSITIONALS,
         renderers=RENDERERS,

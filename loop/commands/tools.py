@@ -19,18 +19,18 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from pydantic.fields import FieldInfo
 
 from loop import _json
+from loop.config.project import tool_settings_from_project
 from loop.errors import LoopError, UsageError
 from loop.exits import EXIT_OK
-from loop.tools.base import ToolContext
+from loop.tools.base import Tool, ToolContext
 from loop.tools.calls import Channel
-from loop.tools.registry import get_tool
 
 __all__ = [
     "Renderer",
@@ -113,8 +113,6 @@ def context_from_args(args: argparse.Namespace, *, channel: Channel = "cli") -> 
     Inside a loop iteration the calls made with it are journaled as part of the
     iteration, as made over ``channel`` (see :meth:`ToolContext.from_env`).
     """
-    from loop.config import tool_settings_from_project  # noqa: PLC0415 - keeps emit light
-
     project = tool_settings_from_project(Path.cwd(), getattr(args, "config", None))
     return ToolContext.from_env(
         tasks_file=getattr(args, "tasks_file", None) or project.get("tasks_file"),
@@ -156,6 +154,7 @@ def add_tool_group(
     group: str,
     *,
     help: str,
+    tools: Sequence[Tool],
     commands: dict[str, str],
     positionals: dict[str, list[str]] | None = None,
     renderers: dict[str, Renderer] | None = None,
@@ -166,6 +165,7 @@ def add_tool_group(
         subparsers: the top-level subparsers.
         group: the group's command name (``task``, ``theme``, ``experience``).
         help: one line for ``--help``.
+        tools: the domain's tools (only that domain is imported).
         commands: subcommand name → tool name.
         positionals: subcommand name → fields that may also be given positionally.
         renderers: subcommand name → function that renders the output for a person.
@@ -174,9 +174,12 @@ def add_tool_group(
         The group's parser and its subcommands action (see :class:`ToolGroup`).
     """
     parent = subparsers.add_parser(group, help=help, description=help)
+    # Logging is set up only if a module of the command uses it (the task tools do not).
+    parent.set_defaults(needs_logging=False)
     sub = parent.add_subparsers(dest="tool_command", metavar="COMMAND", required=True)
+    by_name = {t.name: t for t in tools}
     for command, tool_name in commands.items():
-        tool = get_tool(tool_name)
+        tool = by_name[tool_name]
         summary = tool.description.strip().splitlines()[0]
         p = sub.add_parser(
             command,
@@ -199,7 +202,7 @@ def add_tool_group(
         )
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         add_context_options(p)
-        p.set_defaults(handler=_make_handler(tool_name, (renderers or {}).get(command)))
+        p.set_defaults(handler=_make_handler(tool, (renderers or {}).get(command)))
     return ToolGroup(parent, sub)
 
 
@@ -241,11 +244,11 @@ def _collect_input(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
-def _make_handler(tool_name: str, renderer: Renderer | None) -> Callable[[argparse.Namespace], int]:
+def _make_handler(tool: Tool, renderer: Renderer | None) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         try:
             ctx = context_from_args(args)
-            result = get_tool(tool_name).run(ctx, _collect_input(args))
+            result = tool.run(ctx, _collect_input(args))
         except LoopError as exc:
             return report_tool_error(exc, as_json=args.json)
         out = result.model_dump(mode="json", by_alias=True)
