@@ -67,13 +67,12 @@ def _caller() -> tuple[str, Callable[..., dict[str, Any]]]:
 def task_ops(params: dict[str, Any]) -> dict[str, Any]:
     """Median latency of create, start and complete at ``count`` tasks, warm and cold.
 
-    Warm: this process wrote the file last (the store's parse cache hits). Cold: another
-    writer changed the file since (one task renamed, the bytes rewritten behind the
-    store's back, as an agent's CLI call would). Fresh: a process that never read the
-    file (the cache is dropped), reported for information.
+    Warm: this tool context wrote the file last (it remembers that version). Cold:
+    another writer changed the file since (one task renamed, the bytes rewritten behind
+    the context's back, as an agent's CLI call would). Fresh: a context that never read
+    the file (a new one per call, as each CLI command is), reported for information.
     """
-    from loop.tasks import store as store_module
-    from loop.tasks.fileformat import dump_tasks, parse_whole
+    from loop.tasks.store import dump_tasks, parse_tasks
     from loop.tools.base import ToolContext
 
     count = int(params["count"])
@@ -95,9 +94,9 @@ def task_ops(params: dict[str, Any]) -> dict[str, Any]:
                 times: dict[str, list[float]] = times,
             ) -> dict[str, Any]:
                 if temp == "fresh":
-                    store_module._parsed.clear()
+                    ctx.state.clear()
                 elif temp == "cold":  # another writer: same layout, one task renamed
-                    tasks = parse_whole(path.read_bytes(), path)
+                    tasks = list(parse_tasks(path.read_bytes(), path).tasks)
                     tasks[0] = tasks[0].model_copy(update={"name": f"renamed {time.time()}"})
                     path.write_bytes(dump_tasks(tasks))
                 else:

@@ -1,8 +1,8 @@
 """Immutable indexes over a task list, shared between operations on the same list.
 
 Building the indexes of 10,000 tasks (by id, storage position, children) costs a few
-milliseconds, as much as an operation itself. The store keeps one :class:`TaskIndex` per
-file version and hands out :class:`TaskList` copies carrying it, so that an operation's
+milliseconds, as much as an operation itself. The store builds one :class:`TaskIndex` per
+file version it reads and hands out :class:`TaskList` copies carrying it, so that an operation's
 :class:`~loop.tasks.tree.Forest` starts from it instead of rebuilding it. An index is
 never changed once built (only its memo of sorted children fills up, with values that
 depend on the index alone), so sharing it between threads is safe.
@@ -20,7 +20,6 @@ __all__ = [
     "TaskIndex",
     "TaskList",
     "build_index",
-    "derive_index",
     "index_of",
     "index_problem",
     "integrity_problem",
@@ -98,47 +97,6 @@ def build_index(tasks: Iterable[Task]) -> TaskIndex:
             kids.append(task.id)
         counts[task.status] += 1
     return TaskIndex(ordered, by_id, pos, children, counts)
-
-
-def derive_index(old: TaskIndex, tasks: Sequence[Task], changed: Sequence[int]) -> TaskIndex | None:
-    """The index of ``tasks``, made from ``old`` in time proportional to the change.
-
-    ``tasks`` must equal ``old.tasks`` except at the ascending positions ``changed``.
-    Works when the tasks changed in place keep their id and parent and the others are
-    appended with new ids under known parents: then the hierarchy stays valid (no
-    duplicate, no unknown parent, no cycle). Returns ``None`` otherwise (rebuild it).
-    """
-    m = len(old.tasks)
-    if len(tasks) < m:
-        return None
-    by_id = dict(old.by_id)
-    counts = dict(old.counts)
-    touched: set[str | None] = set()
-    added: list[Task] = []
-    for i in changed:
-        task = tasks[i]
-        if i < m:
-            prev = old.tasks[i]
-            if task.id != prev.id or task.parent_id != prev.parent_id:
-                return None
-            counts[prev.status] -= 1
-        else:
-            # Earlier appended tasks are already in by_id, so a parent may be one of them.
-            if task.id in by_id or (task.parent_id is not None and task.parent_id not in by_id):
-                return None
-            added.append(task)
-        by_id[task.id] = task
-        counts[task.status] += 1
-        touched.add(task.parent_id)
-    pos, children = old.pos, old.children
-    if added:
-        pos = dict(pos)
-        children = dict(children)
-        for n, task in enumerate(added, start=m):
-            pos[task.id] = n
-            children[task.parent_id] = [*children.get(task.parent_id, ()), task.id]
-    memo = {p: kids for p, kids in old.sorted_kids.items() if p not in touched}
-    return TaskIndex(tuple(tasks), by_id, pos, children, counts, memo)
 
 
 def index_of(tasks: Sequence[Task]) -> TaskIndex:

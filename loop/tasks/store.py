@@ -6,42 +6,28 @@ atomically. A file that cannot be read or parsed, or that breaks the hierarchy
 (duplicate ids, unknown parents, cycles), is a :class:`StoreError` naming it: it is
 never treated as empty and nothing is written.
 
-Each process keeps the last version of each file it read or wrote (bytes, checked
-index, per-task fragments), so an operation at 10,000 tasks costs what it changes plus
-a few linear passes over the bytes (compare, split, join, write), not a full parse,
-check and dump.
+The file is pydantic's ``indent=2`` dump of the list, unset optional fields left out,
+so a person can read it and a diff shows what changed. A long-lived tool context (a
+loop, an MCP server) remembers the last version of the file it read or wrote (its bytes
+and checked index): when the bytes read are those, the parse and the checks are
+skipped. Comparing the bytes, unlike an mtime, can never serve stale tasks.
 """
 
 from __future__ import annotations
 
 import operator
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from itertools import compress
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar
+
+from pydantic import ValidationError
 
 from loop._fs import atomic_write, file_lock, make_folders, read_bytes
 from loop.errors import StoreError
-from loop.tasks.fileformat import (
-    changed_positions,
-    dump_tasks,
-    fragment,
-    join_fragments,
-    parse_whole,
-    reuse_fragments,
-    split_fragments,
-)
-from loop.tasks.index import (
-    TaskIndex,
-    TaskList,
-    build_index,
-    derive_index,
-    index_of,
-    index_problem,
-)
-from loop.tasks.models import Task
+from loop.tasks.index import TaskIndex, TaskList, build_index, index_of, index_problem
+from loop.tasks.models import Task, task_list_adapter
 from loop.tools.base import ToolContext
 
 __all__ = [
@@ -49,6 +35,7 @@ __all__ = [
     "MemoryTaskStore",
     "TaskStore",
     "dump_tasks",
+    "parse_tasks",
     "store_for",
 ]
 
@@ -71,45 +58,18 @@ class TaskStore(Protocol):
         ...
 
 
-@dataclass(eq=False, slots=True)
-class _Snapshot:
-    """One version of a file: its exact bytes, its checked index, its task fragments."""
-
-    raw: bytes
-    index: TaskIndex
-    parts: list[bytes] | None  # aligned with index.tasks; None until needed
-    by_task: dict[int, bytes] | None = field(default=None)
-
-    def fragments(self) -> list[bytes]:
-        """Each task's fragment of the file, in storage order."""
-        if self.parts is None:
-            self.parts = split_fragments(dump_tasks(self.index.tasks)) or []
-        return self.parts
-
-    def fragment_of(self) -> dict[int, bytes]:
-        """Fragments by ``id()`` of this version's tasks (alive as long as the snapshot)."""
-        if self.by_task is None:
-            self.by_task = dict(zip(map(id, self.index.tasks), self.fragments(), strict=True))
-        return self.by_task
+def dump_tasks(tasks: Sequence[Task]) -> bytes:
+    """The file form: a pretty JSON array, unset optional fields left out."""
+    raw = task_list_adapter().dump_json(list(tasks), indent=2, by_alias=True, exclude_none=True)
+    return raw + b"\n"
 
 
-# The last version of each file read or written, by path. A read compares the bytes (a
-# memcmp): unlike mtime or inode checks this can never serve stale tasks. When another
-# process changed the file, only the fragments that differ from this version are
-# validated, so re-reading costs about what the change touched plus a split of the file.
-_CACHE_SIZE = 8
-_FEW_CHANGED = 256  # past this, match unchanged tasks by identity wherever they moved
-_parsed: dict[str, _Snapshot] = {}
-
-
-def _remember(key: str, snapshot: _Snapshot) -> None:
-    _parsed.pop(key, None)
-    if len(_parsed) >= _CACHE_SIZE:
-        _parsed.pop(next(iter(_parsed)))
-    _parsed[key] = snapshot
-
-
-def _checked_index(tasks: list[Task], path: Path) -> TaskIndex:
+def parse_tasks(raw: bytes, path: Path) -> TaskIndex:
+    """A file's bytes as checked tasks; any problem is a ``StoreError`` naming the file."""
+    try:
+        tasks = task_list_adapter().validate_json(raw)
+    except ValidationError as exc:
+        raise StoreError(_first_error(exc), file=path) from exc
     index = build_index(tasks)
     problem = index_problem(index)
     if problem:
@@ -117,31 +77,22 @@ def _checked_index(tasks: list[Task], path: Path) -> TaskIndex:
     return index
 
 
-def _parse(raw: bytes, path: Path, old: _Snapshot | None) -> _Snapshot:
-    parts = split_fragments(raw)
-    if parts is not None and old is not None and old.parts is not None:
-        reused = reuse_fragments(parts, old.parts, old.index.tasks)
-        if reused is not None:
-            tasks, changed = reused
-            # Tasks changed in place or appended under known parents keep the tree valid.
-            index = None if changed is None else derive_index(old.index, tasks, changed)
-            if index is None:
-                index = _checked_index(tasks, path)
-            return _Snapshot(raw, index, parts)
-    tasks = parse_whole(raw, path)
-    if parts is not None and len(parts) != len(tasks):
-        parts = None
-    return _Snapshot(raw, _checked_index(tasks, path), parts)
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors(include_url=False)[0]
+    if err["type"] == "json_invalid":
+        return f"invalid JSON: {err['msg'].removeprefix('Invalid JSON: ')}"
+    loc = ".".join(str(p) for p in err["loc"])
+    where = f"task {loc}" if loc else "the file"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"not a list of tasks: {where}: {err['msg']}{more}"
 
 
-def _snapshot(raw: bytes, path: Path) -> _Snapshot:
-    key = str(path)
-    old = _parsed.get(key)
-    if old is not None and old.raw == raw:
-        return old
-    snapshot = _parse(raw, path, old)
-    _remember(key, snapshot)
-    return snapshot
+@dataclass(frozen=True, slots=True, eq=False)
+class _Version:
+    """One version of a file: its exact bytes and its checked index."""
+
+    raw: bytes
+    index: TaskIndex
 
 
 def _differs(before: Sequence[Task], after: Sequence[Task]) -> bool:
@@ -149,54 +100,50 @@ def _differs(before: Sequence[Task], after: Sequence[Task]) -> bool:
     return len(before) != len(after) or not all(map(operator.is_, before, after))
 
 
-def _fragments(tasks: Sequence[Task], old: _Snapshot | None) -> list[bytes]:
-    """The file fragments of ``tasks``: reused from ``old`` where the task is unchanged."""
-    if old is None:
-        return split_fragments(dump_tasks(tasks)) or []
-    old_tasks, old_parts = old.index.tasks, old.fragments()
-    m = len(old_tasks)
-    if len(tasks) >= m:
-        diff = changed_positions(tasks, old_tasks, differ=operator.is_not)
-        if len(diff) <= _FEW_CHANGED:
-            # Changed in place or appended (what operations other than delete do).
-            parts = list(old_parts)
-            for i in diff:
-                parts[i] = fragment(tasks[i])
-            parts.extend(fragment(t) for t in tasks[m:])
-            return parts
-    # Tasks removed or moved: find each unchanged task's fragment by identity.
-    known = old.fragment_of()
-    found: list[bytes | None] = list(map(known.get, map(id, tasks)))
-    for i in compress(range(len(found)), map(operator.not_, found)):
-        found[i] = fragment(tasks[i])
-    return cast(list[bytes], found)  # every None was just replaced
-
-
 class FileTaskStore:
     """Tasks in one JSON file shared by every process that uses it.
 
     The file, its lock (``<file>.lock``) and its temp file are reached from ``root``
     without following links (see :mod:`loop._fs`); ``None`` trusts the file's folder.
+    ``versions`` is where the last version of the file read or written is kept (a tool
+    context's state); without it every call parses the file.
     """
 
-    def __init__(self, path: Path, *, root: Path | None = None, durable: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        root: Path | None = None,
+        durable: bool = True,
+        versions: MutableMapping[str, Any] | None = None,
+    ) -> None:
         self.path = path
         self.root = root
         self.durable = durable
+        self._versions = versions
+        self._key = f"tasks_file:{path}"
 
-    def _load(self) -> _Snapshot | None:
+    def _load(self) -> _Version | None:
         try:
             raw = read_bytes(self.path, root=self.root)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise StoreError(f"cannot read: {exc.strerror or exc}", file=self.path) from exc
-        return _snapshot(raw, self.path)
+        known = self._versions.get(self._key) if self._versions is not None else None
+        if isinstance(known, _Version) and known.raw == raw:
+            return known
+        return self._remember(_Version(raw, parse_tasks(raw, self.path)))
+
+    def _remember(self, version: _Version) -> _Version:
+        if self._versions is not None:
+            self._versions[self._key] = version
+        return version
 
     def read(self) -> list[Task]:
         """The tasks in the file; a missing file is an empty list."""
-        snapshot = self._load()
-        return [] if snapshot is None else TaskList.of(snapshot.index)
+        version = self._load()
+        return [] if version is None else TaskList.of(version.index)
 
     def change(self, fn: Change[R]) -> R:
         """Lock, re-read, apply ``fn``, replace the file atomically (if anything changed)."""
@@ -213,8 +160,7 @@ class FileTaskStore:
             if _differs(before, after):
                 # Our own operations built `after`: its index needs no integrity check.
                 index = index_of(after)
-                parts = _fragments(index.tasks, old)
-                raw = join_fragments(parts)
+                raw = dump_tasks(index.tasks)
                 try:
                     # under the lock: one fixed temp name, so a killed write leaves at
                     # most one temp file, which the next write replaces
@@ -225,7 +171,7 @@ class FileTaskStore:
                     raise StoreError(
                         f"cannot write: {exc.strerror or exc}", file=self.path
                     ) from exc
-                _remember(str(self.path), _Snapshot(raw, index, parts))
+                self._remember(_Version(raw, index))
         return result
 
 
@@ -257,4 +203,5 @@ def store_for(ctx: ToolContext) -> FileTaskStore | MemoryTaskStore:
     """The file store for ``ctx.tasks_file``, or the in-memory store in ``ctx.state``."""
     if ctx.tasks_file is None:
         return MemoryTaskStore(ctx.state)
-    return FileTaskStore(ctx.tasks_file, root=ctx.trusted_root(ctx.tasks_file.parent))
+    root = ctx.trusted_root(ctx.tasks_file.parent)
+    return FileTaskStore(ctx.tasks_file, root=root, versions=ctx.state)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 
-from loop.tasks.index import TaskIndex, TaskList, build_index, derive_index, index_of
+from loop.tasks.index import TaskIndex, TaskList, build_index, index_of
 from loop.tasks.models import Task
 from loop.tasks.summary import hierarchy_table, next_task, progress_summary
 from loop.tasks.tree import Forest
@@ -76,35 +76,3 @@ def test_forest_changes_after_tasks_leave_the_returned_list_alone() -> None:
     same_index(first.tree_index, list(first))
     assert first.tree_index.by_id[c].name == "first"
     assert [t.name for t in first.tree_index.kids(r)] == ["first"]
-
-
-def test_derived_index_matches_a_fresh_build() -> None:
-    """In-place changes and appends derive the same index as a rebuild."""
-    b = Book()
-    r = b.add("root")
-    a = b.add("a", r)
-    b.add("b", r)
-    old = index_of(b.tasks)
-    old.kids(r)  # fill the memo, so that stale entries would show
-    new = list(b.tasks)
-    pos = old.pos[a]
-    new[pos] = new[pos].model_copy(update={"status": "done", "order": 9})
-    extra = new[0].model_copy(update={"id": "new", "parent_id": a})
-    derived = derive_index(old, [*new, extra], [pos, len(new)])
-    assert derived is not None
-    same_index(derived, [*new, extra])
-
-
-def test_derive_refuses_structural_changes() -> None:
-    """A moved task, a duplicate id or an unknown parent needs a full, checked rebuild."""
-    b = Book()
-    r = b.add("root")
-    a = b.add("a", r)
-    old = index_of(b.tasks)
-    moved = list(b.tasks)
-    moved[old.pos[a]] = moved[old.pos[a]].model_copy(update={"parent_id": None})
-    assert derive_index(old, moved, [old.pos[a]]) is None
-    dup = b.tasks[0].model_copy()
-    assert derive_index(old, [*b.tasks, dup], [len(b.tasks)]) is None
-    orphan = b.tasks[0].model_copy(update={"id": "x", "parent_id": "ghost"})
-    assert derive_index(old, [*b.tasks, orphan], [len(b.tasks)]) is None

@@ -266,30 +266,19 @@ def many_tasks(count: int) -> list[Task]:
     return list(b.tasks)
 
 
-def no_whole_parse(raw: bytes, path: Path) -> list[Task]:
-    """Stands in for the whole-file parse where a test expects it not to be needed."""
-    raise AssertionError("the whole file was parsed again")
-
-
-def test_file_changed_by_another_writer_is_reread_from_its_changed_tasks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A task changed and one appended by another writer: only those are parsed again."""
+def test_file_changed_by_another_writer_is_reread(tmp_path: Path) -> None:
+    """A task changed and one appended by another writer are there on the next read."""
     path = tmp_path / "tasks.json"
     tasks = many_tasks(50)
     path.write_bytes(dump_tasks(tasks))
     store = FileTaskStore(path)
-    first = store.read()
-    assert first == tasks
+    assert store.read() == tasks
     changed = list(tasks)
     changed[7] = changed[7].model_copy(update={"name": "renamed", "status": "done"})
     changed.append(changed[0].model_copy(update={"id": "new", "parent_id": changed[0].id}))
     path.write_bytes(dump_tasks(changed))
-    monkeypatch.setattr("loop.tasks.store.parse_whole", no_whole_parse)
     got = store.read()
     assert got == changed
-    assert got[8] is first[8]  # unchanged tasks are the objects parsed before
-    assert got[7] is not first[7]
     out = operations.list_tasks(got, changed[0].id)
     assert "new" in [t.id for t in out.tasks]
 
@@ -336,28 +325,33 @@ def test_corruption_by_another_writer_is_found_after_a_cached_read(
     assert path.read_bytes() == raw
 
 
-def test_write_serialises_only_the_tasks_that_changed(
+def test_a_context_parses_a_file_once_per_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An operation rewrites the file from cached fragments plus the changed tasks."""
+    """Through one tool context, a file is parsed again only when its bytes changed (its
+    own writes included: it keeps what it wrote); without a context, every read parses."""
     import loop.tasks.store as store_module
 
     path = tmp_path / "tasks.json"
-    tasks = many_tasks(100)
-    store = FileTaskStore(path)
-    store.change(lambda _old: (tasks, None))
-    calls: list[str] = []
-    real = store_module.fragment
+    tasks = many_tasks(20)
+    FileTaskStore(path).change(lambda _old: (tasks, None))
+    parsed: list[int] = []
+    real = store_module.parse_tasks
 
-    def counted(task: Task) -> bytes:
-        calls.append(task.id)
-        return real(task)
+    def counted(raw: bytes, where: Path) -> store_module.TaskIndex:
+        parsed.append(len(raw))
+        return real(raw, where)
 
-    monkeypatch.setattr(store_module, "fragment", counted)
-    store.change(lambda old: operations.update(old, tasks[6].id, name="renamed", now=T0))
-    assert calls == [tasks[6].id]
-    expected = [
-        t.model_copy(update={"name": "renamed", "updated_at": T0}) if t is tasks[6] else t
-        for t in tasks
-    ]
-    assert path.read_bytes() == dump_tasks(expected)
+    monkeypatch.setattr(store_module, "parse_tasks", counted)
+    ctx = ToolContext(root=tmp_path, tasks_file=path)
+    assert store_for(ctx).read() == tasks
+    assert store_for(ctx).read() == tasks
+    store_for(ctx).change(lambda old: operations.update(old, tasks[6].id, name="new", now=T0))
+    assert store_for(ctx).read()[6].name == "new"
+    assert len(parsed) == 1
+    path.write_bytes(dump_tasks(tasks))  # another writer
+    assert store_for(ctx).read() == tasks
+    assert len(parsed) == 2
+    FileTaskStore(path).read()
+    FileTaskStore(path).read()
+    assert len(parsed) == 4
