@@ -15,7 +15,7 @@ __all__ = ["SESSIONS_DIR_HELP", "print_json", "run_async", "sessions_root"]
 
 
 def run_async(func: Callable[..., Any], *args: Any) -> Any:
-    """Run an async function on asyncio (aiofiles ties hatloop to it)."""
+    """Run an async function under anyio, on asyncio (the MCP endpoint's server needs it)."""
     # anyio is imported by the commands that run something, not by ``--help``
     import anyio  # noqa: PLC0415 - start-up speed, see above
 
