@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -19,9 +18,8 @@ from typing import Any
 from loop import _fs
 from loop.errors import InputError
 from loop.exits import EXIT_OK, EXIT_USAGE
-
-ENV_EVENTS_FILE = "LOOP_EVENTS_FILE"
-_SEGMENT = re.compile(r"[A-Za-z0-9_\-]+")  # with fullmatch: a final newline is refused
+from loop.locations import ENV_EVENTS_FILE
+from loop.topics import RULE, is_valid_topic
 
 USAGE = """usage: python -m loop emit TOPIC [PAYLOAD] [--json] [--target HAT]
 
@@ -55,14 +53,6 @@ def append_event(path: Path, topic: str, payload: Any, target: str | None = None
     _fs.append_bytes(path, line)
 
 
-def _valid_topic(topic: object) -> bool:
-    return (
-        isinstance(topic, str)
-        and bool(topic)
-        and all(_SEGMENT.fullmatch(s) for s in topic.split("."))
-    )
-
-
 def main(argv: list[str]) -> int:
     """Entry point of ``python -m loop emit``; returns the exit code."""
     args = list(argv)
@@ -94,10 +84,8 @@ def main(argv: list[str]) -> int:
     if not _utf8(*positional, target or ""):
         return _fail("the arguments are not UTF-8 text")
     topic = positional[0]
-    if not _valid_topic(topic):
-        return _fail(
-            f"invalid topic {topic!r}: use dot-separated segments of letters, digits, '_' or '-'"
-        )
+    if not is_valid_topic(topic):
+        return _fail(f"invalid topic {topic!r}: {RULE}")
     raw = positional[1] if len(positional) == 2 else ""
     if raw == "-":
         try:

@@ -15,8 +15,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from loop import _json
+from loop import _json, topics
 from loop.errors import InputError
+from loop.topics import is_valid_pattern, is_valid_topic
 
 __all__ = [
     "RESERVED_PREFIXES",
@@ -32,8 +33,6 @@ __all__ = [
 ]
 
 EventPayload = Any  # a string or any JSON value (dict, list, number, bool, null)
-
-_SEGMENT = re.compile(r"[A-Za-z0-9_\-]+")  # with fullmatch: a final newline is refused
 
 
 @dataclass
@@ -65,20 +64,10 @@ class Event:
         return (self.topic, self.source, self.payload_text())
 
 
-_TOPIC = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*")
-
-
-def is_valid_topic(topic: str) -> bool:
-    """A topic is one or more non-empty segments of ``[A-Za-z0-9_-]``, dot-separated."""
-    return _TOPIC.fullmatch(topic) is not None
-
-
 def validate_topic(topic: str) -> str:
     """Return ``topic`` or raise ``InputError`` with a one-line reason."""
     if not is_valid_topic(topic):
-        raise InputError(
-            f"invalid topic {topic!r}: use dot-separated segments of letters, digits, '_' or '-'"
-        )
+        raise InputError(f"invalid topic {topic!r}: {topics.RULE}")
     return topic
 
 
@@ -90,13 +79,6 @@ RESERVED_PREFIXES = ("task.", "theme.", "experience.", "loop.")
 def is_reserved(topic: str, completion_event: str) -> bool:
     """Whether ``topic`` belongs to the loop and its subscribers rather than to hats."""
     return topic == completion_event or topic.startswith(RESERVED_PREFIXES)
-
-
-def is_valid_pattern(pattern: str) -> bool:
-    """A pattern is a topic whose segments may also be ``*``."""
-    return bool(pattern) and all(
-        seg == "*" or _SEGMENT.fullmatch(seg) for seg in pattern.split(".")
-    )
 
 
 def topic_matches(pattern: str, topic: str) -> bool:

@@ -35,6 +35,12 @@ from loop.engine.lifecycle import ITERATION_DONE, LOOP_STARTED, LOOP_TERMINATED,
 from loop.errors import ReplayDivergence
 from loop.events import Event
 from loop.extensions import Extension
+from loop.locations import (
+    DEFAULT_EXPERIENCES_DIR,
+    DEFAULT_SESSIONS_DIR,
+    DEFAULT_TASKS_FILE,
+    DEFAULT_WORKSPACE,
+)
 from loop.records import EventsPublished, IterationEnd, IterationFields
 from loop.runner import RunOptions, run_loop, tool_context
 from loop.session.calls import CallReplayer, PathMap, compare_calls, recorded_clock
@@ -302,11 +308,11 @@ def replay_paths(header: HeaderRecord, ctx: ToolContext) -> PathMap:
 def replay_config(reader: RecordingReader, scratch: Path) -> LoadedConfig:
     """The recorded configuration, with every file it writes moved into ``scratch``."""
     snapshot = json.loads(json.dumps(reader.header.config))
-    snapshot.setdefault("loop", {}).update(sessions_dir=".loop/sessions", durable=False)
+    snapshot.setdefault("loop", {}).update(sessions_dir=DEFAULT_SESSIONS_DIR, durable=False)
     for section, key, value in (
-        ("tasks", "file", ".loop/tasks.json"),
-        ("themes", "workspace", ".loop/works"),
-        ("experience", "base_directory", ".loop/experiences"),
+        ("tasks", "file", DEFAULT_TASKS_FILE),
+        ("themes", "workspace", DEFAULT_WORKSPACE),
+        ("experience", "base_directory", DEFAULT_EXPERIENCES_DIR),
     ):
         if isinstance(snapshot.get(section), dict):
             snapshot[section][key] = value

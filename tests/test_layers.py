@@ -30,7 +30,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop.events",
             "loop.exits",
             "loop.extensions",
+            "loop.locations",
             "loop.records",
+            "loop.topics",
             # what a tool is: the domains implement it, as backends implement backends.base
             "loop.tools.base",
             # which iteration a tool call is part of: the engine collects, the tools record

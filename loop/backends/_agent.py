@@ -17,10 +17,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loop.locations import ENV_MCP_TOKEN, ENV_MCP_URL, TOOL_SERVER_VARIABLES
+
 __all__ = [
-    "ENV_MCP_TOKEN",
-    "ENV_MCP_URL",
-    "MCP_ENV_KEYS",
     "MCP_SERVER_NAME",
     "McpEndpoint",
     "call_text",
@@ -35,21 +34,6 @@ __all__ = [
 ]
 
 MCP_SERVER_NAME = "hatloop"
-ENV_MCP_URL = "LOOP_MCP_URL"
-ENV_MCP_TOKEN = "LOOP_MCP_TOKEN"  # the variable's name; the secret is its value
-
-# What hatloop's stdio MCP server needs to find the session's files (passed when known).
-MCP_ENV_KEYS = (
-    "LOOP_EVENTS_FILE",
-    "LOOP_SESSION_ID",
-    "LOOP_ITERATION",
-    "LOOP_HAT",
-    "LOOP_SESSION_DIR",
-    "FILE_PATH",
-    "LOOP_WORKSPACE",
-    "LOOP_EXPERIENCES_DIR",
-)
-
 REASON_LIMIT = 300  # characters of a CLI's message kept in an iteration's reason
 
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -78,8 +62,8 @@ def stdio_command(mcp_command: Sequence[str] | None) -> list[str]:
 
 
 def mcp_server_env(env: Mapping[str, str]) -> dict[str, str]:
-    """Of ``env``, the variables hatloop's stdio server needs (:data:`MCP_ENV_KEYS`)."""
-    return {key: env[key] for key in MCP_ENV_KEYS if env.get(key)}
+    """Of ``env``, the variables hatloop's MCP server needs (``TOOL_SERVER_VARIABLES``)."""
+    return {key: env[key] for key in TOOL_SERVER_VARIABLES if env.get(key)}
 
 
 def json_lines(text: str) -> Iterator[dict[str, Any]]:

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from loop import locations
 from loop.backends._output import OutputWatch
 from loop.events import Event
 
@@ -134,10 +135,10 @@ class BackendRequest:
         ``LOOP_HAT``), which ``python -m loop emit`` and the tools read."""
         return {
             **self.env,
-            "LOOP_EVENTS_FILE": str(self.events_file),
-            "LOOP_SESSION_ID": self.session_id,
-            "LOOP_ITERATION": str(self.iteration),
-            "LOOP_HAT": self.hat,
+            locations.ENV_EVENTS_FILE: str(self.events_file),
+            locations.ENV_SESSION_ID: self.session_id,
+            locations.ENV_ITERATION: str(self.iteration),
+            locations.ENV_HAT: self.hat,
         }
 
 

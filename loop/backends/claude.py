@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 
 from loop._fs import write_json
-from loop.backends._agent import ENV_MCP_TOKEN, ENV_MCP_URL, call_text, json_line, mcp_endpoint
+from loop.backends._agent import call_text, json_line, mcp_endpoint, mcp_server_env
 from loop.backends._limits import classify_text
 from loop.backends._process import ProcessResult, last_line, run_process, stop_reason
 from loop.backends.base import (
@@ -45,9 +45,9 @@ from loop.backends.base import (
     effective_timeout,
 )
 from loop.config.backends import ClaudeConfig
+from loop.locations import ENV_MCP_TOKEN, ENV_MCP_URL
 
 __all__ = [
-    "MCP_ENV_KEYS",
     "MCP_SERVER_NAME",
     "ClaudeBackend",
     "ClaudeConfig",
@@ -74,18 +74,6 @@ MCP_CONFIG_NAME = "claude-mcp.json"
 # process, which took over 3 s on a busy machine. A user's own values win.
 MCP_WAIT_ENV = {"MCP_CONNECTION_NONBLOCKING": "false", "MCP_CONNECT_TIMEOUT_MS": "60000"}
 
-# What hatloop's MCP server needs to find the session's files (passed only when known).
-MCP_ENV_KEYS = (
-    "LOOP_EVENTS_FILE",
-    "LOOP_SESSION_ID",
-    "LOOP_ITERATION",
-    "LOOP_HAT",
-    "LOOP_SESSION_DIR",
-    "FILE_PATH",
-    "LOOP_WORKSPACE",
-    "LOOP_EXPERIENCES_DIR",
-)
-
 
 # -- pure parts ---------------------------------------------------------------------------
 
@@ -99,7 +87,8 @@ def mcp_config(config: ClaudeConfig, env: Mapping[str, str]) -> dict[str, Any]:
 
     Args:
         config: the backend settings (``mcp_command``: the stdio server's command).
-        env: the variables of the iteration; only :data:`MCP_ENV_KEYS` are passed on.
+        env: the variables of the iteration; only those the server needs are passed on
+            (:func:`~loop.backends._agent.mcp_server_env`).
     """
     if mcp_endpoint(env) is not None:
         server: dict[str, Any] = {
@@ -109,7 +98,7 @@ def mcp_config(config: ClaudeConfig, env: Mapping[str, str]) -> dict[str, Any]:
         }
         return {"mcpServers": {MCP_SERVER_NAME: server}}
     command = config.mcp_command or [sys.executable, "-m", "loop", "mcp"]
-    server_env = {key: env[key] for key in MCP_ENV_KEYS if key in env}
+    server_env = mcp_server_env(env)
     server = {"command": command[0], "args": list(command[1:]), "env": server_env}
     return {"mcpServers": {MCP_SERVER_NAME: server}}
 

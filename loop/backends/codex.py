@@ -34,7 +34,6 @@ from typing import Any
 import structlog
 
 from loop.backends._agent import (
-    ENV_MCP_TOKEN,
     MCP_SERVER_NAME,
     call_text,
     error_line,
@@ -59,6 +58,7 @@ from loop.backends.base import (
     effective_timeout,
 )
 from loop.config.backends import CodexConfig
+from loop.locations import ENV_MCP_TOKEN
 
 __all__ = [
     "CodexBackend",

@@ -49,7 +49,6 @@ import structlog
 
 from loop._fs import write_json
 from loop.backends._agent import (
-    ENV_MCP_TOKEN,
     MCP_SERVER_NAME,
     call_text,
     error_line,
@@ -74,6 +73,7 @@ from loop.backends.base import (
     effective_timeout,
 )
 from loop.config.backends import GeminiConfig
+from loop.locations import ENV_MCP_TOKEN, ENV_SESSION_DIR
 
 __all__ = [
     "GeminiBackend",
@@ -413,7 +413,7 @@ class GeminiBackend(Backend):
         if self.config.trust_workspace:
             env[ENV_TRUST] = "true"
         if self.config.mcp:
-            session_dir = variables.get("LOOP_SESSION_DIR")
+            session_dir = variables.get(ENV_SESSION_DIR)
             folder = Path(session_dir) if session_dir else request.iteration_dir
             home = folder / HOME_DIR_NAME
             try:

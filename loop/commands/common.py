@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from loop._fs import require_folder
+from loop.locations import DEFAULT_SESSIONS_DIR
 
 __all__ = ["SESSIONS_DIR_HELP", "print_json", "run_async", "sessions_root"]
 
@@ -42,7 +43,8 @@ def sessions_root(flag: str | None) -> Path:
     else:
         from loop.config.project import tool_settings_from_project  # noqa: PLC0415 - on use
 
-        root = Path(tool_settings_from_project(Path.cwd()).get("sessions_dir", ".loop/sessions"))
+        settings = tool_settings_from_project(Path.cwd())
+        root = Path(settings.get("sessions_dir", DEFAULT_SESSIONS_DIR))
     full, project = Path(os.path.abspath(root)), Path.cwd()  # noqa: PTH100 - lexical
     require_folder(full, root=project if project in (full, *full.parents) else full)
     return root

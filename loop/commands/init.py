@@ -21,6 +21,7 @@ from loop._fs import write_new_file
 from loop.config import preset_dir, preset_names
 from loop.config.ralph import RalphConversion, convert_ralph
 from loop.errors import InputError, UsageError
+from loop.topics import DEFAULT_COMPLETION_EVENT
 
 __all__ = ["BACKENDS", "backend_block", "plan_files", "ralph_files", "register", "with_backend"]
 
@@ -94,7 +95,8 @@ def with_backend(files: dict[Path, str], backend: str | None) -> dict[Path, str]
         return files  # the preset as shipped
     files = dict(files)
     files[Path("loop.toml")] = config[: _block_start(config)] + backend_block(backend)
-    completion = tomllib.loads(config).get("loop", {}).get("completion_event", "LOOP_COMPLETE")
+    loop_section = tomllib.loads(config).get("loop", {})
+    completion = loop_section.get("completion_event", DEFAULT_COMPLETION_EVENT)
     for rel, text in files.items():
         if rel.suffix == ".toml" and rel.name != "loop.toml":
             hats = _strip_backend_tables(text)

@@ -29,6 +29,7 @@ from loop import _json
 from loop.config.project import tool_settings_from_project
 from loop.errors import LoopError, UsageError
 from loop.exits import EXIT_OK
+from loop.locations import DEFAULT_TASKS_FILE
 from loop.tools.base import Tool, ToolContext
 from loop.tools.calls import Channel
 
@@ -119,7 +120,7 @@ def context_from_args(args: argparse.Namespace, *, channel: Channel = "cli") -> 
         workspace=getattr(args, "workspace", None) or project.get("workspace"),
         experiences_base=getattr(args, "experiences_dir", None) or project.get("experiences_base"),
         sessions_dir=project.get("sessions_dir"),
-        default_tasks_file=".loop/tasks.json",
+        default_tasks_file=DEFAULT_TASKS_FILE,
         channel=channel,
     )
 

@@ -18,7 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from loop.config.backends import BackendConfig, ScriptedConfig
 from loop.events import is_valid_pattern, is_valid_topic
+from loop.locations import (
+    DEFAULT_EXPERIENCES_DIR,
+    DEFAULT_SESSIONS_DIR,
+    DEFAULT_TASKS_FILE,
+    DEFAULT_WORKSPACE,
+)
 from loop.records import HatTopology, LimitSettings
+from loop.topics import DEFAULT_COMPLETION_EVENT, DEFAULT_STARTING_EVENT
 
 __all__ = [
     "ConfigFile",
@@ -48,8 +55,8 @@ class LoopSection(_Strict):
 
     prompt: str | None = None
     prompt_file: str | None = None
-    starting_event: str = "task.start"
-    completion_event: str = "LOOP_COMPLETE"
+    starting_event: str = DEFAULT_STARTING_EVENT
+    completion_event: str = DEFAULT_COMPLETION_EVENT
     max_iterations: int = Field(default=50, ge=1)
     max_runtime_seconds: float = Field(default=3600, gt=0)
     iteration_timeout_seconds: float = Field(default=600, gt=0)
@@ -66,7 +73,7 @@ class LoopSection(_Strict):
     hats: list[str] = Field(default_factory=list)
     fallback_hat: str | None = None
     durable: bool = True
-    sessions_dir: str = ".loop/sessions"
+    sessions_dir: str = DEFAULT_SESSIONS_DIR
 
     @field_validator("starting_event", "completion_event", "cancellation_event")
     @classmethod
@@ -88,7 +95,7 @@ class TasksSection(_Strict):
     """``[tasks]``: the task store the loop and its agents share."""
 
     enabled: bool = True
-    file: str = ".loop/tasks.json"
+    file: str = DEFAULT_TASKS_FILE
     block_completion: bool = True
 
 
@@ -96,14 +103,14 @@ class ThemesSection(_Strict):
     """``[themes]``: the theme workspace; every iteration is a heartbeat."""
 
     enabled: bool = True
-    workspace: str = ".loop/works"
+    workspace: str = DEFAULT_WORKSPACE
 
 
 class ExperienceSection(_Strict):
     """``[experience]``: where experiences are exported."""
 
     enabled: bool = True
-    base_directory: str = ".loop/experiences"
+    base_directory: str = DEFAULT_EXPERIENCES_DIR
     export_on_complete: bool = False
 
 

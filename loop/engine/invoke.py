@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import structlog
 
+from loop import locations
 from loop.backends._process import STOP_SECONDS
 from loop.backends.base import (
     Backend,
@@ -54,8 +55,8 @@ def session_env(extra: Mapping[str, str], *, session_dir: Path) -> dict[str, str
     path = os.environ.get("PATH", "")
     return {
         **extra,
-        "LOOP_SESSION_DIR": str(session_dir.resolve()),
-        "LOOP_PYTHON": sys.executable,
+        locations.ENV_SESSION_DIR: str(session_dir.resolve()),
+        locations.ENV_PYTHON: sys.executable,
         "PATH": str(Path(sys.executable).parent) + (os.pathsep + path if path else ""),
     }
 

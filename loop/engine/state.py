@@ -29,6 +29,7 @@ from loop.records import (
     SessionStart,
     Wait,
 )
+from loop.topics import DEFAULT_COMPLETION_EVENT
 
 __all__ = ["HatUsage", "InFlight", "LoopState", "PendingEvent", "RouteContext", "apply", "fold"]
 
@@ -55,7 +56,7 @@ class RouteContext:  # not slotted: cached_property needs the instance __dict__
     """What the reducer needs from the configuration: the hats and the loop's events."""
 
     hats: tuple[HatSpec, ...]
-    completion_event: str = "LOOP_COMPLETE"
+    completion_event: str = DEFAULT_COMPLETION_EVENT
     fallback: str | None = None
     starting_event: str | None = None
 

@@ -46,6 +46,7 @@ from loop.experience.models import (
 from loop.experience.schemas import ExperienceSummary
 from loop.records import IterationEnd
 from loop.tools.base import ToolContext
+from loop.topics import DEFAULT_COMPLETION_EVENT
 
 __all__ = [
     "THOUGHT_TOPIC",
@@ -196,7 +197,7 @@ def _summary(journal: SessionJournal, session_id: str) -> ExperienceSummary:
     reason = journal.end.reason if journal.end else "no recorded end"
     task = f" on the task {_text(prompt)[:300]!r}" if prompt else ""
     failed = sum(1 for it in its if it.status != "ok")
-    control = {journal.completion_event, "LOOP_COMPLETE"}  # loop control, not a subject
+    control = {journal.completion_event, DEFAULT_COMPLETION_EVENT}  # loop control, not a subject
     topics = _unique([e.topic for it in its for e in _own_events(it) if e.topic not in control])
     backends = _unique([it.backend for it in its if it.backend]) or _unique(
         [h.backend for h in journal.hats.values()]

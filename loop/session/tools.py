@@ -18,12 +18,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from loop import topics
 from loop._fs import require_folder
 from loop.emit import append_event
 from loop.errors import SessionError, ToolError
-from loop.events import is_valid_topic
+from loop.locations import ENV_SESSION_ID
 from loop.session.store import SessionStatus, latest_session, session_status
 from loop.tools.base import Tool, ToolContext
+from loop.topics import is_valid_topic
 
 __all__ = [
     "DOMAIN",
@@ -36,8 +38,6 @@ __all__ = [
 ]
 
 DOMAIN = "session"
-ENV_SESSION_ID = "LOOP_SESSION_ID"
-TOPIC_PATTERN = r"^[A-Za-z0-9_\-]+(\.[A-Za-z0-9_\-]+)*$"
 
 JsonPayload = str | int | float | bool | dict[str, Any] | list[Any] | None
 
@@ -49,7 +49,7 @@ class EmitEventInput(BaseModel):
 
     topic: str = Field(
         description="dot-separated topic, e.g. plan.ready (letters, digits, '_' or '-')",
-        json_schema_extra={"pattern": TOPIC_PATTERN},
+        json_schema_extra={"pattern": topics.PATTERN},
     )
     payload: JsonPayload = Field(
         default="", description="the event's payload: text, or any JSON value"
@@ -90,9 +90,8 @@ def emit_event(ctx: ToolContext, inp: EmitEventInput) -> EmitEventOutput:
     if not is_valid_topic(inp.topic):
         raise ToolError(
             "invalid_topic",
-            f"invalid topic {inp.topic!r}: use dot-separated segments of letters, digits, "
-            "'_' or '-'",
-            details={"topic": inp.topic, "pattern": TOPIC_PATTERN},
+            f"invalid topic {inp.topic!r}: {topics.RULE}",
+            details={"topic": inp.topic, "pattern": topics.PATTERN},
         )
     if ctx.events_file is None:
         raise ToolError(

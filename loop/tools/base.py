@@ -32,14 +32,19 @@ from pydantic import BaseModel, ValidationError
 from loop import _json
 from loop._fs import check_path
 from loop.errors import InputError, ToolError
-from loop.tools.calls import ENV_EVENTS_FILE, Call, Channel, FileCalls, in_process, mint_id
+from loop.locations import (
+    DEFAULT_EXPERIENCES_DIR,
+    DEFAULT_SESSIONS_DIR,
+    DEFAULT_WORKSPACE,
+    ENV_EVENTS_FILE,
+    ENV_EXPERIENCES_DIR,
+    ENV_SESSION_DIR,
+    ENV_TASKS_FILE,
+    ENV_WORKSPACE,
+)
+from loop.tools.calls import Call, Channel, FileCalls, in_process, mint_id
 
 __all__ = ["BusRequest", "BusService", "Tool", "ToolContext", "ToolFunc"]
-
-ENV_TASKS_FILE = "FILE_PATH"  # the seed's name (003)
-ENV_WORKSPACE = "LOOP_WORKSPACE"
-ENV_EXPERIENCES = "LOOP_EXPERIENCES_DIR"
-ENV_SESSION_DIR = "LOOP_SESSION_DIR"
 
 
 @dataclass
@@ -63,9 +68,9 @@ class ToolContext:
 
     root: Path = field(default_factory=Path.cwd)
     tasks_file: Path | None = None
-    workspace: Path = field(default_factory=lambda: Path(".loop/works"))
-    experiences_base: Path = field(default_factory=lambda: Path(".loop/experiences"))
-    sessions_dir: Path = field(default_factory=lambda: Path(".loop/sessions"))
+    workspace: Path = field(default_factory=lambda: Path(DEFAULT_WORKSPACE))
+    experiences_base: Path = field(default_factory=lambda: Path(DEFAULT_EXPERIENCES_DIR))
+    sessions_dir: Path = field(default_factory=lambda: Path(DEFAULT_SESSIONS_DIR))
     session_dir: Path | None = None
     events_file: Path | None = None
     state: dict[str, Any] = field(default_factory=dict)
@@ -142,8 +147,8 @@ class ToolContext:
         """
         env = os.environ if environ is None else environ
         tf = tasks_file or env.get(ENV_TASKS_FILE) or default_tasks_file
-        ws = workspace or env.get(ENV_WORKSPACE) or ".loop/works"
-        ex = experiences_base or env.get(ENV_EXPERIENCES) or ".loop/experiences"
+        ws = workspace or env.get(ENV_WORKSPACE) or DEFAULT_WORKSPACE
+        ex = experiences_base or env.get(ENV_EXPERIENCES_DIR) or DEFAULT_EXPERIENCES_DIR
         sd = env.get(ENV_SESSION_DIR)
         ef = env.get(ENV_EVENTS_FILE)
         return cls(
@@ -151,7 +156,7 @@ class ToolContext:
             tasks_file=Path(tf) if tf else None,
             workspace=Path(ws),
             experiences_base=Path(ex),
-            sessions_dir=Path(sessions_dir or ".loop/sessions"),
+            sessions_dir=Path(sessions_dir or DEFAULT_SESSIONS_DIR),
             session_dir=Path(sd) if sd else None,
             events_file=Path(ef) if ef else None,
             calls=FileCalls.from_env(env, channel),
@@ -160,7 +165,7 @@ class ToolContext:
     def variables(self) -> dict[str, str]:
         """The variables that point a child process's tool calls at these files (what
         :meth:`from_env` reads back): agents inside a loop share the loop's files."""
-        env = {ENV_WORKSPACE: str(self.workspace), ENV_EXPERIENCES: str(self.experiences_base)}
+        env = {ENV_WORKSPACE: str(self.workspace), ENV_EXPERIENCES_DIR: str(self.experiences_base)}
         if self.tasks_file is not None:
             env[ENV_TASKS_FILE] = str(self.tasks_file)
         return env

@@ -42,6 +42,7 @@ from pydantic import BaseModel
 
 from loop import _fs, _json
 from loop.errors import LoopError, ToolError
+from loop.locations import ENV_EVENTS_FILE, ENV_ITERATION, ENV_SESSION_ID
 from loop.records import CallError, ToolCall, ToolCallLine, encode_record
 
 __all__ = [
@@ -60,9 +61,6 @@ __all__ = [
     "mint_id",
 ]
 
-ENV_SESSION_ID = "LOOP_SESSION_ID"
-ENV_ITERATION = "LOOP_ITERATION"
-ENV_EVENTS_FILE = "LOOP_EVENTS_FILE"
 
 Channel = Literal["cli", "mcp", "bus", "loop"]
 # the channels whose calls an agent's process journals in the events file

@@ -32,9 +32,9 @@ from anyio.abc import TaskStatus
 from mcp.server.mcpserver import Context
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from loop.backends._agent import ENV_MCP_TOKEN, ENV_MCP_URL
 from loop.errors import SessionError, ToolError
 from loop.extensions import Extension, RunningIteration
+from loop.locations import ENV_MCP_TOKEN, ENV_MCP_URL
 from loop.tools.base import Tool, ToolContext
 from loop.tools.catalog import Catalog
 from loop.tools.grants import GrantTable
