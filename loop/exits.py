@@ -30,6 +30,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "HELP",
+    "REASON_COMPLETED",
     "REASON_EXIT",
     "exit_code_for",
 ]
@@ -41,9 +42,12 @@ EXIT_LIMIT = 3
 EXIT_DIVERGED = 4
 EXIT_INTERRUPTED = 130
 
+# The termination reason of a loop that saw its completion event.
+REASON_COMPLETED = "completed"
+
 # Termination reasons (the journal's session.end) and the exit code each ends with.
 REASON_EXIT: dict[str, int] = {
-    "completed": EXIT_OK,
+    REASON_COMPLETED: EXIT_OK,
     "cancelled": EXIT_OK,
     "max_iterations": EXIT_LIMIT,
     "max_runtime": EXIT_LIMIT,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loop._log import live_line_allowed, log_format, use_colors
 from loop.commands.common import print_json, run_async
@@ -13,9 +13,14 @@ from loop.config import load_config
 from loop.engine.progress import render_summary
 from loop.engine.resume import LimitOverrides
 from loop.errors import LoopError, ToolError
+from loop.exits import REASON_COMPLETED
 from loop.extensions import Extension
 
-__all__ = ["add_config_options", "register"]
+if TYPE_CHECKING:
+    from loop.config import LoadedConfig
+    from loop.engine.progress import RunSummary
+
+__all__ = ["add_config_options", "register", "wants_export"]
 
 
 def add_config_options(p: argparse.ArgumentParser) -> None:
@@ -85,7 +90,7 @@ def limit_overrides(args: argparse.Namespace) -> LimitOverrides:
     )
 
 
-def load_from_args(args: argparse.Namespace) -> Any:
+def load_from_args(args: argparse.Namespace) -> LoadedConfig:
     """Load the configuration the flags describe."""
     return load_config(
         Path(args.config) if args.config else None,
@@ -175,7 +180,7 @@ def _record_cap(raw: str) -> int:
     return value
 
 
-def _recorder(args: argparse.Namespace, config: Any, resume: bool) -> list[Extension]:
+def _recorder(args: argparse.Namespace, config: LoadedConfig, resume: bool) -> list[Extension]:
     if not args.record_session:
         return []
     from loop.session.recorder import Recorder  # noqa: PLC0415 - only when recording
@@ -232,7 +237,7 @@ def _run(args: argparse.Namespace) -> int:
         describe = getattr(ext, "describe", None)
         if callable(describe):
             lines.append(str(describe()))
-    if args.export_experience:
+    if wants_export(config, summary.reason, flag=args.export_experience):
         lines.append(_export(config, summary))
     if args.json:
         print_json({**summary_dict(summary), "extra": lines})
@@ -241,7 +246,15 @@ def _run(args: argparse.Namespace) -> int:
     return int(summary.exit_code)
 
 
-def _export(config: Any, summary: Any) -> str:
+def wants_export(config: LoadedConfig, reason: str, *, flag: bool) -> bool:
+    """Whether a run that ended for ``reason`` is exported as an experience: always with
+    ``--export-experience``; with ``[experience] export_on_complete`` (and the domain
+    enabled) when the loop completed."""
+    section = config.experience
+    return flag or (section.enabled and section.export_on_complete and reason == REASON_COMPLETED)
+
+
+def _export(config: LoadedConfig, summary: RunSummary) -> str:
     from loop.experience.session_export import export_session  # noqa: PLC0415 - on use
     from loop.runner import tool_context  # noqa: PLC0415 - on use
 

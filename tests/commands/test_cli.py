@@ -95,6 +95,54 @@ def test_a_failed_export_keeps_the_run_summary_and_exit_code(tmp_path: Path) -> 
     assert "experience export failed: no_conversations: " in res.stdout
 
 
+def _set_export_on_complete(folder: Path, extra: str = "") -> None:
+    toml = folder / "loop.toml"
+    text = toml.read_text(encoding="utf-8")
+    assert "[experience]" not in text  # the preset leaves the section to its defaults
+    toml.write_text(text + f"\n[experience]\nexport_on_complete = true\n{extra}", encoding="utf-8")
+
+
+def test_export_on_complete_exports_a_completed_run(tmp_path: Path) -> None:
+    """[experience] export_on_complete = true: a run that completes is exported as an
+    experience (as with --export-experience), and the summary says so."""
+    assert loop("init", cwd=tmp_path).returncode == 0
+    _set_export_on_complete(tmp_path)
+    res = loop("run", "-q", "--session-id", "done", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "experience done exported" in res.stdout
+    manifest = tmp_path / ".loop/experiences/experience_done/manifest.json"
+    assert json.loads(manifest.read_text(encoding="utf-8"))["total_conversations"] == 5
+    checked = loop("experience", "validate", str(manifest.parent), "--json", cwd=tmp_path)
+    assert json.loads(checked.stdout)["valid"] is True, checked.stdout
+
+
+def test_export_on_complete_skips_a_run_that_did_not_complete(tmp_path: Path) -> None:
+    """A run that stops at a limit is not exported by export_on_complete (the flag
+    --export-experience still exports it); with the option off nothing is exported."""
+    assert loop("init", cwd=tmp_path).returncode == 0
+    _set_export_on_complete(tmp_path)
+    res = loop("run", "-q", "--max-iterations", "2", "--session-id", "short", cwd=tmp_path)
+    assert res.returncode == 3, res.stderr
+    assert "exported" not in res.stdout
+    assert not (tmp_path / ".loop/experiences/experience_short").exists()
+    res = loop(
+        "run",
+        "-q",
+        "--max-iterations",
+        "2",
+        "--session-id",
+        "kept",
+        "--export-experience",
+        cwd=tmp_path,
+    )
+    assert res.returncode == 3 and "experience kept exported" in res.stdout, res.stdout
+    off = tmp_path / "off"
+    off.mkdir()
+    assert loop("init", cwd=off).returncode == 0
+    assert loop("run", "-q", "--session-id", "plain", cwd=off).returncode == 0
+    assert not (off / ".loop/experiences").exists()
+
+
 def test_bad_usage_is_one_line_on_stderr_with_exit_2(tmp_path: Path) -> None:
     """Unknown options, bad values and bad config never print a traceback."""
     for args in (
