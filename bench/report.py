@@ -15,6 +15,7 @@ from bench.mcp_bench import mcp_targets
 from bench.plan import DURABLE_MODES, RECORDING_MODES, Sizes
 from bench.profiling import import_profile, pyinstrument_profile
 from bench.render import render
+from bench.startup import PYDANTIC, TOOL_COMMANDS
 
 __all__ = ["evaluate_targets", "machine_meta", "profile_misses", "render"]
 
@@ -390,9 +391,14 @@ def _replay_targets(replay: dict[str, Any]) -> list[dict[str, Any]]:
 def _startup_targets(startup: dict[str, Any]) -> list[dict[str, Any]]:
     ms = startup.get("ms", {})
     out = []
-    for cmd, limit in (("python -m loop --help", 150), ("python -m loop emit t.x p", 60)):
+    limits = [("python -m loop --help", 150), ("python -m loop emit t.x p", 60)]
+    limits += [(f"python -m loop {c}", 150) for c in TOOL_COMMANDS]
+    for cmd, limit in limits:
         if cmd in ms:
             v = ms[cmd]["median"]
+            note = f"interpreter alone: {ms['python -c pass']['median']:.0f} ms"
+            if cmd.endswith(TOOL_COMMANDS) and PYDANTIC in ms:
+                note += f"; importing pydantic alone: {ms[PYDANTIC]['median']:.0f} ms"
             out.append(
                 _target(
                     f"start-up: {cmd}",
@@ -400,7 +406,7 @@ def _startup_targets(startup: dict[str, Any]) -> list[dict[str, Any]]:
                     f"{v:.0f} ms",
                     v / limit,
                     v < limit,
-                    f"interpreter alone: {ms['python -c pass']['median']:.0f} ms",
+                    note,
                 )
             )
     return out

@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hatloop-bench-replay-") as scratch:
         results["replay"] = run_replay(python, sizes, Path(scratch))
     results["replay_jobs"] = _replay_jobs(python, sizes)
-    log("start-up: --help and emit")
+    log("start-up: --help, emit and the tool commands")
     results["startup"] = measure_startup(python, sizes.startup_runs)
     results["mcp"] = run_mcp(
         run_worker, python, runs=sizes.runs, calls=sizes.mcp_calls, root=ROOT, log=log, node=peers

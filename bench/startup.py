@@ -1,4 +1,8 @@
-"""Start-up wall time of ``python -m loop --help`` and ``python -m loop emit`` (subprocesses)."""
+"""Start-up wall time of ``python -m loop --help``, ``emit`` and the tool commands (subprocesses).
+
+The tool commands (``task list``, ``theme status``, ``experience list``) run in an empty
+folder: what is timed is the start, the parser and one read of a missing file.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["measure_startup"]
+__all__ = ["PYDANTIC", "TOOL_COMMANDS", "measure_startup"]
+
+# One read-only command per domain; each imports its own domain only.
+TOOL_COMMANDS = ("task list", "theme status", "experience list")
+# What every tool command imports first (its inputs and outputs are pydantic models).
+PYDANTIC = "python -c 'from pydantic import BaseModel'"
 
 
 def _time(cmd: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -42,6 +51,8 @@ def measure_startup(python: str, runs: int) -> dict[str, Any]:
             "python -c 'import loop'": [python, "-c", "import loop"],
             "python -m loop --help": [python, "-m", "loop", "--help"],
             "python -m loop emit t.x p": [python, "-m", "loop", "emit", "t.x", "p"],
+            PYDANTIC: [python, "-c", "from pydantic import BaseModel"],
+            **{f"python -m loop {c}": [python, "-m", "loop", *c.split()] for c in TOOL_COMMANDS},
         }
         samples: dict[str, list[float]] = {k: [] for k in commands}
         for cmd in commands.values():

@@ -78,7 +78,8 @@ def test_results_json_has_every_area(quick_run: tuple[Path, dict[str, Any]]) -> 
         "fdatasync",
     }
     assert "peers" not in results
-    assert {"python -m loop --help", "python -m loop emit t.x p"} <= set(results["startup"]["ms"])
+    startup = {"python -m loop --help", "python -m loop emit t.x p", "python -m loop task list"}
+    assert startup | {"python -m loop experience list"} <= set(results["startup"]["ms"])
     mcp = results["mcp"]
     assert set(mcp["summary"]) == {"startup", "startup_cold", "stdio", "http"}  # no peers
     assert mcp["errors"] == []
