@@ -81,7 +81,7 @@ def register(subparsers: Any) -> None:
     group = add_tool_group(
         subparsers,
         "experience",
-        help="export, list and validate AI experiences (seeds 000 and 002)",
+        help="export, list and validate AI experiences",
         tools=TOOLS,
         commands=COMMANDS,
         positionals=_POSITIONALS,

@@ -157,7 +157,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     group = add_tool_group(
         subparsers,
         "task",
-        help="hierarchical tasks: create, start, complete, progress (seed 003)",
+        help="hierarchical tasks: create, start, complete, progress",
         tools=TOOLS,
         commands=COMMANDS,
         positionals=POSITIONALS,

@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     group = add_tool_group(
         subparsers,
         "theme",
-        help="theme lifecycle: preview, start, end, feedback, status (seed 001)",
+        help="theme lifecycle: preview, start, end, feedback, status",
         tools=TOOLS,
         commands=COMMANDS,
         positionals={"start": ["target_filename"], "feedback": ["type"]},

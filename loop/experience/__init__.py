@@ -1,4 +1,4 @@
-"""The experience domain (seeds 000 and 002): export, list and validate AI experiences.
+"""The experience domain: export, list and validate AI experiences.
 
 An experience is a folder ``experience_<session_id>/`` under the configured base:
 ``manifest.json``, ``conversations_NNN.json`` batches and ``thoughts.json``. There is
@@ -7,5 +7,6 @@ no export manager: every tool derives the export's state from those files.
 Modules: ``tools`` (the registered tools), ``export`` (the write tools), ``validation``,
 ``listing``, ``schemas`` (file formats), ``models`` (tool I/O), ``layout`` (paths, ids,
 limits, status), ``guides`` (agent guides, en/ja), ``session_export`` and ``journal``
-(a loop session becomes an experience), ``extension`` (tools over the bus), ``cli``.
+(a loop session becomes an experience). ``BUS`` in ``tools`` is how hats request them
+with ``experience.*`` events; the ``experience`` command is :mod:`loop.commands.experience`.
 """

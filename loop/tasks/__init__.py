@@ -1,4 +1,4 @@
-"""Hierarchical tasks with ordered execution and progress (seed 003).
+"""Hierarchical tasks with ordered execution and progress: the task domain.
 
 Layers, from the inside out:
 
