@@ -13,7 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from loop import __version__, exits
+from loop import exits
+from loop._version import __version__
 from loop.errors import LoopError, UsageError
 
 __all__ = ["COMMANDS", "build_parser", "main"]

@@ -19,11 +19,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
         "leaf",
         (
-            "loop",
             "loop._faults",
             "loop._fs",
             "loop._json",
             "loop._log",
+            "loop._version",
             "loop.bus",
             "loop.emit",
             "loop.errors",
@@ -58,6 +58,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop.testing",
         ),
     ),
+    # the public facade: it names what the layers below define (imported on first use)
+    ("api", ("loop",)),
 )
 
 
@@ -201,4 +203,5 @@ def test_the_graph_is_read_from_the_sources() -> None:
     assert {"loop.engine.state", "loop.engine.journal", "loop.events"} <= driver
     assert "loop.replay" in {target for target, _ in GRAPH["loop.pytest_plugin"]}  # lazy
     assert layer_of("loop.tools.base") == 0
-    assert layer_of("loop.commands.task") == len(LAYERS) - 1
+    assert layer_of("loop.commands.task") == len(LAYERS) - 2
+    assert (layer_of("loop"), layer_of("loop._version")) == (len(LAYERS) - 1, 0)

@@ -25,8 +25,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from loop import __version__
 from loop._fs import atomic_write
+from loop._version import __version__
 from loop.commands.inspect import TARGET_HELP, load_target
 from loop.commands.report_svg import fmt_seconds, graph_svg, timeline_svg
 from loop.commands.sessions import SESSIONS_DIR_HELP

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from loop import __version__
+from loop._version import __version__
 from loop.backends.base import BackendResult
 from loop.config import LoadedConfig
 from loop.engine.decide import Outcome

@@ -34,8 +34,9 @@ from typing import Any
 
 import structlog
 
-from loop import __version__, _json
+from loop import _json
 from loop._fs import write_all
+from loop._version import __version__
 from loop.bus import EventBus
 from loop.config import base_digest, config_digest
 from loop.engine.journal import read_journal

@@ -36,8 +36,8 @@ from mcp.types import Tool as MCPTool
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
-from loop import __version__
 from loop._fs import write_json
+from loop._version import __version__
 from loop.tools import registry
 from loop.tools.base import Tool
 

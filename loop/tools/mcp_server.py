@@ -34,7 +34,8 @@ from mcp.types import CallToolResult, InputRequiredResult, TextContent
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel
 
-from loop import __version__, _json
+from loop import _json
+from loop._version import __version__
 from loop.errors import InternalError, LoopError, ToolError
 from loop.tools.base import Tool, ToolContext
 from loop.tools.catalog import Catalog, tool_definition

@@ -1,0 +1,49 @@
+"""``import loop`` is a small facade: every public name resolves to its one home, lazily."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+import loop
+
+
+@pytest.mark.parametrize("name", sorted(set(loop.__all__) - {"__version__"}))
+def test_each_public_name_is_the_object_in_its_home(name: str) -> None:
+    """``loop.X`` is the very object its module defines (the facade adds no copies)."""
+    home = importlib.import_module(loop._HOMES[name])
+    assert getattr(loop, name) is getattr(home, name)
+    assert name in dir(loop)
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = loop.nope  # type: ignore[attr-defined]
+
+
+def test_importing_loop_imports_only_its_version() -> None:
+    """The package import stays light: ``emit`` and ``--help`` start through it."""
+    code = "import sys, loop; print(sorted(m for m in sys.modules if m.startswith('loop.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['loop._version']"
+
+
+def test_the_facade_runs_a_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docstring's recipe: load a config, run it, read the summary."""
+    monkeypatch.chdir(tmp_path)  # the config's relative paths are the folder's
+    done = '<event topic=\\"LOOP_COMPLETE\\">ok</event>'
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "p"\nmax_iterations = 3\n'
+        '[hats.a]\ndescription = "a"\ntriggers = ["task.start"]\n'
+        f'backend = {{ type = "scripted", outputs = ["{done}"] }}\n',
+        encoding="utf-8",
+    )
+    config = loop.load_config(tmp_path / "loop.toml")
+    options = loop.RunOptions(workdir=tmp_path, progress=False, handle_signals=False)
+    summary = anyio.run(loop.run_loop, config, options)
+    assert (summary.reason, summary.exit_code) == ("completed", 0)
