@@ -21,7 +21,7 @@ configure_logging("console")
 
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
-    """Run async tests on asyncio (aiofiles ties us to it)."""
+    """Run async tests on asyncio, as the CLI runs (the MCP endpoint's server needs it)."""
     return "asyncio"
 
 

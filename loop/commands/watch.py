@@ -20,12 +20,12 @@ from loop._log import live_line_allowed, use_colors
 from loop.commands.common import SESSIONS_DIR_HELP, sessions_root
 from loop.commands.live import LiveView
 from loop.engine.collect import EVENTS_FILE_NAME
-from loop.engine.decide import exit_code_for
 from loop.engine.lifecycle import spent
 from loop.engine.progress import usage_text
 from loop.engine.session_dir import SessionPaths
 from loop.engine.state import LoopState, RouteContext, apply
-from loop.errors import EXIT_INTERRUPTED, InputError
+from loop.errors import InputError
+from loop.exits import EXIT_INTERRUPTED, exit_code_for
 from loop.records import (
     EventsPublished,
     HatExhausted,
