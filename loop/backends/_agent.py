@@ -1,4 +1,4 @@
-"""What the agent-CLI backends (``gemini``, ``codex``) share, in pure code.
+"""What the agent-CLI backends (``claude``, ``gemini``, ``codex``) share, in pure code.
 
 * which of the iteration's variables hatloop's MCP server needs;
 * where that server is: the session's loopback endpoint (``LOOP_MCP_URL`` with the

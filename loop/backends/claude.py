@@ -33,9 +33,9 @@ import structlog
 from loop._fs import write_json
 from loop.backends._agent import call_text, json_line, mcp_endpoint, mcp_server_env
 from loop.backends._limits import classify_text
-from loop.backends._process import ProcessResult, last_line, run_process, stop_reason
+from loop.backends._process import ProcessResult, last_line, stop_reason
+from loop.backends.agent_cli import AgentCliBackend
 from loop.backends.base import (
-    Backend,
     BackendRequest,
     BackendResult,
     OutputKind,
@@ -300,28 +300,16 @@ def _failure(
 # -- the backend --------------------------------------------------------------------------
 
 
-class ClaudeBackend(Backend):
+class ClaudeBackend(AgentCliBackend[ClaudeConfig]):
     """Runs one iteration of a hat with the Claude Code CLI."""
 
     kind = "claude"
-    own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
-    watches_output = True  # the text and tool calls of its stream, as they arrive
+    reader = StreamReader  # the stream-json lines: the agent's text and tool calls
     reports_cost = True  # total_cost_usd and usage in the result line
     reports_tokens = True
 
     def __init__(self, config: ClaudeConfig | None = None) -> None:
-        self.config = config or ClaudeConfig()
-        self.timeout_seconds = self.config.timeout_seconds
-        self.uses_loop_tools = self.config.mcp  # the agent gets hatloop's tools unless mcp = false
-
-    @classmethod
-    def from_config(cls, config: ClaudeConfig) -> ClaudeBackend:
-        """Build from TOML settings."""
-        return cls(config)
-
-    def output_reader(self) -> StreamReader:
-        """Reads the stream-json lines into the agent's text and tool calls."""
-        return StreamReader()
+        super().__init__(config or ClaudeConfig())
 
     def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
         """Write the MCP config file (when enabled) and return the argv and environment."""
@@ -346,16 +334,8 @@ class ClaudeBackend(Backend):
         argv, env = self.prepare(request)
         timeout = effective_timeout(self.config.timeout_seconds, request.timeout_seconds)
         log.debug("claude.start", hat=request.hat, iteration=request.iteration, argv=argv)
-        proc = await run_process(
-            argv,
-            stdin=request.prompt.encode("utf-8"),
-            env=env,
-            cwd=request.workdir,
-            timeout=timeout,
-            max_output_bytes=self.config.max_output_bytes,
-            output_files=True,  # Bun drops pipe writes still queued at exit (see _process)
-            watch=self.watch(request),
-        )
+        # output files: Bun drops pipe writes still queued at exit (see _process)
+        proc = await self.run_cli(request, argv, env, timeout=timeout, output_files=True)
         result = summarize(proc, timeout, time.time())
         failed = [
             s.get("name")

@@ -46,9 +46,9 @@ from loop.backends._agent import (
     stdio_command,
 )
 from loop.backends._limits import classify_text
-from loop.backends._process import ProcessResult, run_process, stop_reason
+from loop.backends._process import ProcessResult, stop_reason
+from loop.backends.agent_cli import AgentCliBackend
 from loop.backends.base import (
-    Backend,
     BackendRequest,
     BackendResult,
     OutputKind,
@@ -306,27 +306,15 @@ def _failure(proc: ProcessResult, stream: CodexStream, timeout: float | None) ->
 # -- the backend --------------------------------------------------------------------------
 
 
-class CodexBackend(Backend):
+class CodexBackend(AgentCliBackend[CodexConfig]):
     """Runs one iteration of a hat with the Codex CLI."""
 
     kind = "codex"
-    own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
-    watches_output = True  # its messages and tool calls, as they arrive
+    reader = StreamReader  # the JSON lines: the agent's messages and tool calls
     reports_tokens = True  # usage in turn.completed (no cost)
 
     def __init__(self, config: CodexConfig | None = None) -> None:
-        self.config = config or CodexConfig()
-        self.timeout_seconds = self.config.timeout_seconds
-        self.uses_loop_tools = self.config.mcp  # the agent gets hatloop's tools unless mcp = false
-
-    @classmethod
-    def from_config(cls, config: CodexConfig) -> CodexBackend:
-        """Build from TOML settings."""
-        return cls(config)
-
-    def output_reader(self) -> StreamReader:
-        """Reads the JSON lines into the agent's messages and tool calls."""
-        return StreamReader()
+        super().__init__(config or CodexConfig())
 
     def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
         """The argv and environment for one iteration."""
@@ -350,13 +338,5 @@ class CodexBackend(Backend):
         argv, env = self.prepare(request)
         timeout = effective_timeout(self.config.timeout_seconds, request.timeout_seconds)
         log.debug("codex.start", hat=request.hat, iteration=request.iteration, argv=argv)
-        proc = await run_process(
-            argv,
-            stdin=request.prompt.encode("utf-8"),
-            env=env,
-            cwd=request.workdir,
-            timeout=timeout,
-            max_output_bytes=self.config.max_output_bytes,
-            watch=self.watch(request),
-        )
+        proc = await self.run_cli(request, argv, env, timeout=timeout)
         return summarize(proc, timeout, time.time())

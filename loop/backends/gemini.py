@@ -61,9 +61,9 @@ from loop.backends._agent import (
     stdio_command,
 )
 from loop.backends._limits import classify_text, next_pacific_midnight
-from loop.backends._process import ProcessResult, run_process, stop_reason
+from loop.backends._process import ProcessResult, stop_reason
+from loop.backends.agent_cli import AgentCliBackend
 from loop.backends.base import (
-    Backend,
     BackendRequest,
     BackendResult,
     OutputKind,
@@ -384,27 +384,15 @@ def prepare_home(home: Path, user_dir: Path, overlay: Mapping[str, Any]) -> None
 # -- the backend --------------------------------------------------------------------------
 
 
-class GeminiBackend(Backend):
+class GeminiBackend(AgentCliBackend[GeminiConfig]):
     """Runs one iteration of a hat with the Gemini CLI."""
 
     kind = "gemini"
-    own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
-    watches_output = True  # the text and tool calls of its stream, as they arrive
+    reader = StreamReader  # the stream-json lines: the agent's text and tool calls
     reports_tokens = True  # stats in the result line (no cost)
 
     def __init__(self, config: GeminiConfig | None = None) -> None:
-        self.config = config or GeminiConfig()
-        self.timeout_seconds = self.config.timeout_seconds
-        self.uses_loop_tools = self.config.mcp  # the agent gets hatloop's tools unless mcp = false
-
-    @classmethod
-    def from_config(cls, config: GeminiConfig) -> GeminiBackend:
-        """Build from TOML settings."""
-        return cls(config)
-
-    def output_reader(self) -> StreamReader:
-        """Reads the stream-json lines into the agent's text and tool calls."""
-        return StreamReader()
+        super().__init__(config or GeminiConfig())
 
     def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
         """Set up the session's Gemini home (with ``mcp``) and return argv and environment."""
@@ -437,16 +425,8 @@ class GeminiBackend(Backend):
 
         async def attempt() -> ProcessResult:
             left = None if deadline is None else max(deadline - anyio.current_time(), 0.0)
-            return await run_process(
-                argv,
-                stdin=request.prompt.encode("utf-8"),
-                env=env,
-                cwd=request.workdir,
-                timeout=left,
-                max_output_bytes=self.config.max_output_bytes,
-                output_files=True,  # see the module's docstring
-                watch=self.watch(request),
-            )
+            # output files: see the module's docstring
+            return await self.run_cli(request, argv, env, timeout=left, output_files=True)
 
         proc = await attempt()
         if lost_prompt(proc):

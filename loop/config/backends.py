@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = [
     "BACKEND_TYPES",
     "DEFAULT_MAX_OUTPUT",
+    "AgentCliConfig",
     "BackendConfig",
     "ClaudeConfig",
     "CodexConfig",
@@ -51,8 +52,8 @@ class CommandConfig(_Strict):
     max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
 
 
-class _AgentCli(_Strict):
-    """The settings shared by the agent-CLI backends (``gemini``, ``codex``)."""
+class AgentCliConfig(_Strict):
+    """The settings shared by the agent-CLI backends (``claude``, ``gemini``, ``codex``)."""
 
     model: str | None = None
     args: list[str] = Field(default_factory=list, description="extra CLI arguments")
@@ -67,7 +68,7 @@ class _AgentCli(_Strict):
     )
 
 
-class GeminiConfig(_AgentCli):
+class GeminiConfig(AgentCliConfig):
     """Gemini CLI headless: ``gemini --output-format stream-json -p ""``, prompt on stdin."""
 
     type: Literal["gemini"] = "gemini"
@@ -80,7 +81,7 @@ class GeminiConfig(_AgentCli):
     )
 
 
-class CodexConfig(_AgentCli):
+class CodexConfig(AgentCliConfig):
     """Codex CLI headless: ``codex exec --json -``, prompt on stdin."""
 
     type: Literal["codex"] = "codex"
@@ -108,24 +109,13 @@ class ReplayConfig(_Strict):
     recording: str
 
 
-class ClaudeConfig(_Strict):
-    """Settings of the ``claude`` backend (the Claude Code CLI) as they appear in TOML."""
+class ClaudeConfig(AgentCliConfig):
+    """Claude Code headless: ``claude -p --output-format stream-json``, prompt on stdin."""
 
     type: Literal["claude"] = "claude"
     command: list[str] = Field(default_factory=lambda: ["claude"], min_length=1)
-    args: list[str] = Field(default_factory=list, description="extra CLI arguments")
-    model: str | None = None
     permission_mode: str | None = None
     allowed_tools: list[str] = Field(default_factory=list)
-    mcp: bool = Field(default=True, description="give the agent hatloop's MCP server")
-    mcp_command: list[str] | None = Field(
-        default=None,
-        min_length=1,
-        description="the MCP server's command (default: this Python, `-m loop mcp`)",
-    )
-    timeout_seconds: float | None = Field(default=None, gt=0)
-    env: dict[str, str] = Field(default_factory=dict)
-    max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
 
 
 # The backend settings of a hat or of ``[backend]``, told apart by ``type``.
