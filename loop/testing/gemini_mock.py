@@ -142,20 +142,8 @@ class MockGemini(MockServer):
     """
 
     name = "mock_gemini"
-
-    def __init__(
-        self,
-        turns: Any = (),
-        *,
-        default: Turn | str = "(mock: no scripted turn left)",
-        side_text: str = "ok",
-        model: str = DEFAULT_MODEL,
-    ) -> None:
-        super().__init__(turns, default=default, side_text=side_text, model=model)
-
-    def classify(self, method: str, path: str, body: Any) -> RequestKind:
-        """See :func:`classify_request`."""
-        return classify_request(method, path, body)
+    default_model = DEFAULT_MODEL
+    classify_request = staticmethod(classify_request)
 
     def answer(self, reply: Reply, request: RecordedRequest) -> None:
         """Count tokens, answer a side request, or play the next turn."""

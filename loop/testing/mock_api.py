@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -190,17 +190,22 @@ def as_turn(turn: Turn | str) -> Turn:
 class MockServer:
     """A threaded HTTP server on 127.0.0.1 that plays scripted model turns.
 
-    Subclasses say how requests are classified (:meth:`classify`) and answered
-    (:meth:`answer`); this class keeps the script, the log and the server.
+    Subclasses say how requests are classified (:attr:`classify_request`, or
+    :meth:`classify`) and answered (:meth:`answer`), and name their API's default model
+    (:attr:`default_model`); this class keeps the script, the log and the server.
 
     Args:
         turns: served in order to model requests; a plain string is a :class:`TextTurn`.
         default: the answer once the script is exhausted (a string or any turn).
         side_text: the answer to side requests the CLI makes on its own.
-        model: the model name reported when a request names none.
+        model: the model name reported when a request names none (default:
+            :attr:`default_model`).
     """
 
     name = "mock"
+    default_model = "mock-model"
+    #: how the API's requests are told apart (a pure function of the request)
+    classify_request: Callable[[str, str, Any], RequestKind] | None = None
 
     def __init__(
         self,
@@ -208,12 +213,12 @@ class MockServer:
         *,
         default: Turn | str = "(mock: no scripted turn left)",
         side_text: str = "ok",
-        model: str = "mock-model",
+        model: str | None = None,
     ) -> None:
         self._turns: list[Turn] = [as_turn(t) for t in turns]
         self.default: Turn = as_turn(default)
         self.side_text = side_text
-        self.model = model
+        self.model = model or self.default_model
         self.requests: list[RecordedRequest] = []
         self.exhausted = False
         self._served = 0
@@ -229,7 +234,9 @@ class MockServer:
 
     def classify(self, method: str, path: str, body: Any) -> RequestKind:
         """Which kind of request this is (a scripted turn, a side request...)."""
-        raise NotImplementedError
+        if self.classify_request is None:
+            raise NotImplementedError
+        return self.classify_request(method, path, body)
 
     def answer(self, reply: Reply, request: RecordedRequest) -> None:
         """Answer a POST: ``reply`` writes the HTTP response."""

@@ -183,19 +183,8 @@ class MockOpenAI(MockServer):
     """
 
     name = "mock_openai"
-
-    def __init__(
-        self,
-        turns: Any = (),
-        *,
-        default: Turn | str = "(mock: no scripted turn left)",
-        model: str = DEFAULT_MODEL,
-    ) -> None:
-        super().__init__(turns, default=default, model=model)
-
-    def classify(self, method: str, path: str, body: Any) -> RequestKind:
-        """See :func:`classify_request`."""
-        return classify_request(method, path, body)
+    default_model = DEFAULT_MODEL
+    classify_request = staticmethod(classify_request)
 
     def answer(self, reply: Reply, request: RecordedRequest) -> None:
         """Play the next turn as an SSE stream (or an HTTP error)."""
