@@ -22,7 +22,6 @@ from loop.exits import exit_code_for
 from loop.records import (
     EventsPublished,
     HatExhausted,
-    HatTopology,
     IterationEnd,
     IterationFields,
     IterationStart,
@@ -42,7 +41,6 @@ from loop.session.store import latest_session, validate_session_id
 from loop.session.view import (
     EndView,
     EventView,
-    HatView,
     IterationView,
     LoopEvent,
     MarkerView,
@@ -206,10 +204,6 @@ def _event(event: Event) -> EventView:
     return EventView.model_validate(event, from_attributes=True)
 
 
-def _hats(hats: dict[str, HatTopology]) -> dict[str, HatView]:
-    return {name: HatView.model_validate(hat, from_attributes=True) for name, hat in hats.items()}
-
-
 def _from_journal(path: Path) -> SessionView:
     contents = read_journal(path)  # SessionError on a bad line before the last
     records = contents.records
@@ -277,7 +271,7 @@ def _from_journal(path: Path) -> SessionView:
         config_digest=start.config_digest,
         starting_event=start.starting_event,
         completion_event=start.completion_event,
-        hats=_hats(start.hats),
+        hats=start.hats,
         iterations=tuple(build.iterations),
         loop_events=tuple(build.loop_events),
         markers=tuple(build.markers),
@@ -334,7 +328,7 @@ def _from_recording(path: Path) -> SessionView:
         config_digest=header.config_digest,
         starting_event=header.starting_event,
         completion_event=header.completion_event,
-        hats=_hats(header.hats),
+        hats=header.hats,
         iterations=tuple(build.iterations),
         loop_events=(
             _start_event(header.starting_event, header.config, build.iterations),

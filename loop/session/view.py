@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from loop import _json
 from loop.events import topic_matches
 from loop.exits import EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_OK
+from loop.records import HatTopology
 
 __all__ = [
     "END",
@@ -27,7 +28,6 @@ __all__ = [
     "EventView",
     "Flow",
     "HatStats",
-    "HatView",
     "IterationView",
     "LoopEvent",
     "MarkerView",
@@ -85,17 +85,6 @@ class ToolCallView(_View):
         if self.error is None:
             return "ok"
         return f"error {self.error.code}: {self.error.message}"
-
-
-class HatView(_View):
-    """One hat as the session recorded it."""
-
-    description: str = ""
-    triggers: tuple[str, ...] = ()
-    publishes: tuple[str, ...] = ()
-    default_publishes: str | None = None
-    max_activations: int | None = None
-    backend: str = ""
 
 
 class IterationView(_View):
@@ -180,7 +169,7 @@ class SessionView(_View):
     config_digest: str
     starting_event: str
     completion_event: str
-    hats: dict[str, HatView]
+    hats: dict[str, HatTopology]  # as the session recorded them (the record's own type)
     iterations: tuple[IterationView, ...]
     loop_events: tuple[LoopEvent, ...] = ()
     markers: tuple[MarkerView, ...] = ()
