@@ -13,10 +13,10 @@ from loop.engine.decide import (
     Limits,
     budget_spent,
     check_limits,
-    exit_code_for,
     unheld_by_budgets,
 )
 from loop.engine.state import fold
+from loop.exits import exit_code_for
 from loop.testing import make_config, run_hats, tag
 from tests.engine.test_decide import CTX, LIMITS, end_record, start_record
 
