@@ -40,6 +40,7 @@ are values: treat them as immutable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, with_config
@@ -192,7 +193,10 @@ class ToolCallLine:
     call: ToolCall
 
 
-_TOOL_CALL_LINE: TypeAdapter[ToolCallLine] = TypeAdapter(ToolCallLine)
+@cache
+def _tool_call_line() -> TypeAdapter[ToolCallLine]:
+    """Built on first use: a tool command that only writes records never pays for it."""
+    return TypeAdapter(ToolCallLine)
 
 
 def parse_tool_call_line(line: bytes | str) -> ToolCall:
@@ -202,7 +206,7 @@ def parse_tool_call_line(line: bytes | str) -> ToolCall:
         ValueError: the line is not a valid tool call; the message says what, in one line.
     """
     try:
-        return _TOOL_CALL_LINE.validate_json(line).call
+        return _tool_call_line().validate_json(line).call
     except ValidationError as exc:
         raise ValueError(validation_message(exc)) from None
 
@@ -375,7 +379,12 @@ JournalRecord = Annotated[
     | SessionEnd,
     Field(discriminator="kind"),
 ]
-_JOURNAL_RECORD: TypeAdapter[JournalRecord] = TypeAdapter(JournalRecord)
+
+
+@cache
+def _journal_record() -> TypeAdapter[JournalRecord]:
+    """Built on first use (about 50 ms of schema building a tool command never needs)."""
+    return TypeAdapter(JournalRecord)
 
 
 def validation_message(exc: ValidationError) -> str:
@@ -396,7 +405,7 @@ def parse_record(line: bytes | str) -> JournalRecord:
             the file and line, which the caller knows).
     """
     try:
-        record = _JOURNAL_RECORD.validate_json(line)
+        record = _journal_record().validate_json(line)
     except ValidationError as exc:
         raise ValueError(validation_message(exc)) from None
     if isinstance(record, SessionStart) and record.schema_version not in READABLE_JOURNAL_VERSIONS:
