@@ -39,7 +39,7 @@ are values: treat them as immutable.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from typing import Annotated, Any, Literal
 
@@ -364,6 +364,10 @@ class SessionEnd(SessionEndFields):
     """The journal's last record: why and when the session ended."""
 
     kind: Literal["session.end"] = "session.end"
+    unrouted_topic: Annotated[
+        str | None,
+        Field(description="the topic no hat takes, when the session ended as unrouted_event"),
+    ] = None
     ts: float
 
 
@@ -422,4 +426,8 @@ def encode_record(record: object) -> bytes:
     large = isinstance(record, IterationFields) and (
         len(record.output) + len(record.prompt) > _json.LARGE
     )
+    if isinstance(record, SessionEnd) and record.unrouted_topic is None:
+        # an optional field is left out when unset: older readers read the line as before
+        data = {k: v for k, v in asdict(record).items() if k != "unrouted_topic"}
+        return _json.dumps_line(data)
     return _json.dumps_line(record, large=large)

@@ -47,7 +47,8 @@ def _render(st: dict[str, Any]) -> str:
         + (f" (iteration {st['in_flight']} was in flight)" if st.get("in_flight") else ""),
         f"last hat    {st['last_hat'] or '-'}",
         "pending     " + (", ".join(f"{p['topic']}→{p['hat']}" for p in st["pending"]) or "-"),
-        f"ended by    {st['termination'] or '-'}",
+        f"ended by    {st['termination'] or '-'}"
+        + (f" (topic {st['unrouted_topic']})" if st.get("unrouted_topic") else ""),
         f"elapsed     {st['elapsed']:.2f}s",
     ]
     if spent := spent_text(st.get("cost_usd") or 0.0, st.get("tokens") or 0):

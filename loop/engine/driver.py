@@ -71,7 +71,7 @@ from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
 from loop.exits import exit_code_for
 from loop.extensions import Extension
-from loop.records import HatExhausted, IterationStart, JournalRecord, Override
+from loop.records import HatExhausted, IterationEnd, IterationStart, JournalRecord, Override
 from loop.tools.calls import IterationCalls, collecting, local_offset, merge_calls
 
 __all__ = ["YIELD_INTERVAL", "Engine"]
@@ -189,7 +189,15 @@ class Engine:
         """Journal ``record``, then fold it into the state: the journal is the truth, so a
         record that could not be written (a full disk) never happened."""
         self.journal.append(record)
+        unrouted = self.state.unrouted
         apply(self.state, record, self.route_ctx)
+        if self.state.unrouted is not None and self.state.unrouted != unrouted:
+            log.warning(
+                "unrouted event: no hat is triggered by it",
+                topic=self.state.unrouted,
+                hat=record.hat if isinstance(record, IterationEnd) else None,
+                record=record.kind,
+            )
 
     def _elapsed(self) -> float:
         return self._base_elapsed + (self.clock() - self._t0)
@@ -331,7 +339,13 @@ class Engine:
                 self._outside.journal(self.state.iteration, self.wall_clock())
             except SessionError as exc:
                 failure = exc
-            end = session_end(reason, self.state.iteration, self._elapsed(), self.wall_clock())
+            end = session_end(
+                reason,
+                self.state.iteration,
+                self._elapsed(),
+                self.wall_clock(),
+                unrouted_topic=self.state.unrouted,
+            )
             try:
                 self._record(end)
             except SessionError as exc:

@@ -49,6 +49,7 @@ class RunSummary:
     usage_per_hat: dict[str, HatUsage] = field(default_factory=dict)
     tokens: int = 0
     resume_command: str | None = None
+    unrouted_topic: str | None = None
 
     @classmethod
     def of(
@@ -81,6 +82,7 @@ class RunSummary:
             usage_per_hat=dict(state.usage_per_hat),
             tokens=state.tokens,
             resume_command=resume_command(session_id, reason, state, limits),
+            unrouted_topic=state.unrouted if reason == "unrouted_event" else None,
         )
 
 
@@ -241,6 +243,8 @@ def render_summary(summary: RunSummary, extra: list[str] | None = None) -> str:
     ]
     if spent := spent_text(summary.cost_usd, summary.tokens):
         lines.append(f"  spent     {spent}")
+    if summary.unrouted_topic is not None:
+        lines.append(f"  unrouted  {summary.unrouted_topic} (no hat is triggered by this topic)")
     usage = [
         f"{hat} {text}"
         for hat, u in summary.usage_per_hat.items()

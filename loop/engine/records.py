@@ -37,9 +37,18 @@ def session_start(config: LoadedConfig, session_id: str, now: float) -> SessionS
     )
 
 
-def session_end(reason: str, iterations: int, elapsed: float, now: float) -> SessionEnd:
-    """The journal's last record: why and when the session ended."""
-    return SessionEnd(reason=reason, iterations=iterations, elapsed=round(elapsed, 6), ts=now)
+def session_end(
+    reason: str, iterations: int, elapsed: float, now: float, *, unrouted_topic: str | None = None
+) -> SessionEnd:
+    """The journal's last record: why and when the session ended (and, for
+    ``unrouted_event``, the topic no hat takes)."""
+    return SessionEnd(
+        reason=reason,
+        iterations=iterations,
+        elapsed=round(elapsed, 6),
+        unrouted_topic=unrouted_topic if reason == "unrouted_event" else None,
+        ts=now,
+    )
 
 
 def iteration_end(

@@ -100,6 +100,9 @@ class SessionStatus(BaseModel):
     in_flight: int | None = Field(default=None, description="an iteration started, not ended")
     pending: list[PendingSummary] = Field(default_factory=list)
     termination: str | None = Field(default=None, description="why the session ended")
+    unrouted_topic: str | None = Field(
+        default=None, description="the topic no hat takes (a session ended by unrouted_event)"
+    )
     elapsed: float = 0.0
     failed_iterations: int = 0
     cost_usd: float = 0.0
@@ -147,6 +150,7 @@ def session_status(sessions_dir: Path, session_id: str) -> SessionStatus:
             for p in state.pending
         ],
         termination=state.termination,
+        unrouted_topic=state.unrouted if state.termination == "unrouted_event" else None,
         elapsed=round(state.elapsed, 3),
         failed_iterations=state.failed_iterations,
         cost_usd=round(state.cost_usd, 6),

@@ -6,9 +6,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from structlog.testing import capture_logs
 
 from loop.backends.command import CommandBackend
 from loop.backends.python_hat import HatContext, PythonBackend
@@ -16,7 +17,9 @@ from loop.engine import journal as journal_mod
 from loop.engine.invoke import BACKSTOP_SECONDS
 from loop.engine.journal import read_journal
 from loop.extensions import Extension
-from loop.records import IterationEnd, IterationStart
+from loop.engine.progress import render_summary
+from loop.engine.records import session_end
+from loop.records import IterationEnd, IterationStart, SessionEnd, encode_record, parse_record
 from loop.testing import make_config, run_hats, scripted, tag
 
 AGENTS = Path(__file__).parent / "agents"
@@ -82,6 +85,35 @@ async def test_an_event_no_hat_takes_ends_the_run(tmp_path: Path) -> None:
     cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path)
     summary, _ = await run_hats(cfg, {"a": scripted(tag("nobody.cares"))}, workdir=tmp_path)
     assert summary.reason == "unrouted_event" and summary.exit_code == 1
+
+
+async def test_an_unrouted_topic_is_named_in_the_log_the_summary_and_the_journal(
+    tmp_path: Path,
+) -> None:
+    """The topic no hat takes: a warning when it is published, the summary, session.end."""
+    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path)
+    with capture_logs() as logs:
+        summary, _ = await run_hats(
+            cfg, {"a": scripted(tag("nobody.cares"))}, workdir=tmp_path, session_id="u"
+        )
+    warned = [e for e in logs if e["event"].startswith("unrouted event")]
+    assert [(e["topic"], e["hat"], e["log_level"]) for e in warned] == [
+        ("nobody.cares", "a", "warning")
+    ]
+    assert summary.unrouted_topic == "nobody.cares"
+    assert "unrouted  nobody.cares" in render_summary(summary)
+    records = read_journal(tmp_path / ".loop/sessions/u/journal.jsonl").records
+    end = records[-1]
+    assert isinstance(end, SessionEnd) and end.unrouted_topic == "nobody.cares"
+
+
+def test_session_end_without_an_unrouted_topic_keeps_its_old_form() -> None:
+    """The optional field is left out when unset, so older readers read the line."""
+    line = encode_record(session_end("completed", 2, 1.0, 5.0))
+    assert b"unrouted_topic" not in line
+    assert parse_record(line) == session_end("completed", 2, 1.0, 5.0)
+    old = b'{"kind":"session.end","reason":"unrouted_event","iterations":1,"elapsed":0.1,"ts":1.0}'
+    assert cast(SessionEnd, parse_record(old)).unrouted_topic is None
 
 
 async def test_a_failing_command_is_a_failed_iteration_with_its_reason(tmp_path: Path) -> None:
