@@ -210,6 +210,8 @@ def complete(
         parent_id = parent.parent_id
 
     upcoming = next_task(forest)
+    counts = forest.status_counts()
+    still_open = counts.get("todo", 0) + counts.get("in_progress", 0)
     parts = [f"Task {done.name!r} completed."]
     if auto:
         parts.append(
@@ -217,8 +219,16 @@ def complete(
             + ", ".join(repr(t.name) for t in auto)
             + "."
         )
+    if still_open:
+        parts.append(
+            f"{still_open} task(s) still open: {counts.get('in_progress', 0)} in progress, "
+            f"{counts.get('todo', 0)} todo."
+        )
     if upcoming is None:
-        parts.append("No open tasks remain.")
+        if still_open:  # open tasks under a done parent: none is next in execution order
+            parts.append("None of them is next in execution order: see listTasks.")
+        else:
+            parts.append("No open tasks remain.")
     elif forest.has_children(upcoming.id):
         parts.append(
             f"Next: {upcoming.name!r} (id {upcoming.id}) has all its subtasks "

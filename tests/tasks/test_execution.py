@@ -357,3 +357,30 @@ def test_complete_unknown_refused() -> None:
     with pytest.raises(ToolError) as exc:
         Book().complete("nope")
     assert exc.value.code == "task_not_found"
+
+
+def test_complete_never_says_none_remain_while_tasks_are_open() -> None:
+    """Open tasks under a parent marked done (a hand-edited file) are counted, not hidden."""
+    b = Book()
+    root = b.add("root")
+    a, s, t = b.add("a", root), b.add("sibling", root), b.add("todo", root)
+    b.tasks = [
+        x.model_copy(update={"status": "done" if x.id == root else "in_progress"})
+        if x.id in (root, a, s)
+        else x
+        for x in b.tasks
+    ]
+    out = b.complete(a)
+    assert out.next_task_id is None
+    assert "No open tasks remain" not in out.message
+    assert "2 task(s) still open: 1 in progress, 1 todo." in out.message
+    assert b.status(s) == "in_progress" and b.status(t) == "todo"
+
+
+def test_complete_counts_what_is_still_open() -> None:
+    """The message says how many tasks are still open alongside the next one."""
+    b, ids = tree()
+    b.start(ids["root"])
+    out = b.complete(ids["a1"])
+    assert out.next_task_id == ids["a2x"]
+    assert "5 task(s) still open: 2 in progress, 3 todo." in out.message
