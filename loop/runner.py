@@ -24,7 +24,12 @@ from loop.engine.session_dir import SessionPaths
 from loop.errors import SessionError
 from loop.extensions import Extension
 from loop.records import Override
-from loop.session.store import latest_session, new_session_id, validate_session_id
+from loop.session.store import (
+    find_session,
+    latest_session,
+    new_session_id,
+    validate_session_id,
+)
 from loop.tools.base import ToolContext
 from loop.tools.bus import ToolsOnBus
 
@@ -129,6 +134,9 @@ def resolve_session(config: LoadedConfig, options: RunOptions) -> SessionPaths:
         if latest is None:
             raise SessionError(f"no session to resume in {sessions_dir}")
         return SessionPaths(sessions_dir, latest)
+    if options.resume and options.session_id is not None:  # an id or a unique prefix
+        given = options.session_id
+        return SessionPaths(sessions_dir, find_session(sessions_dir, given) or given)
     sid = validate_session_id(options.session_id) if options.session_id else new_session_id()
     return SessionPaths(sessions_dir, sid)
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
 from loop.commands.common import SESSIONS_DIR_HELP, print_json, sessions_root
 from loop.engine.progress import spent_text
-from loop.session.store import latest_session, list_sessions, session_status
+from loop.session.store import latest_session, list_statuses, require_session, session_status
 
 __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
 
@@ -16,7 +17,12 @@ __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``status`` and ``sessions``."""
     p = sub.add_parser("status", help="a session's state, derived from its files")
-    p.add_argument("session_id", nargs="?", metavar="ID", help="default: the most recent")
+    p.add_argument(
+        "session_id",
+        nargs="?",
+        metavar="ID",
+        help="a session id or a unique prefix of one (default: the most recent)",
+    )
     p.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     p.add_argument("--json", action="store_true")
     p.add_argument(
@@ -67,7 +73,7 @@ def _status(args: argparse.Namespace) -> int:
 
         return watch(args)
     root = sessions_root(args.sessions_dir)
-    sid = args.session_id or latest_session(root)
+    sid = require_session(root, args.session_id) if args.session_id else latest_session(root)
     if sid is None:
         st: dict[str, Any] = {"session_id": None, "status": "not_found"}
         if args.json:
@@ -85,16 +91,47 @@ def _status(args: argparse.Namespace) -> int:
 
 def _sessions(args: argparse.Namespace) -> int:
     root = sessions_root(args.sessions_dir)
-    rows = [session_status(root, sid).to_dict() for sid in list_sessions(root)]
+    rows = [st.to_dict() for st in list_statuses(root)]
     if args.json:
         print_json(rows)
         return 0
     if not rows:
         print(f"no session in {root}")
         return 0
-    for st in rows:
-        print(
-            f"{st['session_id']}  {st['status']:<11} {st['iterations']:>4} it  "
-            f"{st['termination'] or '-':<24} {st['last_hat'] or '-'}"
-        )
+    print(_table(rows))
+    for st in rows:  # the reason on stderr: the table stays one line per session
+        if st["status"] == "unreadable":
+            print(
+                f"warning: session {st['session_id']} is unreadable: {st['error']}", file=sys.stderr
+            )
     return 0
+
+
+_HEADER = ("SESSION", "STATUS", "ITERATIONS", "ENDED BY", "LAST HAT")
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    """One line per session under a header row, columns as wide as their longest cell."""
+    cells = [_HEADER]
+    for st in rows:
+        if st["status"] == "unreadable":
+            cells.append((st["session_id"], "unreadable", "-", "-", "-"))
+            continue
+        cells.append(
+            (
+                st["session_id"],
+                st["status"],
+                str(st["iterations"]),
+                st["termination"] or "-",
+                st["last_hat"] or "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in cells) for i in range(len(_HEADER) - 1)]
+    return "\n".join(
+        "  ".join(
+            (c.rjust(widths[i]) if i == 2 else c.ljust(widths[i])) for i, c in enumerate(r[:-1])
+        )
+        + "  "
+        + r[-1]
+        for r in cells
+    )

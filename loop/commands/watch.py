@@ -38,7 +38,7 @@ from loop.records import (
     encode_record,
 )
 from loop.session.follow import EventsTail, JournalTail, is_running
-from loop.session.store import latest_session, validate_session_id
+from loop.session.store import find_session, latest_session
 
 __all__ = ["add_color_option", "register", "watch"]
 
@@ -82,7 +82,8 @@ def watch(args: argparse.Namespace) -> int:
     sid = args.session_id or latest_session(root)
     if sid is None:
         raise InputError(f"no session in {root}: give the id of a session to wait for")
-    paths = SessionPaths(root, validate_session_id(sid))
+    # a session that does not exist yet is waited for: a prefix names only one that does
+    paths = SessionPaths(root, find_session(root, sid) or sid)
     live = not args.json and live_line_allowed(args.color, sys.stdout)
     view = LiveView(stream="stdout", live=live, colors=use_colors(args.color, sys.stdout))
     follower = _Follower(paths, view, json=bool(args.json))

@@ -37,7 +37,7 @@ from loop.session.recording import (
     MarkerRecord,
     PublishedRecord,
 )
-from loop.session.store import latest_session, validate_session_id
+from loop.session.store import find_session, latest_session
 from loop.session.view import (
     EndView,
     EventView,
@@ -74,12 +74,11 @@ def resolve_session(target: str | None, sessions_dir: Path) -> Path:
     if path.exists():
         return path
     try:
-        validate_session_id(target)
+        sid = find_session(sessions_dir, target)
     except PathError:
         raise InputError(f"{target}: no such file") from None
-    journal = sessions_dir / target / JOURNAL_NAME
-    if journal.is_file():
-        return journal
+    if sid is not None and (sessions_dir / sid / JOURNAL_NAME).is_file():
+        return sessions_dir / sid / JOURNAL_NAME
     raise InputError(
         f"unknown session {target!r}: no such file, and no session of that id in {sessions_dir}"
     )

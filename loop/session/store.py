@@ -23,20 +23,27 @@ from loop.engine.progress import resume_command
 from loop.engine.resume import journaled_limits
 from loop.engine.session_dir import JOURNAL_NAME, LATEST, SessionPaths, is_locked
 from loop.engine.state import LoopState, RouteContext, fold
-from loop.errors import PathError, SessionError
+from loop.errors import InputError, LoopError, PathError, SessionError
 from loop.exits import EXIT_LIMIT, exit_code_for
 from loop.records import SessionStart
 
 __all__ = [
+    "MIN_PREFIX",
     "PendingSummary",
     "SessionState",
     "SessionStatus",
+    "find_session",
     "latest_session",
     "list_sessions",
+    "list_statuses",
     "new_session_id",
+    "require_session",
     "session_status",
     "validate_session_id",
 ]
+
+# The shortest id prefix taken for a whole id (sessions and tasks), as git takes a commit's.
+MIN_PREFIX = 4
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")  # with fullmatch: no final newline
 
@@ -76,6 +83,39 @@ def list_sessions(sessions_dir: Path) -> list[str]:
     return [p.name for p in found]
 
 
+def find_session(sessions_dir: Path, given: str) -> str | None:
+    """The session ``given`` names: its id, or a unique prefix of one (``None``: none).
+
+    An exact id wins over a prefix. A prefix shorter than :data:`MIN_PREFIX` is not
+    looked up.
+
+    Raises:
+        PathError: not a plain name. InputError: a prefix that several sessions share
+            (the message lists them).
+    """
+    validate_session_id(given)
+    if (sessions_dir / given / JOURNAL_NAME).exists():
+        return given
+    if len(given) < MIN_PREFIX:
+        return None
+    found = [sid for sid in list_sessions(sessions_dir) if sid.startswith(given)]
+    if len(found) > 1:
+        shown = ", ".join(found[:10]) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+        raise InputError(f"session id prefix {given!r} is ambiguous: {shown}")
+    return found[0] if found else None
+
+
+def require_session(sessions_dir: Path, given: str) -> str:
+    """:func:`find_session`, or an :class:`InputError` (exit 2) for an unknown session."""
+    sid = find_session(sessions_dir, given)
+    if sid is None:
+        short = (
+            f" (a prefix needs at least {MIN_PREFIX} characters)" if len(given) < MIN_PREFIX else ""
+        )
+        raise InputError(f"unknown session {given!r} in {sessions_dir}{short}")
+    return sid
+
+
 class PendingSummary(BaseModel):
     """An event waiting for a hat."""
 
@@ -85,7 +125,14 @@ class PendingSummary(BaseModel):
 
 
 SessionState = Literal[
-    "not_found", "running", "interrupted", "completed", "cancelled", "limit_reached", "failed"
+    "not_found",
+    "running",
+    "interrupted",
+    "completed",
+    "cancelled",
+    "limit_reached",
+    "failed",
+    "unreadable",
 ]
 
 
@@ -115,6 +162,7 @@ class SessionStatus(BaseModel):
     torn_journal: bool = False
     resume_command: str | None = None
     directory: str | None = None
+    error: str | None = Field(default=None, description="why an unreadable session is")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -175,3 +223,23 @@ def _state_of(termination: str | None, *, locked: bool) -> SessionState:
     if termination == "cancelled":
         return "cancelled"
     return "limit_reached" if exit_code_for(termination) == EXIT_LIMIT else "failed"
+
+
+def list_statuses(sessions_dir: Path) -> list[SessionStatus]:
+    """Every session's status, oldest first; one whose journal cannot be read is listed
+    as ``unreadable`` with the reason, and the others still are."""
+    out: list[SessionStatus] = []
+    for sid in list_sessions(sessions_dir):
+        try:
+            out.append(session_status(sessions_dir, sid))
+        except (LoopError, OSError) as exc:
+            reason = exc.message if isinstance(exc, LoopError) else str(exc)
+            out.append(
+                SessionStatus(
+                    session_id=sid,
+                    status="unreadable",
+                    error=reason,
+                    directory=str(sessions_dir / sid),
+                )
+            )
+    return out

@@ -21,9 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from loop import topics
 from loop._fs import require_folder
 from loop.emit import append_event
-from loop.errors import SessionError, ToolError
+from loop.errors import InputError, PathError, SessionError, ToolError
 from loop.locations import ENV_SESSION_ID
-from loop.session.store import SessionStatus, latest_session, session_status
+from loop.session.store import SessionStatus, find_session, latest_session, session_status
 from loop.tools.base import Tool, ToolContext
 from loop.topics import is_valid_topic
 
@@ -138,9 +138,15 @@ def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStat
     if session_id is None:
         return SessionStatus(session_id=None, status="not_found")
     try:
+        if inp.session_id is not None:  # an id, or a unique prefix of one
+            session_id = find_session(sessions_dir, session_id) or session_id
         status = session_status(sessions_dir, session_id)
     except SessionError as exc:
         raise ToolError("session_error", exc.message, details={"session_id": session_id}) from exc
+    except PathError:
+        raise
+    except InputError as exc:  # a prefix several sessions share
+        raise ToolError("ambiguous_id", exc.message, details={"session_id": session_id}) from exc
     return status
 
 

@@ -16,9 +16,9 @@ from loop.backends.python_hat import HatContext, PythonBackend
 from loop.engine import journal as journal_mod
 from loop.engine.invoke import BACKSTOP_SECONDS
 from loop.engine.journal import read_journal
-from loop.extensions import Extension
 from loop.engine.progress import render_summary
 from loop.engine.records import session_end
+from loop.extensions import Extension
 from loop.records import IterationEnd, IterationStart, SessionEnd, encode_record, parse_record
 from loop.testing import make_config, run_hats, scripted, tag
 

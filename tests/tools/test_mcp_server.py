@@ -399,6 +399,16 @@ async def test_get_session_status_for_running_explicit_and_latest(
     assert (other["session_id"], other["status"]) == ("s-two", "completed")
     assert missing["status"] == "not_found"
     assert bad["code"] == "invalid_path"
+    twin = first.parent / "s-onex"  # a copy: two sessions share the prefix s-on
+    twin.mkdir()
+    (twin / "journal.jsonl").write_bytes((first / "journal.jsonl").read_bytes())
+    async with Client(build_server(inside), raise_exceptions=True) as c:
+        prefixed = await ok(c, "get_session_status", {"session_id": "s-tw"})
+        ambiguous = await err(c, "get_session_status", {"session_id": "s-on"})
+        short = await ok(c, "get_session_status", {"session_id": "s-t"})
+    assert (prefixed["session_id"], prefixed["status"]) == ("s-two", "completed")
+    assert ambiguous["code"] == "ambiguous_id" and "s-one, s-onex" in ambiguous["message"]
+    assert short["status"] == "not_found"  # shorter than 4 characters: never a prefix
     async with Client(build_server(ToolContext(root=tmp_path))) as c:
         assert (await ok(c, "get_session_status"))["session_id"] == "s-two"
         monkeypatch.setenv("LOOP_SESSION_ID", "s-one")  # the engine sets it for its agents
