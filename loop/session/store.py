@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from loop._fs import check_name
+from loop._prefix import MIN_PREFIX, matches, shown
 from loop.engine.decide import limits_from
 from loop.engine.journal import read_journal
 from loop.engine.progress import resume_command
@@ -41,9 +42,6 @@ __all__ = [
     "session_status",
     "validate_session_id",
 ]
-
-# The shortest id prefix taken for a whole id (sessions and tasks), as git takes a commit's.
-MIN_PREFIX = 4
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")  # with fullmatch: no final newline
 
@@ -96,12 +94,9 @@ def find_session(sessions_dir: Path, given: str) -> str | None:
     validate_session_id(given)
     if (sessions_dir / given / JOURNAL_NAME).exists():
         return given
-    if len(given) < MIN_PREFIX:
-        return None
-    found = [sid for sid in list_sessions(sessions_dir) if sid.startswith(given)]
+    found = matches(given, list_sessions(sessions_dir)) if len(given) >= MIN_PREFIX else []
     if len(found) > 1:
-        shown = ", ".join(found[:10]) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
-        raise InputError(f"session id prefix {given!r} is ambiguous: {shown}")
+        raise InputError(f"session id prefix {given!r} is ambiguous: {shown(found)}")
     return found[0] if found else None
 
 

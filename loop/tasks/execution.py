@@ -131,6 +131,7 @@ def start(
     """
     forest = Forest(tasks)
     task = forest.require(task_id)
+    task_id = task.id  # a prefix names it
     if task.status == "done":
         raise ToolError(
             "task_already_done",
@@ -183,6 +184,7 @@ def complete(
     """
     forest = Forest(tasks)
     task = forest.require(task_id)
+    task_id = task.id  # a prefix names it
     text = resolution.strip()
     if not text:
         raise ToolError(

@@ -24,7 +24,7 @@ from loop.tasks.models import (
     Task,
     UpdateTaskOutput,
 )
-from loop.tasks.tree import Forest
+from loop.tasks.tree import Forest, find_task
 
 __all__ = [
     "UNSET",
@@ -133,6 +133,7 @@ def create(
     parent_id = parent_id or None
     if parent_id is not None:
         parent = forest.require(parent_id, what="parent task")
+        parent_id = parent.id
         if parent.status == "done":
             raise ToolError(
                 "parent_done",
@@ -196,15 +197,15 @@ def get(tasks: Sequence[Task], task_id: str) -> GetTaskOutput:
     for task in tasks:
         if task.id == task_id:
             return GetTaskOutput(task=task)
-    raise ToolError("task_not_found", f"task {task_id!r} not found", details={"id": task_id})
+    return GetTaskOutput(task=find_task({t.id: t for t in tasks}, task_id))  # a prefix
 
 
 def list_tasks(tasks: Sequence[Task], parent_id: str | None = None) -> ListTasksOutput:
     """Every task depth first in execution order, or the direct subtasks of ``parent_id``."""
     forest = Forest(tasks)
     if parent_id:
-        forest.require(parent_id, what="parent task")
-        return ListTasksOutput(tasks=forest.children(parent_id))
+        parent = forest.require(parent_id, what="parent task")
+        return ListTasksOutput(tasks=forest.children(parent.id))
     return ListTasksOutput(tasks=[t for t, _ in forest.walk()])
 
 
@@ -243,6 +244,7 @@ def update(
     """
     forest = Forest(tasks)
     task = forest.require(task_id)
+    task_id = task.id  # a prefix names it
     changes: dict[str, Any] = {"updated_at": now}
     if name is not None:
         changes["name"] = _name(name)
@@ -287,6 +289,7 @@ def update(
     if new_parent != task.parent_id:
         if new_parent is not None:
             target = forest.require(new_parent, what="parent task")
+            new_parent = target.id
             path = [target, *forest.ancestors(target.id)]
             if any(t.id == task_id for t in path):
                 chain = " -> ".join(repr(t.name) for t in reversed(path))
@@ -315,6 +318,7 @@ def delete(
     """Delete a task; one with subtasks only when ``cascade`` is asked for explicitly."""
     forest = Forest(tasks)
     task = forest.require(task_id)
+    task_id = task.id  # a prefix names it
     below = forest.descendants(task_id)
     if below and not cascade:
         kids = forest.children(task_id)

@@ -12,18 +12,42 @@ what it touches, not the size of the list (issue 9: 10,000 tasks).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
+from loop._prefix import matches, shown
 from loop.errors import ToolError
 from loop.tasks.index import TaskIndex, TaskList, index_of, integrity_problem
 from loop.tasks.models import Task
 
-__all__ = ["Forest", "integrity_problem"]
+__all__ = ["Forest", "find_task", "integrity_problem"]
 
 _FEW_GONE = 32  # up to this many removals, delete in place; past it, filter once
 _task_id = attrgetter("id")
+
+
+def find_task(by_id: Mapping[str, Task], task_id: str, *, what: str = "task") -> Task:
+    """The task of ``task_id``: its id, or a unique prefix of it (4+ characters, as git).
+
+    Raises:
+        ToolError: ``task_not_found``/``parent_not_found`` for no match, ``ambiguous_id``
+            (with the candidates) for a prefix several tasks share.
+    """
+    task = by_id.get(task_id)
+    if task is not None:
+        return task
+    found = matches(task_id, by_id)
+    if len(found) == 1:
+        return by_id[found[0]]
+    if found:
+        raise ToolError(
+            "ambiguous_id",
+            f"{what} id prefix {task_id!r} is ambiguous: {shown(found)}",
+            details={"id": task_id, "candidates": found[:50]},
+        )
+    code = "parent_not_found" if what == "parent task" else "task_not_found"
+    raise ToolError(code, f"{what} {task_id!r} not found", details={"id": task_id})
 
 
 class Forest:
@@ -54,12 +78,12 @@ class Forest:
         return self._by_id.get(task_id)
 
     def require(self, task_id: str, *, what: str = "task") -> Task:
-        """The task with ``task_id``; a missing one is ``task_not_found``/``parent_not_found``."""
+        """The task with ``task_id``, or with a unique prefix of it (see :func:`find_task`).
+
+        Callers use the returned task's ``id`` from then on, never ``task_id``.
+        """
         task = self._by_id.get(task_id)
-        if task is None:
-            code = "parent_not_found" if what == "parent task" else "task_not_found"
-            raise ToolError(code, f"{what} {task_id!r} not found", details={"id": task_id})
-        return task
+        return task if task is not None else find_task(self._by_id, task_id, what=what)
 
     def _kids(self, parent_id: str | None) -> Sequence[Task]:
         """Sorted direct subtasks, shared (callers must not change the sequence)."""

@@ -384,3 +384,33 @@ def test_complete_counts_what_is_still_open() -> None:
     out = b.complete(ids["a1"])
     assert out.next_task_id == ids["a2x"]
     assert "5 task(s) still open: 2 in progress, 3 todo." in out.message
+
+
+def test_a_unique_id_prefix_names_a_task_like_git() -> None:
+    """start, complete, update, get, delete and a parent_id take a unique prefix (4+
+    characters); a shared one is ambiguous_id listing the candidates; a short one is
+    not looked up."""
+    b = Book()
+    root = b.add("root")  # ids t1, t2...: give them uuid-like ids
+    b.tasks = [t.model_copy(update={"id": "f969" + t.id}) for t in b.tasks]
+    root = "f969" + root
+    kid = b.create("kid", "f969t").task  # the parent by a prefix: stored whole
+    assert kid.parent_id == root
+    b.tasks = [t.model_copy(update={"id": "abcd-kid"}) if t.id == kid.id else t for t in b.tasks]
+    b.tasks = [
+        t.model_copy(update={"parent_id": root}) if t.id == "abcd-kid" else t for t in b.tasks
+    ]
+    out = b.start("f969")
+    assert out.task.id == root and out.subtask is not None and out.subtask.id == "abcd-kid"
+    done = b.complete("abcd")
+    assert done.task is not None and done.task.id == "abcd-kid"
+    assert b.status(root) == "done"
+    other = b.add("other")
+    b.tasks = [t.model_copy(update={"id": "abcd-other"}) if t.id == other else t for t in b.tasks]
+    with pytest.raises(ToolError) as ambiguous:
+        b.start("abcd")
+    assert ambiguous.value.code == "ambiguous_id"
+    assert ambiguous.value.details["candidates"] == ["abcd-kid", "abcd-other"]
+    with pytest.raises(ToolError) as short:
+        b.start("abc")
+    assert short.value.code == "task_not_found"
