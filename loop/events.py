@@ -20,6 +20,7 @@ from loop.errors import InputError
 from loop.topics import is_valid_pattern, is_valid_topic
 
 __all__ = [
+    "PLACEHOLDER_TOPICS",
     "RESERVED_PREFIXES",
     "Event",
     "EventPayload",
@@ -105,6 +106,11 @@ def pattern_specificity(pattern: str) -> tuple[int, int]:
     return (sum(1 for s in segs if s != "*"), len(segs))
 
 
+# The placeholder topics of the prompt's own instructions (``<event topic="TOPIC">``,
+# ``loop emit TOPIC``): an agent that echoes the prompt publishes nothing by it. Exactly
+# as written there (upper case), so a hat may still publish ``topic``.
+PLACEHOLDER_TOPICS = frozenset({"TOPIC"})
+
 # A tag, in any letter case, self-closing or with a body: (attribute text, body).
 _TAG = re.compile(r"<(?i:event)\s+([^>]*?)\s*(?:/>|>(.*?)</(?i:event)\s*>)", re.DOTALL)
 _ATTR = re.compile(r"""([A-Za-z_][\w\-]*)\s*=\s*(?:"([^"]*)"|'([^']*)')""")  # key, "v", 'v'
@@ -137,7 +143,8 @@ def parse_event_tags(text: str, *, source: str, ts: float | None = None) -> list
     """Find ``<event topic="t" [target="hat"]>payload</event>`` tags in agent output.
 
     Attributes may come in any order, with either quote and HTML entities; the tag may
-    be self-closing, in any letter case. A tag without a valid topic is skipped. A
+    be self-closing, in any letter case. A tag without a valid topic is skipped, and so
+    is the prompt's own example (a topic in :data:`PLACEHOLDER_TOPICS`). A
     payload that parses as a JSON object or array is kept as JSON; anything else stays
     text (stripped). ``ts``: the events' time (default: now).
     """
@@ -145,6 +152,6 @@ def parse_event_tags(text: str, *, source: str, ts: float | None = None) -> list
     events: list[Event] = []
     for attributes, body in _TAG.findall(text):
         topic, target = _attributes(attributes)
-        if topic is not None:
+        if topic is not None and topic not in PLACEHOLDER_TOPICS:
             events.append(Event(topic, _payload(body), source, target, when))
     return events

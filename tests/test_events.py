@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from loop.engine.collect import collect_events
+from loop.engine.prompt import PromptTemplate
 from loop.errors import InputError
 from loop.events import (
     Event,
@@ -101,3 +105,27 @@ def test_the_tags_of_an_output_are_the_tags_of_its_parts(parts: list[str]) -> No
         ]
 
     assert seen("".join(parts)) == [event for part in parts for event in seen(part)]
+
+
+def test_the_prompts_own_example_tag_is_not_an_event(tmp_path: Path) -> None:
+    """An agent that echoes its prompt publishes only its real events: the example tag's
+    placeholder topic (`TOPIC`, exactly as the prompt writes it) is ignored in a tag, and
+    an emit-file line with it is a problem noted, not an event."""
+    prompt = PromptTemplate(
+        hat="h",
+        description="",
+        instructions="",
+        objective="o",
+        publishes=["done"],
+        completion_event="LOOP_COMPLETE",
+    ).render(1, [])
+    assert '<event topic="TOPIC">payload</event>' in prompt
+    echoed = prompt + '\n<event topic="done">ok</event>\n<event topic="topic">lower</event>'
+    assert [e.topic for e in parse_event_tags(echoed, source="h")] == ["done", "topic"]
+    events_file = tmp_path / "events.jsonl"
+    events_file.write_text('{"topic": "TOPIC", "payload": "payload"}\n', encoding="utf-8")
+    found = collect_events("h", echoed, events_file, 1.0)
+    assert found.emitted == [] and [e.topic for e in found.events] == ["done", "topic"]
+    assert found.problems == [
+        "emit file line 1: topic TOPIC is the prompt's placeholder, ignored: name the event's topic"
+    ]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from loop import _json
-from loop.events import Event, is_valid_topic, parse_event_tags
+from loop.events import PLACEHOLDER_TOPICS, Event, is_valid_topic, parse_event_tags
 from loop.records import ToolCall, parse_tool_call_line
 
 __all__ = ["EVENTS_FILE_NAME", "Collected", "EventsFile", "collect_events", "read_events_file"]
@@ -40,6 +40,8 @@ def _event(line: bytes, hat: str, now: float) -> Event | ToolCall | str:
     topic, target, ts = data.get("topic"), data.get("target"), data.get("ts")
     if not isinstance(topic, str) or not is_valid_topic(topic):
         return "no valid topic"
+    if topic in PLACEHOLDER_TOPICS:
+        return f"topic {topic} is the prompt's placeholder, ignored: name the event's topic"
     if target is not None and not isinstance(target, str):
         return "target is not a hat name"
     if ts is not None and (isinstance(ts, bool) or not isinstance(ts, int | float)):
