@@ -68,6 +68,32 @@ def _render_validation(out: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _render_init(out: dict[str, Any]) -> str:
+    verb = "resumed" if out["resumed"] else "started"
+    return (
+        f"export {out['session_id']} {verb}\n  {out['directory_path']}\n"
+        f"  expected files: {', '.join(out['expected_files'])}"
+    )
+
+
+def _render_conversations(out: dict[str, Any]) -> str:
+    how = (
+        " (identical batch already written)"
+        if out["already_existed"]
+        else " (replaced an earlier batch)"
+        if out["overwritten"]
+        else ""
+    )
+    return (
+        f"wrote {out['processed_count']} conversation(s), {out['batch_file_size']} bytes{how}\n"
+        f"  {out['file_path']}\n  next batch {out['next_batch_number']}"
+    )
+
+
+def _render_thoughts(out: dict[str, Any]) -> str:
+    return ("replaced " if out["replaced"] else "wrote ") + out["file_path"]
+
+
 def _render_finalize(out: dict[str, Any]) -> str:
     lines = [
         f"finalized {out['directory_path']}: {out['total_conversations']} conversations, "
@@ -90,6 +116,9 @@ def register(subparsers: Any) -> None:
             "list": _render_list,
             "validate": _render_validation,
             "finalize": _render_finalize,
+            "init": _render_init,
+            "conversations": _render_conversations,
+            "thoughts": _render_thoughts,
         },
     )
     guide = group.subcommands.add_parser(

@@ -253,10 +253,31 @@ def _make_handler(tool: Tool, renderer: Renderer | None) -> Callable[[argparse.N
         except LoopError as exc:
             return report_tool_error(exc, as_json=args.json)
         out = result.model_dump(mode="json", by_alias=True)
-        if args.json or renderer is None:
+        if args.json:
             print(json.dumps(out, ensure_ascii=False, indent=2))
         else:
-            print(renderer(out))
+            print((renderer or render_fields)(out))
         return EXIT_OK
 
     return handler
+
+
+def render_fields(out: dict[str, Any]) -> str:
+    """A result for a person, when its command has no renderer of its own: one
+    ``name: value`` line per field (``success`` left out: an error is an exit code)."""
+    lines = []
+    for key, value in out.items():
+        if key == "success" or value is None:
+            continue
+        if isinstance(value, list):
+            text = ", ".join(
+                str(v) if not isinstance(v, dict | list) else json.dumps(v) for v in value
+            )
+        elif isinstance(value, dict):
+            text = json.dumps(value, ensure_ascii=False)
+        elif isinstance(value, bool):
+            text = "yes" if value else "no"
+        else:
+            text = str(value)
+        lines.append(f"{key.replace('_', ' ')}: {text or '-'}")
+    return "\n".join(lines)

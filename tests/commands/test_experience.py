@@ -12,6 +12,7 @@ import pytest
 import structlog
 
 from loop.commands.experience import register, register_export
+from loop.commands.tools import render_fields
 from loop.exits import EXIT_OK, EXIT_USAGE
 from tests.experience.helpers import SUMMARY, conversations
 
@@ -86,6 +87,33 @@ def test_export_flow_through_the_cli(capsys: pytest.CaptureFixture[str], tmp_pat
     assert summary["directory"] == str(tmp_path / ".loop/experiences/experience_cli1")
     assert _run("experience", "validate", summary["directory"]) == EXIT_OK
     assert ": valid" in capsys.readouterr().out
+
+
+def test_every_step_prints_text_by_default_and_json_only_with_the_flag(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """init, conversations and thoughts print lines for a person; --json the tool's JSON."""
+    summary = json.dumps(SUMMARY)
+    assert _run("experience", "init", "--session-id", "t1", "--summary", summary) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "export t1 started"
+    assert str(tmp_path / ".loop/experiences/experience_t1") in out
+    assert not out.lstrip().startswith("{")
+    batch = json.dumps(conversations(2))
+    argv = ("experience", "conversations", "t1", "--batch-number", "1")
+    assert _run(*argv, "--conversations-batch", batch) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.startswith("wrote 2 conversation(s), ") and "next batch 2" in out
+    assert _run("experience", "thoughts", "t1", "--thoughts", '{"insights": []}') == EXIT_OK
+    assert capsys.readouterr().out.startswith("wrote " + str(tmp_path))
+    again = _json(capsys, "experience", "init", "--session-id", "t1", "--summary", summary)
+    assert again["resumed"] is True and again["session_id"] == "t1"
+
+
+def test_a_result_without_its_own_renderer_prints_as_fields() -> None:
+    """The fallback for a person: ``name: value`` lines, never raw JSON."""
+    text = render_fields({"success": True, "file_path": "/x", "replaced": False, "n": [1, 2]})
+    assert text.splitlines() == ["file path: /x", "replaced: no", "n: 1, 2"]
 
 
 def test_experiences_dir_option(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
