@@ -91,7 +91,7 @@ def _render_conversations(out: dict[str, Any]) -> str:
 
 
 def _render_thoughts(out: dict[str, Any]) -> str:
-    return ("replaced " if out["replaced"] else "wrote ") + out["file_path"]
+    return ("replaced " if out["replaced"] else "wrote ") + str(out["file_path"])
 
 
 def _render_finalize(out: dict[str, Any]) -> str:

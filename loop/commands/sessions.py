@@ -9,6 +9,7 @@ from typing import Any
 
 from loop.commands.common import SESSIONS_DIR_HELP, print_json, sessions_root
 from loop.engine.progress import spent_text
+from loop.errors import EXIT_USAGE, UsageError
 from loop.session.store import latest_session, list_statuses, require_session, session_status
 
 __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
@@ -38,10 +39,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="with --follow: colour, and the live status line on a terminal",
     )
     p.set_defaults(handler=_status)
-    s = sub.add_parser("sessions", help="every session with its state")
+    s = sub.add_parser(
+        "sessions",
+        help="every session with its state",
+        description="Every session with its state; `sessions prune` removes old ones.",
+    )
     s.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=_sessions)
+    s_sub = s.add_subparsers(dest="sessions_command", metavar="COMMAND")
+    pr = s_sub.add_parser(
+        "prune",
+        help="remove old sessions (never a running one)",
+        description="Remove old sessions, each folder whole or not at all. A running "
+        "session (its lock is held) is never removed. Give --older-than, --keep, or both.",
+    )
+    pr.add_argument(
+        "--older-than",
+        metavar="AGE",
+        help="remove sessions last written more than AGE ago: 90s, 30m, 12h, 7d, 2w",
+    )
+    pr.add_argument(
+        "--keep", type=int, metavar="N", help="keep the N most recent sessions whatever their age"
+    )
+    pr.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
+    pr.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    pr.add_argument("--json", action="store_true")
+    pr.set_defaults(handler=_prune)
 
 
 def _render(st: dict[str, Any]) -> str:
@@ -135,3 +159,44 @@ def _table(rows: list[dict[str, Any]]) -> str:
         + r[-1]
         for r in cells
     )
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from loop.session.prune import parse_age, prune  # noqa: PLC0415 - on use
+
+    if args.keep is not None and args.keep < 0:
+        raise UsageError("--keep N: N must be 0 or more")
+    older = parse_age(args.older_than) if args.older_than is not None else None
+    root = sessions_root(args.sessions_dir)
+    now = time.time()
+    result = prune(root, now=now, older_than=older, keep=args.keep, dry_run=args.dry_run)
+    if args.json:
+        print_json(
+            {
+                "dry_run": result.dry_run,
+                "removed": [c.session_id for c in result.removed],
+                "running": result.running,
+                "failed": result.failed,
+                "kept": result.kept,
+            }
+        )
+    else:
+        verb = "would remove" if result.dry_run else "removed"
+        for c in result.removed:
+            print(f"{verb} {c.session_id}  (last written {_age(now - c.mtime)} ago)")
+        for sid in result.running:
+            print(f"kept {sid}: it is running")
+        for sid, why in result.failed.items():
+            print(f"error: {sid}: not removed: {why}", file=sys.stderr)
+        print(
+            f"{verb} {len(result.removed)} session(s), kept {result.kept}"
+            + (" (dry run: nothing removed)" if result.dry_run else "")
+        )
+    return EXIT_USAGE if result.failed else 0
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"

@@ -76,7 +76,11 @@ def list_sessions(sessions_dir: Path) -> list[str]:
     """Every session id, oldest first (by the journal's modification time)."""
     if not sessions_dir.is_dir():
         return []
-    found = [p for p in sessions_dir.iterdir() if (p / JOURNAL_NAME).exists()]
+    found = [  # a hidden folder is no session (a prune cut short leaves one)
+        p
+        for p in sessions_dir.iterdir()
+        if not p.name.startswith(".") and (p / JOURNAL_NAME).exists()
+    ]
     found.sort(key=lambda p: ((p / JOURNAL_NAME).stat().st_mtime, p.name))
     return [p.name for p in found]
 
