@@ -47,6 +47,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("loop.commands.report", "write a session as one self-contained HTML page"),
     "schema": ("loop.commands.replay", "print a file format's JSON Schema"),
     "mcp": ("loop.commands.mcp", "serve every tool over MCP (stdio) for an agent"),
+    "completion": (
+        "loop.commands.completion",
+        "print a shell completion script: bash, zsh or fish",
+    ),
 }
 
 
@@ -60,11 +64,14 @@ def _register(sub: argparse._SubParsersAction[_Parser], entry: str) -> None:
     getattr(importlib.import_module(module_name), func or "register")(sub)
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+def build_parser(
+    command: str | None = None, *, all_commands: bool = False
+) -> argparse.ArgumentParser:
     """The CLI with ``command``'s module imported; every other command is a placeholder.
 
     The placeholders carry the one-line help, so ``python -m loop --help`` lists every
-    command without importing any of them.
+    command without importing any of them. ``all_commands``: every command's module is
+    imported (what shell completion is generated from).
     """
     parser = _Parser(
         prog="python -m loop",
@@ -76,7 +83,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
-    if command in COMMANDS and COMMANDS[command][0]:
+    if all_commands:
+        for entry in dict.fromkeys(e for e, _ in COMMANDS.values() if e):
+            _register(sub, entry)
+    elif command in COMMANDS and COMMANDS[command][0]:
         _register(sub, COMMANDS[command][0])
     for name, (_, help_text) in COMMANDS.items():
         if name not in sub.choices:
