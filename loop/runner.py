@@ -91,28 +91,28 @@ def tool_context(config: LoadedConfig, workdir: Path) -> ToolContext:
 
 
 def domain_extensions(config: LoadedConfig, ctx: ToolContext) -> list[Extension]:
-    """The task, theme and experience domains the config enables, joined to the loop.
+    """The task, theme and experience extensions of every domain not turned off.
 
-    Each serves its tools on the bus (:class:`~loop.tools.bus.ToolsOnBus` over the
-    domain's ``BUS``); tasks and themes add their own extension (progress, prompt
-    sections, the completion blocker, the heartbeat). A domain's modules are imported
-    only when the configuration enables it: a loop without tasks starts without the
-    task store.
+    A domain's modules are imported only when the configuration does not turn it off:
+    a loop without tasks starts without the task store. A domain that is neither
+    configured nor used adds nothing to a prompt and writes nothing: the task and
+    experience extensions never do before their tools are called, and the theme
+    extension's heartbeat waits for its workspace to exist (``until_used``).
     """
     exts: list[Extension] = []
-    if config.tasks.enabled:
+    if config.tasks.enabled is not False:
         from loop.tasks.extension import TasksExtension  # noqa: PLC0415 - start-up, see above
         from loop.tasks.tools import BUS as TASKS  # noqa: PLC0415 - start-up, see above
 
         exts.append(ToolsOnBus(ctx, TASKS))
         exts.append(TasksExtension(ctx, block_completion=config.tasks.block_completion))
-    if config.themes.enabled:
+    if config.themes.enabled is not False:
         from loop.themes.extension import ThemesExtension  # noqa: PLC0415 - start-up, see above
         from loop.themes.tools import BUS as THEMES  # noqa: PLC0415 - start-up, see above
 
         exts.append(ToolsOnBus(ctx, THEMES))
-        exts.append(ThemesExtension(ctx))
-    if config.experience.enabled:
+        exts.append(ThemesExtension(ctx, until_used=config.themes.enabled is None))
+    if config.experience.enabled is not False:
         from loop.experience.tools import BUS as EXPERIENCE  # noqa: PLC0415 - start-up
 
         exts.append(ToolsOnBus(ctx, EXPERIENCE))

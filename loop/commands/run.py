@@ -251,7 +251,8 @@ def wants_export(config: LoadedConfig, reason: str, *, flag: bool) -> bool:
     ``--export-experience``; with ``[experience] export_on_complete`` (and the domain
     enabled) when the loop completed."""
     section = config.experience
-    return flag or (section.enabled and section.export_on_complete and reason == REASON_COMPLETED)
+    on = section.enabled is not False
+    return flag or (on and section.export_on_complete and reason == REASON_COMPLETED)
 
 
 def _export(config: LoadedConfig, summary: RunSummary) -> str:

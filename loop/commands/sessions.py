@@ -9,7 +9,8 @@ from typing import Any
 
 from loop.commands.common import SESSIONS_DIR_HELP, print_json, sessions_root
 from loop.engine.progress import spent_text
-from loop.errors import EXIT_USAGE, UsageError
+from loop.errors import UsageError
+from loop.exits import EXIT_USAGE
 from loop.session.store import latest_session, list_statuses, require_session, session_status
 
 __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]

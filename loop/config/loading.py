@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -20,7 +20,16 @@ from loop.config.backends import (
     GeminiConfig,
     ScriptedConfig,
 )
-from loop.config.models import ConfigFile, HatConfig, HatFile, LoadedConfig, LoopSection
+from loop.config.models import (
+    ConfigFile,
+    ExperienceSection,
+    HatConfig,
+    HatFile,
+    LoadedConfig,
+    LoopSection,
+    TasksSection,
+    ThemesSection,
+)
 from loop.config.project import DEFAULT_CONFIG_NAME, load_toml
 from loop.config.topology import validate_topology
 from loop.errors import ConfigError
@@ -150,9 +159,9 @@ def load_config(
         loop=loop,
         backend=_resolve_backend_paths(backend, base),
         hats=all_hats,
-        tasks=parsed.tasks,
-        themes=parsed.themes,
-        experience=parsed.experience,
+        tasks=_configured(parsed, "tasks", parsed.tasks),
+        themes=_configured(parsed, "themes", parsed.themes),
+        experience=_configured(parsed, "experience", parsed.experience),
         recording=parsed.recording,
         prompt=prompt,
         base_dir=base,
@@ -220,6 +229,18 @@ def _prompt(loop: LoopSection, base: Path, root: Path, path: Path) -> str:
         file=path,
         key="loop.prompt",
     )
+
+
+_Domain = TypeVar("_Domain", TasksSection, ThemesSection, ExperienceSection)
+
+
+def _configured(parsed: ConfigFile, name: str, section: _Domain) -> _Domain:
+    """A domain's section with ``enabled`` decided: a section written in loop.toml turns
+    its domain on unless it says ``enabled = false``; an absent one leaves it unset (on
+    once used)."""
+    if section.enabled is None and name in parsed.model_fields_set:
+        return section.model_copy(update={"enabled": True})
+    return section
 
 
 def config_from_snapshot(

@@ -91,10 +91,16 @@ class LoopSection(_Strict):
         return v
 
 
+# ``enabled`` of a domain (tasks, themes, experience): true or false as written; left out,
+# it is true when the domain's section is in loop.toml (configured), else None: the
+# domain is on once it is used (see docs/configuration.md).
+ENABLED_HELP = "true: on; false: off; unset: on when its section is written or it is used"
+
+
 class TasksSection(_Strict):
     """``[tasks]``: the task store the loop and its agents share."""
 
-    enabled: bool = True
+    enabled: StrictBool | None = Field(default=None, description=ENABLED_HELP)
     file: str = DEFAULT_TASKS_FILE
     block_completion: bool = True
 
@@ -102,14 +108,14 @@ class TasksSection(_Strict):
 class ThemesSection(_Strict):
     """``[themes]``: the theme workspace; every iteration is a heartbeat."""
 
-    enabled: bool = True
+    enabled: StrictBool | None = Field(default=None, description=ENABLED_HELP)
     workspace: str = DEFAULT_WORKSPACE
 
 
 class ExperienceSection(_Strict):
     """``[experience]``: where experiences are exported."""
 
-    enabled: bool = True
+    enabled: StrictBool | None = Field(default=None, description=ENABLED_HELP)
     base_directory: str = DEFAULT_EXPERIENCES_DIR
     export_on_complete: bool = False
 

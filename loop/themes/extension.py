@@ -15,6 +15,7 @@ from __future__ import annotations
 import anyio
 
 from loop._log import get_logger
+from loop.bus import EventBus
 from loop.errors import LoopError, ToolError
 from loop.events import Event
 from loop.extensions import Extension
@@ -31,6 +32,7 @@ log = get_logger(__name__)
 SOURCE = BUS.source
 INTERRUPT_TOPIC = f"{BUS.prefix}.interrupt"
 ERROR_TOPIC = f"{BUS.prefix}.error"
+_REQUEST_ACTIONS = frozenset(r.action for r in BUS.requests) | {r.tool for r in BUS.requests}
 
 
 class ThemesExtension(Extension):
@@ -38,12 +40,32 @@ class ThemesExtension(Extension):
 
     name = SOURCE
 
-    def __init__(self, ctx: ToolContext) -> None:
+    def __init__(self, ctx: ToolContext, *, until_used: bool = False) -> None:
         self.ctx = ctx
         self.service: ThemeService = service_for(ctx)
+        # not configured: dormant (no heartbeat, no prompt section, no files) until the
+        # workspace exists (a theme tool made it) or a hat sends a theme request
+        self._active = not until_used
+
+    def active(self) -> bool:
+        """Whether the theme domain is in use: configured, or its workspace exists."""
+        if not self._active and self.ctx.workspace.is_dir():
+            self._active = True
+        return self._active
+
+    def attach(self, bus: EventBus) -> None:
+        """Notice a hat's theme request: the domain is used from then on."""
+        bus.subscribe(f"{BUS.prefix}.*", self._on_theme_event, name=f"{SOURCE}-use")
+
+    def _on_theme_event(self, event: Event) -> None:
+        action = event.topic.partition(".")[2]
+        if event.source not in ("loop", SOURCE) and action in _REQUEST_ACTIONS:
+            self._active = True  # heartbeats from the next iteration on
 
     async def on_iteration_start(self, iteration: int, hat: str) -> list[Event]:
         """Write this iteration's heartbeat ID; return one interrupt event per item."""
+        if not self.active():
+            return []
         return await anyio.to_thread.run_sync(self._heartbeat)
 
     def _heartbeat(self) -> list[Event]:
@@ -85,7 +107,10 @@ class ThemesExtension(Extension):
         return Event(topic=ERROR_TOPIC, payload=payload, source=SOURCE)
 
     def prompt_section(self, hat: str) -> str | None:
-        """The active theme and the number of unprocessed feedback items."""
+        """The active theme and the number of unprocessed feedback items (nothing while
+        the theme domain is unused)."""
+        if not self.active():
+            return None
         try:
             status = self.service.status()
         except LoopError as exc:

@@ -48,8 +48,10 @@ def test_the_parser_walk_sees_every_command_and_nested_subcommand() -> None:
     assert "--parent-id" in by_path["task create"].options
     assert by_path["completion"].choices == ["bash", "zsh", "fish"]
     assert by_path["run"].option_choices["--color"] == ["auto", "always", "never"]
-    assert script("bash", build_parser(all_commands=True)).rstrip().endswith(
-        "complete -o filenames -F _hatloop hatloop"
+    assert (
+        script("bash", build_parser(all_commands=True))
+        .rstrip()
+        .endswith("complete -o filenames -F _hatloop hatloop")
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from loop.backends.python_hat import HatContext, PythonBackend
+from loop.config import load_config
 from loop.testing import make_config, run_hats, scripted, tag
 
 
@@ -162,3 +163,68 @@ async def test_an_interrupt_feedback_item_wakes_a_hat_at_the_next_iteration(tmp_
     interrupts = [e for e in cap.events if e.topic == "theme.interrupt"]
     assert len(interrupts) == 1
     assert interrupts[0].payload["content"] == "please stop and summarise"
+
+
+def _prompts(tmp_path: Path, session_id: str) -> list[str]:
+    journal = tmp_path / f".loop/sessions/{session_id}/journal.jsonl"
+    lines = [json.loads(line) for line in journal.read_text(encoding="utf-8").splitlines()]
+    return [r["prompt"] for r in lines if r["kind"] == "iteration.end"]
+
+
+async def test_a_domain_neither_configured_nor_used_adds_nothing(tmp_path: Path) -> None:
+    """No [themes] section and no theme used: no Themes section in any prompt, and no
+    .loop/works; a [themes] section turns it on from the first iteration."""
+    hats = {"a": {"triggers": ["task.start"], "publishes": ["LOOP_COMPLETE"]}}
+    bare = make_config(hats, folder=tmp_path / "bare", extensions=True)
+    assert bare.themes.enabled is None and bare.tasks.enabled is None
+    summary, _ = await run_hats(
+        bare, {"a": scripted(tag("LOOP_COMPLETE"))}, workdir=tmp_path / "bare", session_id="s"
+    )
+    assert summary.reason == "completed"
+    assert not (tmp_path / "bare/.loop/works").exists()
+    assert not (tmp_path / "bare/.loop/tasks.json").exists()
+    assert all("## Themes" not in p for p in _prompts(tmp_path / "bare", "s"))
+
+    folder = tmp_path / "configured"
+    folder.mkdir()
+    (folder / "loop.toml").write_text(
+        '[loop]\nprompt = "p"\n[themes]\nworkspace = ".loop/works"\n'
+        '[hats.a]\ntriggers = ["task.start"]\npublishes = ["LOOP_COMPLETE"]\n',
+        encoding="utf-8",
+    )
+    configured = load_config(folder / "loop.toml", root=folder)
+    assert configured.themes.enabled is True and configured.tasks.enabled is None
+    await run_hats(
+        configured, {"a": scripted(tag("LOOP_COMPLETE"))}, workdir=folder, session_id="s"
+    )
+    assert (folder / ".loop/works/stats").is_dir()
+    assert "## Themes" in _prompts(folder, "s")[0]
+
+
+async def test_a_domain_is_on_once_used(tmp_path: Path) -> None:
+    """Unconfigured themes wake up when a hat sends a theme request, or when the
+    workspace already exists (a theme tool made it); `enabled = false` stays off."""
+    hats = {
+        "a": {
+            "triggers": ["task.start", "theme.previewed"],
+            "publishes": ["theme.preview", "LOOP_COMPLETE"],
+        }
+    }
+    cfg = make_config(hats, folder=tmp_path / "request", extensions=True)
+    agent = scripted(tag("theme.preview", {}), tag("LOOP_COMPLETE"))
+    await run_hats(cfg, {"a": agent}, workdir=tmp_path / "request", session_id="s")
+    prompts = _prompts(tmp_path / "request", "s")
+    assert "## Themes" not in prompts[0] and "## Themes" in prompts[1]
+    assert (tmp_path / "request/.loop/works/stats").is_dir()
+
+    existing = tmp_path / "existing"
+    (existing / ".loop/works").mkdir(parents=True)
+    cfg = make_config(hats, folder=existing, extensions=True)
+    await run_hats(cfg, {"a": scripted(tag("LOOP_COMPLETE"))}, workdir=existing, session_id="s")
+    assert "## Themes" in _prompts(existing, "s")[0]
+
+    off = make_config(hats, folder=tmp_path / "off")  # enabled = false for every domain
+    assert off.themes.enabled is False
+    again = scripted(tag("theme.preview", {}), tag("LOOP_COMPLETE"))
+    await run_hats(off, {"a": again}, workdir=tmp_path / "off", session_id="s")
+    assert not (tmp_path / "off/.loop/works").exists()

@@ -33,6 +33,9 @@ stale_threshold = 3
 [tasks]
 block_completion = false
 
+[themes]                  # configured: a heartbeat at every iteration, from the first
+workspace = ".loop/works"
+
 [hats.planner]
 triggers = ["task.start"]
 publishes = ["plan.ready"]
