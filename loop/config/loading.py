@@ -160,7 +160,7 @@ def load_config(
         backend=_resolve_backend_paths(backend, base),
         hats=all_hats,
         tasks=_configured(parsed, "tasks", parsed.tasks),
-        themes=_configured(parsed, "themes", parsed.themes),
+        themes=_themes(parsed, all_hats, backend),
         experience=_configured(parsed, "experience", parsed.experience),
         recording=parsed.recording,
         prompt=prompt,
@@ -241,6 +241,23 @@ def _configured(parsed: ConfigFile, name: str, section: _Domain) -> _Domain:
     if section.enabled is None and name in parsed.model_fields_set:
         return section.model_copy(update={"enabled": True})
     return section
+
+
+def _themes(
+    parsed: ConfigFile, hats: dict[str, HatConfig], default: BackendConfig
+) -> ThemesSection:
+    """``[themes]`` decided: configured as :func:`_configured` says, and on too when the
+    loop hands hatloop's tools to its agents (``[mcp] serve = true``, or an agent backend
+    with ``mcp`` on): an agent may call a theme tool at any iteration, and theme operations
+    need the heartbeat. Decided here, so the snapshot (and a replay) holds the outcome."""
+    themes = _configured(parsed, "themes", parsed.themes)
+    if themes.enabled is not None:
+        return themes
+    backends = [h.backend or default for h in hats.values()]
+    agents_get_tools = parsed.mcp.serve is True or any(
+        isinstance(b, ClaudeConfig | GeminiConfig | CodexConfig) and b.mcp for b in backends
+    )
+    return themes.model_copy(update={"enabled": True}) if agents_get_tools else themes
 
 
 def config_from_snapshot(

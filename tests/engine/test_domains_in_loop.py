@@ -228,3 +228,18 @@ async def test_a_domain_is_on_once_used(tmp_path: Path) -> None:
     again = scripted(tag("theme.preview", {}), tag("LOOP_COMPLETE"))
     await run_hats(off, {"a": again}, workdir=tmp_path / "off", session_id="s")
     assert not (tmp_path / "off/.loop/works").exists()
+
+
+def test_themes_are_on_when_the_agents_are_handed_hatloops_tools(tmp_path: Path) -> None:
+    """An agent with hatloop's tools may call a theme tool at any iteration (which needs
+    the heartbeat): themes are on for it, decided at load time so a replay agrees."""
+    hats = {"a": {"triggers": ["task.start"], "publishes": ["LOOP_COMPLETE"]}}
+    for keys, enabled in (
+        ({"backend": {"type": "claude"}}, True),
+        ({"backend": {"type": "claude", "mcp": False}}, None),
+        ({"backend": {"type": "command", "command": ["true"]}}, None),
+    ):
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        cfg = make_config({"a": {**hats["a"], **keys}}, folder=folder, extensions=True)
+        assert cfg.themes.enabled is enabled, keys
+        assert cfg.snapshot()["themes"]["enabled"] is enabled
