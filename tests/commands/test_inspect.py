@@ -181,14 +181,8 @@ def test_show_iteration_json_is_the_whole_iteration(
     assert "reverse_words" in data["output"]
     assert [e["topic"] for e in data["events"]] == ["build.done"]
     assert [e["topic"] for e in data["triggers"]] == ["plan.ready"]
-    # the default preset's themes: the loop's heartbeat, journaled as the iteration's call
-    [heartbeat] = data["tool_calls"]
-    assert (heartbeat["tool"], heartbeat["channel"], heartbeat["error"]) == (
-        "theme_heartbeat",
-        "loop",
-        None,
-    )
-    assert len(heartbeat["result"]["heartbeatId"]) == 14
+    # the default preset uses no theme: no heartbeat, so no call in the iteration
+    assert data["tool_calls"] == []
     assert data["agent_tools"] == []
     assert data["started"] == pytest.approx(data["elapsed"] - data["duration"], abs=1e-5)
 

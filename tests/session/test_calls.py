@@ -69,7 +69,13 @@ async def tools_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
         extensions=True,
         max_iterations=10,
     )
-    config = replace(config, mcp=McpSection(serve=True))  # command hats: served when asked
+    # command hats: served when asked; with the tools served, themes are on (load_config
+    # decides so for [mcp] serve = true): the loop's heartbeat is each iteration's first call
+    config = replace(
+        config,
+        mcp=McpSection(serve=True),
+        themes=config.themes.model_copy(update={"enabled": True}),
+    )
     agent = CommandBackend([sys.executable, str(TOOLS_AGENT)], timeout_seconds=120)
     return await record(config, {"planner": agent, "worker": agent}, folder)
 
@@ -220,7 +226,8 @@ async def test_a_recorded_task_complete_by_id_replays_as_the_same_reply(tmp_path
     }
     path = await record(config, backends, tmp_path)
     worker = its([json.loads(x) for x in path.read_text().splitlines()])[1]
-    replies = [(c["tool"], c["channel"], c["error"]) for c in worker["tool_calls"][1:]]
+    # themes unused (no heartbeat): the worker's two requests are its only calls
+    replies = [(c["tool"], c["channel"], c["error"]) for c in worker["tool_calls"]]
     assert replies == [("startTask", "bus", None), ("completeTask", "bus", None)]
     result = await replay_recording(path)
     assert result.ok, result.divergence and result.divergence.render()
