@@ -1,0 +1,352 @@
+"""Parallel hats, in pure code: which activations start, which are cancelled, when the loop
+stops, given the pending events, what is in flight, the limits and the clock's reading.
+
+:func:`plan_step` is the whole scheduler. The driver calls it whenever something changed
+(an activation committed, a deadline passed) and does what it says: start
+:attr:`Plan.start` in order, cancel :attr:`Plan.cancel`, stop with :attr:`Plan.stop`
+once nothing is in flight, or wait until an activation ends or :attr:`Plan.wake_at`.
+
+The rules (documented in ``docs/parallel.md``):
+
+* **Who runs next.** Pending events are taken oldest first. A hat with ``concurrency``
+  1 runs once on all its pending events (the sequential rule); a hat with ``concurrency``
+  N > 1 runs one activation per pending event (``group_by = "event"``) or per topic
+  (``group_by = "topic"``), up to N at once. Events already given to an activation in
+  flight are not given again. At most ``max_parallel`` hats have activations in flight.
+* **Limits.** ``max_iterations`` counts activations: none starts once that many were
+  started. No activation starts once a budget is spent (the run's; or the hat's whose
+  event is next): the ones in flight finish and count when they commit, then the loop
+  stops. ``max_activations`` counts the
+  committed and the in-flight activations of a hat.
+* **Completion with work in flight.** A completion, a cancellation, a failure limit, a
+  stale loop, an unrouted event or ``max_runtime_seconds`` stops the loop at once: the
+  activations in flight are cancelled (their process groups killed; nothing of theirs is
+  committed). ``max_iterations``, a spent budget and an empty queue only stop new starts:
+  the loop ends when the activations in flight have committed, unless what they publish
+  ends it otherwise first.
+* **Aggregation.** A hat with ``aggregate`` waits for the *wave*: the activations of the
+  hats that publish its triggers (its producers). ``wait_for_all`` runs it once no
+  producer is in flight nor has events pending; ``first`` and ``quorum`` (``count``) run
+  it once that many results are pending, cancelling the producers still in flight.
+  ``timeout_seconds`` (from the start of the oldest producer activation in flight)
+  cancels the ones still running. The aggregator runs once, on every pending event of its
+  own, including the loop's notices of the wave's failed, timed-out and cancelled
+  activations (:func:`wave_notice`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from loop.engine.decide import Limits, Selection, budget_spent, check_limits
+from loop.engine.routing import HatSpec
+from loop.engine.state import LoopState, PendingEvent
+from loop.events import Event
+
+__all__ = [
+    "SEQUENTIAL",
+    "Aggregate",
+    "HatSchedule",
+    "Plan",
+    "Running",
+    "Schedule",
+    "aggregators_of",
+    "issued",
+    "plan_step",
+    "producers_of",
+    "wave_notice",
+]
+
+AggregateMode = Literal["wait_for_all", "first", "quorum"]
+NOTICE_TOPIC = "loop.activation.failed"
+
+# Reasons that stop the loop at once, cancelling what is in flight; the others
+# (max_iterations, budget_exhausted, no_pending_events) only stop new starts.
+_DRAINING = frozenset({"max_iterations", "budget_exhausted", "no_pending_events"})
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """How a hat gathers a wave: ``count`` results (``first``: 1; ``quorum``: ``count``;
+    ``wait_for_all``: all), waiting at most ``timeout_seconds`` for the wave."""
+
+    mode: AggregateMode = "wait_for_all"
+    count: int | None = None
+    timeout_seconds: float | None = None
+
+    @property
+    def needed(self) -> int | None:
+        """How many results run the aggregator early (None: wait for all)."""
+        if self.mode == "first":
+            return 1
+        if self.mode == "quorum":
+            return self.count or 1
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class HatSchedule:
+    """A hat's scheduling: ``concurrency`` activations at once, grouped ``group_by``."""
+
+    concurrency: int = 1
+    group_by: Literal["event", "topic"] = "event"
+    aggregate: Aggregate | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """The loop's scheduling: ``max_parallel`` hats at once, each hat's settings."""
+
+    max_parallel: int = 1
+    hats: Mapping[str, HatSchedule] = field(default_factory=dict)
+
+    def of(self, hat: str) -> HatSchedule:
+        """The settings of ``hat`` (the sequential defaults when it has none)."""
+        return self.hats.get(hat, _DEFAULT)
+
+    @property
+    def parallel(self) -> bool:
+        """Whether anything may ever run at once (else the loop is sequential)."""
+        return self.max_parallel > 1 or any(
+            h.concurrency > 1 or h.aggregate is not None for h in self.hats.values()
+        )
+
+
+_DEFAULT = HatSchedule()
+SEQUENTIAL = Schedule()
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """An activation in flight: its iteration, hat, triggers, and when it started
+    (the driver's monotonic clock)."""
+
+    iteration: int
+    hat: str
+    triggers: tuple[int, ...]
+    started: float
+
+
+@dataclass(slots=True)
+class Plan:
+    """What the driver does now.
+
+    ``start``: activations to start, in order (an ``exhausted`` one drops its events);
+    ``cancel``: iterations in flight to cancel, each with why; ``stop``: the termination
+    reason (the driver stops once nothing is in flight; ``note`` says more);
+    ``wake_at``: plan again at this time even if nothing ends.
+    """
+
+    start: list[Selection] = field(default_factory=list)
+    cancel: dict[int, str] = field(default_factory=dict)
+    stop: str | None = None
+    note: str | None = None
+    wake_at: float | None = None
+
+
+def issued(state: LoopState, running: Iterable[Running]) -> int:
+    """The highest iteration number given so far (committed or in flight)."""
+    return max([state.iteration, *(r.iteration for r in running)])
+
+
+def _overlaps(a: str, b: str) -> bool:
+    """Whether patterns ``a`` and ``b`` can match one topic (segment-wise ``*``)."""
+    if a == "*" or b == "*":
+        return True
+    sa, sb = a.split("."), b.split(".")
+    return len(sa) == len(sb) and all(x == y or "*" in (x, y) for x, y in zip(sa, sb, strict=True))
+
+
+def producers_of(hat: str, specs: Mapping[str, HatSpec]) -> frozenset[str]:
+    """The hats whose declared ``publishes`` can trigger ``hat`` (its wave's hats)."""
+    triggers = specs[hat].triggers
+    return frozenset(
+        name
+        for name, spec in specs.items()
+        if name != hat and any(_overlaps(p, t) for p in spec.publishes for t in triggers)
+    )
+
+
+def aggregators_of(hat: str, specs: Mapping[str, HatSpec], schedule: Schedule) -> list[str]:
+    """The aggregating hats ``hat`` produces for (told when its activations fail)."""
+    return [
+        name
+        for name in specs
+        if schedule.of(name).aggregate is not None and hat in producers_of(name, specs)
+    ]
+
+
+def wave_notice(iteration: int, hat: str, reason: str, aggregator: str, now: float) -> Event:
+    """The loop's notice to ``aggregator`` that a wave's activation failed, timed out or
+    was cancelled (its triggers are not run again: the aggregator decides)."""
+    return Event(
+        topic=NOTICE_TOPIC,
+        payload=f"iteration {iteration} ({hat}) failed: {reason}",
+        source="loop",
+        target=aggregator,
+        ts=now,
+    )
+
+
+def _hard_stop(state: LoopState, limits: Limits, elapsed: float) -> str | None:
+    """The reasons that stop the loop at once, cancelling what is in flight."""
+    reason = check_limits(state, limits, elapsed)
+    if reason in _DRAINING:
+        if elapsed >= limits.max_runtime_seconds:
+            return "max_runtime"
+        return None
+    return reason
+
+
+def plan_step(
+    state: LoopState,
+    specs: Mapping[str, HatSpec],
+    schedule: Schedule,
+    limits: Limits,
+    running: Sequence[Running],
+    *,
+    elapsed: float,
+    now: float,
+) -> Plan:
+    """The scheduler: what to start, cancel or stop now (see the module's rules).
+
+    ``elapsed``: the session's runtime; ``now``: the driver's clock (``Running.started``
+    and ``wake_at`` are on it).
+    """
+    if not running:
+        reason = check_limits(state, limits, elapsed)
+        if reason is not None:
+            plan = Plan(stop=reason)
+            if reason == "budget_exhausted":
+                plan.note = budget_spent(state, limits)
+            return plan
+    else:
+        hard = _hard_stop(state, limits, elapsed)
+        if hard is not None:
+            return Plan(stop=hard, cancel={r.iteration: hard for r in running})
+    if budget_spent(state, limits) is not None:  # draining: nothing starts
+        return Plan()
+    return _Pass(state, specs, schedule, limits, running).plan(now)
+
+
+class _Pass:
+    """One planning pass over the pending events, oldest first."""
+
+    def __init__(
+        self,
+        state: LoopState,
+        specs: Mapping[str, HatSpec],
+        schedule: Schedule,
+        limits: Limits,
+        running: Sequence[Running],
+    ) -> None:
+        self.state, self.specs, self.schedule, self.limits = state, specs, schedule, limits
+        self.running = running
+        self.claimed = {seq for r in running for seq in r.triggers}
+        self.per_hat: dict[str, int] = {}
+        for r in running:
+            self.per_hat[r.hat] = self.per_hat.get(r.hat, 0) + 1
+        self.out = Plan()
+
+    def plan(self, now: float) -> Plan:
+        out = self.out
+        self._aggregations(now)
+        left = self.limits.max_iterations - issued(self.state, self.running)
+        blocked: set[str] = set()  # hats that start nothing more in this pass
+        for pending in self.state.pending:
+            if left <= 0 or out.stop is not None:
+                break
+            if pending.seq in self.claimed or pending.hat in blocked:
+                continue
+            started = self._consider(pending, blocked)
+            if started is not None:
+                out.start.append(started)
+                self.claimed.update(p.seq for p in started.triggers)
+                if not started.exhausted:
+                    self.per_hat[started.hat] = self.per_hat.get(started.hat, 0) + 1
+                    left -= 1
+        if not self.running and not out.start and out.stop is None and out.wake_at is None:
+            out.stop = "max_iterations" if left <= 0 else "no_pending_events"
+        return out
+
+    def _consider(self, pending: PendingEvent, blocked: set[str]) -> Selection | None:
+        """The activation ``pending`` starts now, if any (``blocked``: hats to skip)."""
+        hat = pending.hat
+        hs = self.schedule.of(hat)
+        inflight = self.per_hat.get(hat, 0)
+        if hs.aggregate is not None and not self._ready(hat, hs.aggregate):
+            blocked.add(hat)
+            return None
+        if inflight == 0 and len(self.per_hat) >= self.schedule.max_parallel:
+            return None  # no room for another hat; a running hat's own events may still go
+        whole = hs.concurrency == 1 or hs.aggregate is not None
+        if (whole and inflight) or inflight >= hs.concurrency:
+            blocked.add(hat)  # runs again (on all its events) once an activation commits
+            return None
+        mine = [p for p in self.state.pending if p.hat == hat and p.seq not in self.claimed]
+        spec = self.specs[hat]
+        taken = self.state.activations.get(hat, 0) + inflight
+        if spec.max_activations is not None and taken >= spec.max_activations:
+            blocked.add(hat)  # dropped once nothing of the hat is in flight any more
+            return None if inflight else Selection(hat=hat, triggers=tuple(mine), exhausted=True)
+        if self.limits.hat_budgets and (spent := budget_spent(self.state, self.limits, hat)):
+            if not self.running and not self.out.start:
+                self.out.stop, self.out.note = "budget_exhausted", spent
+            else:  # as in a sequential loop, nothing more starts: the loop drains
+                blocked.update(self.specs)
+            return None
+        if whole:
+            return Selection(hat=hat, triggers=tuple(mine))
+        if hs.group_by == "topic":
+            topic = pending.event.topic
+            return Selection(hat=hat, triggers=tuple(p for p in mine if p.event.topic == topic))
+        return Selection(hat=hat, triggers=(pending,))
+
+    def _members(self, hat: str) -> tuple[frozenset[str], list[Running]]:
+        producers = producers_of(hat, self.specs)
+        return producers, [r for r in self.running if r.hat in producers]
+
+    def _results(self, hat: str) -> int:
+        """How many of the aggregator's pending events are results (not the loop's notices)."""
+        return sum(
+            1
+            for p in self.state.pending
+            if p.hat == hat and p.seq not in self.claimed and p.event.source != "loop"
+        )
+
+    def _aggregations(self, now: float) -> None:
+        """Cancel the waves whose aggregator's quorum is met or whose time is up; set the
+        next deadline."""
+        out = self.out
+        for hat in self.specs:
+            agg = self.schedule.of(hat).aggregate
+            if agg is None:
+                continue
+            _, members = self._members(hat)
+            if not members:
+                continue
+            if agg.needed is not None and self._results(hat) >= agg.needed:
+                for r in members:
+                    out.cancel.setdefault(r.iteration, f"cancelled: {hat}'s {agg.mode} was met")
+                continue
+            if agg.timeout_seconds is not None:
+                deadline = min(r.started for r in members) + agg.timeout_seconds
+                if now >= deadline:
+                    why = f"timed out: {hat}'s aggregate timeout_seconds passed"
+                    for r in members:
+                        out.cancel.setdefault(r.iteration, why)
+                elif out.wake_at is None or deadline < out.wake_at:
+                    out.wake_at = deadline
+
+    def _ready(self, hat: str, agg: Aggregate) -> bool:
+        """Whether the aggregator ``hat`` may run now."""
+        producers, members = self._members(hat)
+        if members:  # the wave (or its cancelled rest) is still in flight
+            return False
+        if agg.needed is not None and self._results(hat) >= agg.needed:
+            return True
+        if any(p.hat in producers and p.seq not in self.claimed for p in self.state.pending):
+            return False  # part of the wave has not started yet
+        return not any(s.hat in producers for s in self.out.start)

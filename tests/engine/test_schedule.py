@@ -1,0 +1,429 @@
+"""The parallel scheduler, in pure code: who runs next, limits, aggregation and completion
+with work in flight, on a fake clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from loop.engine.decide import Budget, Limits, select_next
+from loop.engine.routing import HatSpec
+from loop.engine.schedule import (
+    Aggregate,
+    HatSchedule,
+    Plan,
+    Running,
+    Schedule,
+    aggregators_of,
+    plan_step,
+    producers_of,
+    wave_notice,
+)
+from loop.engine.state import HatUsage, LoopState, PendingEvent, RouteContext, _route_into, apply
+from loop.events import Event
+from loop.records import IterationEnd
+from loop.testing import FakeClock
+
+COORD = HatSpec("coordinator", ("review.start",), ("review.perspective",))
+REVIEWER = HatSpec("reviewer", ("review.perspective",), ("review.done",))
+SYNTH = HatSpec("synthesizer", ("review.done",), ("review.complete",))
+OTHER = HatSpec("other", ("other.*",), ("other.done",))
+SPECS = {h.name: h for h in (COORD, REVIEWER, SYNTH, OTHER)}
+CTX = RouteContext(hats=(COORD, REVIEWER, SYNTH, OTHER), completion_event="review.complete")
+LIMITS = Limits(max_iterations=50, max_runtime_seconds=600, max_consecutive_failures=5)
+
+
+def schedule(
+    concurrency: int = 3,
+    aggregate: Aggregate | None = None,
+    max_parallel: int = 1,
+    group_by: str = "event",
+) -> Schedule:
+    assert group_by in ("event", "topic")
+    return Schedule(
+        max_parallel=max_parallel,
+        hats={
+            "reviewer": HatSchedule(concurrency=concurrency, group_by=group_by),  # type: ignore[arg-type]
+            "synthesizer": HatSchedule(aggregate=aggregate or Aggregate()),
+        },
+    )
+
+
+def pending(*items: tuple[str, str], source: str = "x") -> list[PendingEvent]:
+    return [
+        PendingEvent(i, Event(topic=topic, payload=str(i), source=source), hat)
+        for i, (topic, hat) in enumerate(items, start=1)
+    ]
+
+
+def perspectives(n: int) -> list[PendingEvent]:
+    return pending(*[("review.perspective", "reviewer")] * n, source="coordinator")
+
+
+def step(
+    state: LoopState,
+    sched: Schedule,
+    running: list[Running] | None = None,
+    *,
+    limits: Limits = LIMITS,
+    now: float = 0.0,
+) -> Plan:
+    return plan_step(state, SPECS, sched, limits, running or [], elapsed=now, now=now)
+
+
+def seqs(plan: Plan) -> list[tuple[str, list[int]]]:
+    return [(s.hat, [p.seq for p in s.triggers]) for s in plan.start]
+
+
+# -- who runs next ------------------------------------------------------------------------
+
+
+def test_a_concurrent_hat_runs_one_activation_per_pending_event_up_to_its_concurrency() -> None:
+    plan = step(LoopState(pending=perspectives(5)), schedule(concurrency=3))
+    assert seqs(plan) == [("reviewer", [1]), ("reviewer", [2]), ("reviewer", [3])]
+    assert plan.stop is None and not plan.cancel
+
+
+def test_events_given_to_an_activation_in_flight_are_not_given_again() -> None:
+    running = [Running(1, "reviewer", (1,), 0.0)]
+    plan = step(LoopState(pending=perspectives(4)), schedule(concurrency=3), running)
+    assert seqs(plan) == [("reviewer", [2]), ("reviewer", [3])]
+
+
+def test_group_by_topic_gives_one_activation_per_topic() -> None:
+    state = LoopState(
+        pending=pending(
+            ("review.perspective", "reviewer"),
+            ("review.perspective.x", "reviewer"),
+            ("review.perspective", "reviewer"),
+        )
+    )
+    plan = step(state, schedule(concurrency=3, group_by="topic"))
+    assert seqs(plan) == [("reviewer", [1, 3]), ("reviewer", [2])]
+
+
+def test_a_hat_of_concurrency_one_runs_once_on_all_its_events_and_waits_while_in_flight() -> None:
+    state = LoopState(pending=pending(("other.a", "other"), ("other.b", "other")))
+    assert seqs(step(state, schedule())) == [("other", [1, 2])]
+    running = [Running(1, "other", (1,), 0.0)]
+    assert seqs(step(state, schedule(), running)) == []
+
+
+def test_max_parallel_bounds_the_hats_running_at_once() -> None:
+    state = LoopState(pending=pending(("other.a", "other"), ("review.perspective", "reviewer")))
+    assert seqs(step(state, schedule(max_parallel=1))) == [("other", [1])]
+    assert seqs(step(state, schedule(max_parallel=2))) == [("other", [1]), ("reviewer", [2])]
+
+
+def test_a_running_hat_takes_more_events_even_when_max_parallel_keeps_others_out() -> None:
+    state = LoopState(pending=pending(("other.a", "other"), ("review.perspective", "reviewer")))
+    running = [Running(1, "reviewer", (9,), 0.0)]
+    assert seqs(step(state, schedule(max_parallel=1), running)) == [("reviewer", [2])]
+
+
+@given(
+    st.lists(st.sampled_from(["review.perspective", "other.a", "review.start"]), max_size=6),
+    st.integers(0, 3),
+)
+def test_with_the_sequential_defaults_the_plan_is_the_sequential_selection(
+    topics: list[str], done: int
+) -> None:
+    """Concurrency 1, max_parallel 1: exactly the hat and events select_next picks."""
+    route = {"review.perspective": "reviewer", "other.a": "other", "review.start": "coordinator"}
+    state = LoopState(pending=pending(*[(t, route[t]) for t in topics]), iteration=done)
+    plan = step(state, Schedule())
+    expected = select_next(state, SPECS)
+    if expected is None:
+        assert plan.start == [] and plan.stop == "no_pending_events"
+    else:
+        assert seqs(plan) == [(expected.hat, [p.seq for p in expected.triggers])]
+
+
+# -- limits -------------------------------------------------------------------------------
+
+
+def test_max_iterations_counts_activations_started() -> None:
+    limits = Limits(max_iterations=4, max_runtime_seconds=600, max_consecutive_failures=5)
+    state = LoopState(pending=perspectives(5), iteration=2)
+    running = [Running(3, "reviewer", (1,), 0.0)]
+    plan = step(state, schedule(), running, limits=limits)
+    assert seqs(plan) == [("reviewer", [2])]  # iteration 4 is the last one
+    running.append(Running(4, "reviewer", (2,), 0.0))
+    plan = step(state, schedule(), running, limits=limits)
+    assert plan.start == [] and plan.stop is None and not plan.cancel  # the two drain
+    state.iteration = 4
+    assert step(state, schedule(), limits=limits).stop == "max_iterations"
+
+
+def test_no_activation_starts_once_the_budget_is_spent_and_the_ones_in_flight_finish() -> None:
+    limits = Limits(
+        max_iterations=50,
+        max_runtime_seconds=600,
+        max_consecutive_failures=5,
+        budget=Budget(max_cost_usd=1.0),
+    )
+    state = LoopState(pending=perspectives(3), cost_usd=1.5)
+    running = [Running(1, "reviewer", (1,), 0.0)]
+    plan = step(state, schedule(), running, limits=limits)
+    assert plan.start == [] and plan.stop is None and not plan.cancel
+    plan = step(state, schedule(), limits=limits)
+    assert plan.stop == "budget_exhausted" and plan.note and "max_cost_usd" in plan.note
+
+
+def test_a_spent_hat_budget_stops_new_starts_when_its_event_is_next() -> None:
+    limits = Limits(
+        max_iterations=50,
+        max_runtime_seconds=600,
+        max_consecutive_failures=5,
+        hat_budgets={"reviewer": Budget(max_tokens=10)},
+    )
+    state = LoopState(pending=pending(("other.a", "other"), ("review.perspective", "reviewer")))
+    state.usage_per_hat["reviewer"] = HatUsage(input_tokens=20)
+    assert seqs(step(state, schedule(max_parallel=2), limits=limits)) == [("other", [1])]
+    running = [Running(1, "other", (1,), 0.0)]
+    assert step(state, schedule(max_parallel=2), running, limits=limits) == Plan()
+    state.pending = state.pending[1:]
+    plan = step(state, schedule(max_parallel=2), limits=limits)
+    assert plan.stop == "budget_exhausted" and plan.note and "reviewer" in plan.note
+
+
+def test_max_activations_counts_the_activations_in_flight() -> None:
+    specs = {
+        **SPECS,
+        "reviewer": HatSpec("reviewer", REVIEWER.triggers, REVIEWER.publishes, None, 2),
+    }
+    state = LoopState(pending=perspectives(4), activations={"reviewer": 1})
+    running = [Running(2, "reviewer", (1,), 0.0)]
+    plan = plan_step(state, specs, schedule(), LIMITS, running, elapsed=0, now=0)
+    assert plan.start == []  # 1 committed + 1 in flight: the in-flight one may still fail
+    state.activations["reviewer"] = 2
+    plan = plan_step(state, specs, schedule(), LIMITS, [], elapsed=0, now=0)
+    assert len(plan.start) == 1 and plan.start[0].exhausted
+    assert [p.seq for p in plan.start[0].triggers] == [1, 2, 3, 4]
+
+
+# -- completion with work in flight -------------------------------------------------------
+
+
+def test_a_completion_cancels_the_activations_in_flight() -> None:
+    state = LoopState(pending=perspectives(2), completed=True)
+    running = [Running(2, "reviewer", (1,), 0.0), Running(3, "reviewer", (2,), 0.0)]
+    plan = step(state, schedule(), running)
+    assert plan.stop == "completed" and set(plan.cancel) == {2, 3} and plan.start == []
+
+
+def test_max_runtime_cancels_the_activations_in_flight() -> None:
+    running = [Running(2, "reviewer", (1,), 0.0)]
+    plan = step(LoopState(pending=perspectives(2)), schedule(), running, now=600.0)
+    assert plan.stop == "max_runtime" and set(plan.cancel) == {2}
+
+
+def test_failure_limits_stop_at_once() -> None:
+    state = LoopState(pending=perspectives(2), consecutive_failures=5)
+    running = [Running(2, "reviewer", (1,), 0.0)]
+    plan = step(state, schedule(), running)
+    assert plan.stop == "max_consecutive_failures" and set(plan.cancel) == {2}
+
+
+def test_nothing_left_with_work_in_flight_waits_for_it() -> None:
+    running = [Running(2, "reviewer", (1,), 0.0)]
+    plan = step(LoopState(pending=perspectives(1)), schedule(), running)
+    assert plan == Plan()
+
+
+# -- aggregation --------------------------------------------------------------------------
+
+
+def results(n: int, first_seq: int = 10) -> list[PendingEvent]:
+    return [
+        PendingEvent(
+            first_seq + i,
+            Event(topic="review.done", payload=str(i), source="reviewer"),
+            "synthesizer",
+        )
+        for i in range(n)
+    ]
+
+
+def test_the_wave_is_the_hats_publishing_the_aggregators_triggers() -> None:
+    assert producers_of("synthesizer", SPECS) == {"reviewer"}
+    assert aggregators_of("reviewer", SPECS, schedule()) == ["synthesizer"]
+    assert aggregators_of("other", SPECS, schedule()) == []
+
+
+def test_wait_for_all_waits_for_every_activation_of_the_wave() -> None:
+    state = LoopState(pending=[*perspectives(3), *results(1)])
+    running = [Running(1, "reviewer", (1,), 0.0), Running(2, "reviewer", (2,), 0.0)]
+    state.pending = [p for p in state.pending if p.seq not in (1, 2)]  # 3 not started yet
+    plan = step(state, schedule(concurrency=2), running)
+    assert seqs(plan) == []  # reviewer is full; synthesizer waits
+    state.pending = results(3)
+    assert seqs(step(state, schedule(), [running[0]])) == []
+    plan = step(state, schedule(), [])
+    assert seqs(plan) == [("synthesizer", [10, 11, 12])]
+
+
+def test_first_cancels_the_rest_of_the_wave_then_runs_the_aggregator() -> None:
+    agg = Aggregate(mode="first")
+    state = LoopState(pending=results(1))
+    running = [Running(2, "reviewer", (2,), 0.0), Running(3, "reviewer", (3,), 0.0)]
+    plan = step(state, schedule(aggregate=agg), running)
+    assert set(plan.cancel) == {2, 3} and "first" in plan.cancel[2] and plan.start == []
+    notice = wave_notice(2, "reviewer", plan.cancel[2], "synthesizer", 0.0)
+    state.pending.append(PendingEvent(20, notice, "synthesizer"))
+    assert seqs(step(state, schedule(aggregate=agg), [])) == [("synthesizer", [10, 20])]
+
+
+def test_quorum_runs_the_aggregator_on_count_results() -> None:
+    agg = Aggregate(mode="quorum", count=2)
+    running = [Running(3, "reviewer", (3,), 0.0)]
+    plan = step(LoopState(pending=results(1)), schedule(aggregate=agg), running)
+    assert not plan.cancel
+    plan = step(LoopState(pending=results(2)), schedule(aggregate=agg), running)
+    assert set(plan.cancel) == {3}
+
+
+def test_the_aggregate_timeout_cancels_the_wave_on_the_clock() -> None:
+    clock = FakeClock(now=10.0)
+    agg = Aggregate(timeout_seconds=5.0)
+    running = [Running(1, "reviewer", (1,), 10.0), Running(2, "reviewer", (2,), 12.0)]
+    state = LoopState(pending=results(1))
+    clock.advance(4.0)
+    plan = step(state, schedule(aggregate=agg), running, now=clock())
+    assert not plan.cancel and plan.wake_at == 15.0
+    clock.advance(1.0)
+    plan = step(state, schedule(aggregate=agg), running, now=clock())
+    assert set(plan.cancel) == {1, 2} and "timed out" in plan.cancel[1]
+
+
+def test_the_aggregator_is_told_which_activations_failed() -> None:
+    event = wave_notice(4, "reviewer", "timed out after 600s", "synthesizer", 1.0)
+    assert event.target == "synthesizer" and event.source == "loop"
+    assert "iteration 4 (reviewer)" in str(event.payload) and "timed out" in str(event.payload)
+    assert CTX.route(event) == "synthesizer"
+
+
+# -- the whole wave, simulated on a fake clock --------------------------------------------
+
+
+@dataclass
+class Sim:
+    """Runs plans against fake activations: each takes ``durations[hat]`` seconds and
+    publishes what ``behave`` says; commits in the order of completion."""
+
+    sched: Schedule
+    durations: Callable[[str, int], float]
+    behave: Callable[[str, int], list[Event]]
+    limits: Limits = LIMITS
+    clock: FakeClock = field(default_factory=FakeClock)
+    state: LoopState = field(default_factory=LoopState)
+    log: list[str] = field(default_factory=list)
+    max_in_flight: int = 0
+
+    def run(self, start: Event) -> str:
+        _route_into(self.state, start, CTX)
+        running: dict[int, tuple[Running, float]] = {}
+        issued = 0
+        while True:
+            plan = plan_step(
+                self.state,
+                SPECS,
+                self.sched,
+                self.limits,
+                [r for r, _ in running.values()],
+                elapsed=self.clock(),
+                now=self.clock(),
+            )
+            for it in plan.cancel:
+                running.pop(it)
+                self.log.append(f"cancel {it}")
+            if plan.stop is not None and not running:
+                return plan.stop
+            for sel in plan.start:
+                issued += 1
+                r = Running(issued, sel.hat, tuple(p.seq for p in sel.triggers), self.clock())
+                running[issued] = (r, self.clock() + self.durations(sel.hat, issued))
+                self.log.append(f"start {issued} {sel.hat}")
+            self.max_in_flight = max(self.max_in_flight, len(running))
+            assert running, "nothing in flight and no stop"
+            it, (r, end) = min(running.items(), key=lambda kv: (kv[1][1], kv[0]))
+            if plan.wake_at is not None and plan.wake_at < end:
+                self.clock.now = plan.wake_at
+                continue
+            self.clock.now = end
+            del running[it]
+            published = tuple(self.behave(r.hat, it))
+            done = IterationEnd(
+                iteration=it,
+                hat=r.hat,
+                backend="command",
+                backend_ok=True,
+                status="ok",
+                prompt="",
+                output="",
+                events=(),
+                published=published,
+                consumed=r.triggers,
+                completed=any(e.topic == "review.complete" for e in published),
+                duration=0.0,
+                elapsed=self.clock(),
+                ts=0.0,
+            )
+            apply(self.state, done, CTX)
+            self.log.append(f"end {it} {r.hat}")
+
+
+def review_behaviour(hat: str, iteration: int) -> list[Event]:
+    if hat == "coordinator":
+        return [Event(topic="review.perspective", payload=p, source=hat) for p in "abc"]
+    if hat == "reviewer":
+        return [Event(topic="review.done", payload=f"r{iteration}", source=hat)]
+    return [Event(topic="review.complete", payload="", source=hat)]
+
+
+def test_a_wave_of_three_runs_at_once_and_the_aggregator_once_after_the_slowest() -> None:
+    lengths = {2: 2.0, 3: 5.0, 4: 3.0}
+    sim = Sim(
+        schedule(),
+        durations=lambda hat, it: lengths.get(it, 1.0),
+        behave=review_behaviour,
+    )
+    assert sim.run(Event(topic="review.start", source="loop")) == "completed"
+    assert sim.max_in_flight == 3
+    assert sim.clock() == 1.0 + 5.0 + 1.0  # the slowest reviewer, not the sum
+    assert sim.log[:5] == [
+        "start 1 coordinator",
+        "end 1 coordinator",
+        "start 2 reviewer",
+        "start 3 reviewer",
+        "start 4 reviewer",
+    ]
+    assert sim.log[-2:] == ["start 5 synthesizer", "end 5 synthesizer"]
+    assert [line for line in sim.log if line.startswith("end")][1:4] == [
+        "end 2 reviewer",
+        "end 4 reviewer",
+        "end 3 reviewer",
+    ]  # commit order is completion order
+
+
+def test_a_wave_wider_than_the_concurrency_runs_in_slots() -> None:
+    sim = Sim(schedule(concurrency=2), durations=lambda hat, it: 1.0, behave=review_behaviour)
+    assert sim.run(Event(topic="review.start", source="loop")) == "completed"
+    assert sim.max_in_flight == 2 and sim.clock() == 1.0 + 2.0 + 1.0
+
+
+def test_max_iterations_stops_a_wave_after_the_ones_in_flight_commit() -> None:
+    limits = Limits(max_iterations=3, max_runtime_seconds=600, max_consecutive_failures=5)
+    sim = Sim(
+        schedule(),
+        durations=lambda hat, it: 1.0,
+        behave=review_behaviour,
+        limits=limits,
+    )
+    assert sim.run(Event(topic="review.start", source="loop")) == "max_iterations"
+    assert sim.log.count("start 2 reviewer") == 1 and "start 4 reviewer" not in sim.log
+    assert sim.log[-1] in ("end 3 reviewer", "end 2 reviewer")
+    assert sim.state.iteration == 3
