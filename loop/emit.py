@@ -1,9 +1,11 @@
 """The ``emit`` channel: what an agent runs to publish an event during an iteration.
 
 ``python -m loop emit TOPIC [PAYLOAD] [--json]`` appends one JSON line to the file
-named by ``LOOP_EVENTS_FILE``. Agents call it often, so this module imports only the
-standard library and the leaf module ``_fs`` (the whole command starts in a few tens
-of milliseconds); ``_json`` (and orjson) only for a ``--json`` payload.
+named by ``LOOP_EVENTS_FILE``; ``--payloads A B C`` (or one JSON array with ``--json``)
+appends one line per payload, a fan-out for a hat with ``concurrency``. Agents call it
+often, so this module imports only the standard library and the leaf module ``_fs``
+(the whole command starts in a few tens of milliseconds); ``_json`` (and orjson) only
+for a ``--json`` payload.
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ from loop.locations import ENV_EVENTS_FILE
 from loop.topics import RULE, is_valid_topic
 
 USAGE = """usage: python -m loop emit TOPIC [PAYLOAD] [--json] [--target HAT]
+       python -m loop emit TOPIC --payloads PAYLOAD... [--json] [--target HAT]
 
 Publish an event from inside an iteration (appends to $LOOP_EVENTS_FILE).
   TOPIC          dot-separated topic, e.g. plan.ready
   PAYLOAD        text payload (or '-' to read it from stdin)
   --json         the payload is JSON (object, array or value)
   --target HAT   address the event to one hat
+  --payloads     fan out: one event per PAYLOAD (with --json, one JSON array's items),
+                 run in parallel by a hat with concurrency > 1
 exit codes: 0 emitted, 2 bad usage or input
 """
 
@@ -42,15 +47,23 @@ def append_event(path: Path, topic: str, payload: Any, target: str | None = None
         OSError: the file cannot be written.
         InputError: a link (or something else than a file) is at ``path``.
     """
-    record: dict[str, Any] = {"topic": topic, "payload": payload, "ts": time.time()}
-    if target:
-        record["target"] = target
-    try:
-        text = json.dumps(record, ensure_ascii=False)
-        line = (text + "\n").encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: escaped, the line stays valid UTF-8
-        line = (json.dumps(record) + "\n").encode("ascii")
-    _fs.append_bytes(path, line)
+    append_events(path, topic, [payload], target)
+
+
+def append_events(path: Path, topic: str, payloads: list[Any], target: str | None = None) -> None:
+    """Append one event line per payload, all with a single ``write`` (a fan-out lands
+    whole or not at all); see :func:`append_event`."""
+    now = time.time()
+    lines = []
+    for payload in payloads:
+        record: dict[str, Any] = {"topic": topic, "payload": payload, "ts": now}
+        if target:
+            record["target"] = target
+        try:
+            lines.append((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: escaped, the line stays valid UTF-8
+            lines.append((json.dumps(record) + "\n").encode("ascii"))
+    _fs.append_bytes(path, b"".join(lines))
 
 
 def main(argv: list[str]) -> int:
@@ -59,7 +72,7 @@ def main(argv: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
         (sys.stdout if args else sys.stderr).write(USAGE)
         return EXIT_OK if args else EXIT_USAGE
-    as_json = False
+    as_json = fan_out = False
     target: str | None = None
     positional: list[str] = []
     i = 0
@@ -67,6 +80,8 @@ def main(argv: list[str]) -> int:
         arg = args[i]
         if arg == "--json":
             as_json = True
+        elif arg == "--payloads":
+            fan_out = True
         elif arg == "--target":
             if i + 1 >= len(args):
                 return _fail("--target needs a hat name")
@@ -79,13 +94,17 @@ def main(argv: list[str]) -> int:
         else:
             positional.append(arg)
         i += 1
-    if len(positional) not in (1, 2):
+    if not fan_out and len(positional) not in (1, 2):
         return _fail("expected TOPIC and an optional PAYLOAD")
+    if fan_out and len(positional) < 2:
+        return _fail("--payloads expects TOPIC and at least one PAYLOAD")
     if not _utf8(*positional, target or ""):
         return _fail("the arguments are not UTF-8 text")
     topic = positional[0]
     if not is_valid_topic(topic):
         return _fail(f"invalid topic {topic!r}: {RULE}")
+    if fan_out:
+        return _fan_out(topic, positional[1:], as_json=as_json, target=target)
     raw = positional[1] if len(positional) == 2 else ""
     if raw == "-":
         try:
@@ -105,6 +124,33 @@ def main(argv: list[str]) -> int:
         return _fail(f"{ENV_EVENTS_FILE} is not set: run emit inside a hatloop iteration")
     try:
         append_event(Path(target_file), topic, payload, target)
+    except OSError as exc:
+        return _fail(f"cannot append to {target_file}: {exc.strerror or exc}")
+    except InputError as exc:
+        return _fail(exc.message)
+    return EXIT_OK
+
+
+def _fan_out(topic: str, raws: list[str], *, as_json: bool, target: str | None) -> int:
+    """``--payloads``: one event per argument, or per item of one JSON array."""
+    payloads: list[Any] = list(raws)
+    if as_json:
+        from loop import _json  # noqa: PLC0415 - orjson is slow to import: only for --json
+
+        try:
+            values = [_json.loads(raw, max_depth=_json.INPUT_DEPTH) for raw in raws]
+        except ValueError as exc:
+            return _fail(f"--json payload is not valid JSON: {_json.error_text(exc)}")
+        if len(values) == 1 and isinstance(values[0], list):
+            values = values[0]
+        payloads = values
+    if not payloads:
+        return _fail("--payloads: the JSON array is empty")
+    target_file = os.environ.get(ENV_EVENTS_FILE)
+    if not target_file:
+        return _fail(f"{ENV_EVENTS_FILE} is not set: run emit inside a hatloop iteration")
+    try:
+        append_events(Path(target_file), topic, payloads, target)
     except OSError as exc:
         return _fail(f"cannot append to {target_file}: {exc.strerror or exc}")
     except InputError as exc:

@@ -29,6 +29,7 @@ __all__ = [
     "is_valid_topic",
     "parse_event_tags",
     "pattern_specificity",
+    "patterns_overlap",
     "topic_matches",
     "validate_topic",
 ]
@@ -93,6 +94,14 @@ def topic_matches(pattern: str, topic: str) -> bool:
     if len(p_segs) != len(t_segs):
         return False
     return all(p in ("*", t) for p, t in zip(p_segs, t_segs, strict=True))
+
+
+def patterns_overlap(a: str, b: str) -> bool:
+    """Whether patterns ``a`` and ``b`` can both match one topic."""
+    if a == "*" or b == "*":
+        return True
+    sa, sb = a.split("."), b.split(".")
+    return len(sa) == len(sb) and all(x == y or "*" in (x, y) for x, y in zip(sa, sb, strict=True))
 
 
 def pattern_specificity(pattern: str) -> tuple[int, int]:

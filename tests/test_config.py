@@ -166,3 +166,63 @@ def test_a_hat_triggered_by_the_cancellation_event_is_refused(tmp_path: Path) ->
     with pytest.raises(ConfigError) as err:
         load_config(write(tmp_path / "loop.toml", text), root=tmp_path)
     assert err.value.key == "hats.a.triggers"
+
+
+WAVE = """[loop]
+prompt = "x"
+starting_event = "review.start"
+max_parallel = 2
+[hats.coordinator]
+triggers = ["review.start"]
+publishes = ["review.perspective"]
+[hats.reviewer]
+triggers = ["review.perspective"]
+publishes = ["review.done"]
+concurrency = 3
+[hats.synthesizer]
+triggers = ["review.done"]
+aggregate = { mode = "quorum", count = 2, timeout_seconds = 30 }
+"""
+
+
+def test_parallel_hats_configure_the_schedule(tmp_path: Path) -> None:
+    """concurrency, max_parallel and aggregate become the engine's schedule."""
+    from loop.engine.schedule import Aggregate, HatSchedule, schedule_of
+
+    cfg = load_config(write(tmp_path / "loop.toml", WAVE), root=tmp_path)
+    sched = schedule_of(cfg)
+    assert sched.max_parallel == 2 and sched.parallel
+    assert sched.of("reviewer") == HatSchedule(concurrency=3)
+    assert sched.of("synthesizer").aggregate == Aggregate("quorum", 2, 30.0)
+    assert sched.of("coordinator") == HatSchedule()
+    default = load_config(root=tmp_path / "none")
+    assert not schedule_of(default).parallel
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key", "message"),
+    [
+        ("concurrency = 3", "concurrency = 0", "hats.reviewer.concurrency", "greater than"),
+        ("max_parallel = 2", "max_parallel = 0", "loop.max_parallel", "greater than"),
+        ("count = 2, ", "", "hats.synthesizer.aggregate", "needs a count"),
+        ('"quorum"', '"first"', "hats.synthesizer.aggregate", 'count is for mode "quorum"'),
+        ('"quorum"', '"most"', "hats.synthesizer.aggregate.mode", "wait_for_all"),
+        ("concurrency = 3", 'group_by = "topic"', "hats.reviewer", "group_by is for"),
+        (
+            '["review.done"]\naggr',
+            '["review.done"]\nconcurrency = 2\naggr',
+            "hats.synthesizer",
+            "once per wave",
+        ),
+        ('publishes = ["review.done"]', "", "hats.synthesizer.aggregate", "no other hat lists"),
+    ],
+)
+def test_parallel_settings_are_validated(
+    tmp_path: Path, old: str, new: str, key: str, message: str
+) -> None:
+    """A bad concurrency, max_parallel or aggregate is an error naming the key."""
+    assert old in WAVE
+    path = write(tmp_path / "loop.toml", WAVE.replace(old, new, 1))
+    with pytest.raises(ConfigError) as err:
+        load_config(path, root=tmp_path)
+    assert key in str(err.value) and message in str(err.value)

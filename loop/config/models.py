@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from loop.config.backends import BackendConfig, ScriptedConfig
 from loop.events import is_valid_pattern, is_valid_topic
@@ -28,6 +28,7 @@ from loop.records import HatTopology, LimitSettings
 from loop.topics import DEFAULT_COMPLETION_EVENT, DEFAULT_STARTING_EVENT
 
 __all__ = [
+    "AggregateConfig",
     "ConfigFile",
     "ExperienceSection",
     "HatConfig",
@@ -66,6 +67,7 @@ class LoopSection(_Strict):
     max_cost_usd: float | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, ge=1)
     max_wait_seconds: float = Field(default=3600, ge=0)
+    max_parallel: int = Field(default=1, ge=1)
     required_events: list[str] = Field(default_factory=list)
     cancellation_event: str | None = None
     strict_publishes: bool = False
@@ -147,6 +149,24 @@ class McpSection(_Strict):
         raise ValueError(f'serve must be true, false or "auto", not {v!r}')
 
 
+class AggregateConfig(_Strict):
+    """A hat's ``aggregate``: it runs once on a wave's results (``wait_for_all``), or on
+    the first (``first``) or the first ``count`` (``quorum``), waiting at most
+    ``timeout_seconds`` for the wave."""
+
+    mode: Literal["wait_for_all", "first", "quorum"] = "wait_for_all"
+    count: int | None = Field(default=None, ge=1)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _count(self) -> AggregateConfig:
+        if self.mode == "quorum" and self.count is None:
+            raise ValueError('mode "quorum" needs a count')
+        if self.mode != "quorum" and self.count is not None:
+            raise ValueError(f'count is for mode "quorum", not {self.mode!r}')
+        return self
+
+
 class HatConfig(_Strict):
     """One hat: a persona triggered by events, publishing events."""
 
@@ -161,7 +181,18 @@ class HatConfig(_Strict):
     idle_timeout_seconds: float | None = Field(default=None, gt=0)
     max_cost_usd: float | None = Field(default=None, gt=0)
     max_tokens: int | None = Field(default=None, ge=1)
+    concurrency: int | None = Field(default=None, ge=1)
+    group_by: Literal["event", "topic"] | None = None
+    aggregate: AggregateConfig | None = None
     backend: BackendConfig | None = None
+
+    @model_validator(mode="after")
+    def _parallel(self) -> HatConfig:
+        if self.aggregate is not None and (self.concurrency or 1) > 1:
+            raise ValueError("an aggregating hat runs once per wave: it takes no concurrency > 1")
+        if self.group_by is not None and (self.concurrency or 1) == 1:
+            raise ValueError("group_by is for a hat with concurrency > 1")
+        return self
 
     @field_validator("triggers")
     @classmethod

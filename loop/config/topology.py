@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from loop.config.models import LoadedConfig
 from loop.errors import ConfigError
-from loop.events import is_reserved, topic_matches
+from loop.events import is_reserved, patterns_overlap, topic_matches
 
 __all__ = ["edges", "validate_topology", "warnings_for"]
 
@@ -42,6 +42,7 @@ def validate_topology(cfg: LoadedConfig) -> None:
                 key=f"hats.{name}.triggers",
             )
     _check_completion_rules(cfg)
+    _check_aggregates(cfg)
     if cfg.loop.fallback_hat and cfg.loop.fallback_hat not in cfg.hats:
         raise ConfigError(
             f"fallback hat {cfg.loop.fallback_hat!r} is not defined",
@@ -55,6 +56,26 @@ def validate_topology(cfg: LoadedConfig) -> None:
             file=cfg.source,
             key="loop.starting_event",
         )
+
+
+def _check_aggregates(cfg: LoadedConfig) -> None:
+    """An aggregating hat needs a wave: hats whose ``publishes`` can trigger it."""
+    for name, hat in cfg.hats.items():
+        if hat.aggregate is None:
+            continue
+        if not any(
+            patterns_overlap(p, t)
+            for other, spec in cfg.hats.items()
+            if other != name
+            for p in spec.publishes
+            for t in hat.triggers
+        ):
+            raise ConfigError(
+                "an aggregating hat waits for the hats that publish its triggers, and no "
+                "other hat lists one of them in its publishes",
+                file=cfg.hat_sources.get(name, cfg.source),
+                key=f"hats.{name}.aggregate",
+            )
 
 
 def _check_completion_rules(cfg: LoadedConfig) -> None:

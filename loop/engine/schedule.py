@@ -40,10 +40,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from loop.config import LoadedConfig
 from loop.engine.decide import Limits, Selection, budget_spent, check_limits
 from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent
-from loop.events import Event
+from loop.events import Event, patterns_overlap
 
 __all__ = [
     "SEQUENTIAL",
@@ -56,6 +57,7 @@ __all__ = [
     "issued",
     "plan_step",
     "producers_of",
+    "schedule_of",
     "wave_notice",
 ]
 
@@ -151,21 +153,13 @@ def issued(state: LoopState, running: Iterable[Running]) -> int:
     return max([state.iteration, *(r.iteration for r in running)])
 
 
-def _overlaps(a: str, b: str) -> bool:
-    """Whether patterns ``a`` and ``b`` can match one topic (segment-wise ``*``)."""
-    if a == "*" or b == "*":
-        return True
-    sa, sb = a.split("."), b.split(".")
-    return len(sa) == len(sb) and all(x == y or "*" in (x, y) for x, y in zip(sa, sb, strict=True))
-
-
 def producers_of(hat: str, specs: Mapping[str, HatSpec]) -> frozenset[str]:
     """The hats whose declared ``publishes`` can trigger ``hat`` (its wave's hats)."""
     triggers = specs[hat].triggers
     return frozenset(
         name
         for name, spec in specs.items()
-        if name != hat and any(_overlaps(p, t) for p in spec.publishes for t in triggers)
+        if name != hat and any(patterns_overlap(p, t) for p in spec.publishes for t in triggers)
     )
 
 
@@ -176,6 +170,21 @@ def aggregators_of(hat: str, specs: Mapping[str, HatSpec], schedule: Schedule) -
         for name in specs
         if schedule.of(name).aggregate is not None and hat in producers_of(name, specs)
     ]
+
+
+def schedule_of(config: LoadedConfig) -> Schedule:
+    """The scheduling a configuration sets (``max_parallel``, each hat's settings)."""
+    hats = {}
+    for name, hat in config.hats.items():
+        agg = hat.aggregate
+        if hat.concurrency is None and hat.group_by is None and agg is None:
+            continue
+        hats[name] = HatSchedule(
+            concurrency=hat.concurrency or 1,
+            group_by=hat.group_by or "event",
+            aggregate=None if agg is None else Aggregate(agg.mode, agg.count, agg.timeout_seconds),
+        )
+    return Schedule(max_parallel=config.loop.max_parallel, hats=hats)
 
 
 def wave_notice(iteration: int, hat: str, reason: str, aggregator: str, now: float) -> Event:

@@ -174,6 +174,31 @@ def test_emit_appends_a_line_and_refuses_bad_input(tmp_path: Path) -> None:
     assert len(events.read_text().splitlines()) == 3
 
 
+def test_emit_payloads_fans_out_one_event_per_payload(tmp_path: Path) -> None:
+    """--payloads A B C (or one JSON array with --json) appends one event per payload."""
+    events = tmp_path / "events.jsonl"
+    env = {**ENV, "LOOP_EVENTS_FILE": str(events)}
+    res = loop(
+        "emit", "review.perspective", "--payloads", "rust", "docs", "ui", cwd=tmp_path, env=env
+    )
+    assert res.returncode == 0, res.stderr
+    array = '[{"role": "a"}, {"role": "b"}]'
+    res = loop("emit", "r.p", "--payloads", array, "--json", "--target", "x", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    lines = [json.loads(x) for x in events.read_text().splitlines()]
+    assert [(x["topic"], x["payload"], x.get("target")) for x in lines] == [
+        ("review.perspective", "rust", None),
+        ("review.perspective", "docs", None),
+        ("review.perspective", "ui", None),
+        ("r.p", {"role": "a"}, "x"),
+        ("r.p", {"role": "b"}, "x"),
+    ]
+    for bad in (["--payloads"], ["--payloads", "[]", "--json"], ["--payloads", "[1", "--json"]):
+        res = loop("emit", "r.p", *bad, cwd=tmp_path, env=env)
+        assert res.returncode == 2 and res.stderr.startswith("error: emit:"), bad
+    assert len(events.read_text().splitlines()) == 5
+
+
 def test_init_writes_a_preset_that_validates_and_never_overwrites(tmp_path: Path) -> None:
     """init writes loop.toml and hats/; a second init refuses and changes nothing."""
     assert loop("init", cwd=tmp_path).returncode == 0
