@@ -51,6 +51,7 @@ from loop.engine.decide import (
 from loop.engine.hooks import Hooks
 from loop.engine.invoke import ChildVariables, HatCaller, session_env
 from loop.engine.journal import Journal, read_journal
+from loop.engine.lanes import CommitGate, Lane, ParallelLoop
 from loop.engine.lifecycle import (
     ITERATION_DONE,
     LOOP_RESUMED,
@@ -64,6 +65,7 @@ from loop.engine.outside import OutsideEvents
 from loop.engine.progress import RunSummary
 from loop.engine.records import iteration_end, session_end, session_start
 from loop.engine.resume import LimitOverrides, resume_records
+from loop.engine.schedule import schedule_of
 from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
 from loop.engine.state import LoopState, RouteContext, apply
 from loop.engine.waits import LimitWaits
@@ -108,6 +110,8 @@ class Engine:
         call_clock: the time (seconds since the epoch, UTC offset) of the n-th tool call
             the engine's process makes in an iteration, ``(iteration, n)``; default:
             ``wall_clock`` in the local time zone (a replay gives the recorded ones).
+        commit_order: the order activations running at once must commit in (a replay of
+            a session with parallel hats: the recording's).
     """
 
     def __init__(
@@ -128,6 +132,7 @@ class Engine:
         limit_overrides: LimitOverrides | None = None,
         scheduled_overrides: Sequence[Override] = (),
         call_clock: Callable[[int, int], tuple[float, int]] | None = None,
+        commit_order: Sequence[int] | None = None,
     ) -> None:
         self.config = config
         self.observer = observer
@@ -150,6 +155,8 @@ class Engine:
         )
         self.specs = {s.name: s for s in self.route_ctx.hats}
         self.limits = limits_of(config)
+        self.schedule = schedule_of(config)
+        self._gate = CommitGate(commit_order) if commit_order is not None else None
         self.state = LoopState()
         self.journal = Journal(paths.journal, durable=config.loop.durable)
         self._lock = SessionLock(paths.lock)
@@ -385,6 +392,8 @@ class Engine:
 
     async def _loop(self, notes: list[str]) -> str:
         self._notes = notes
+        if self.schedule.parallel:  # hats may run at once: the lanes drive the session
+            return await ParallelLoop(self, self.schedule, self._gate).run(notes)
         while True:
             await self._checkpoint()
             if self._scheduled:
@@ -436,29 +445,33 @@ class Engine:
         """The events file of ``iteration``, as text."""
         return self._caller.events_path(iteration)
 
-    async def _iteration(self, selection: Selection) -> str | None:
-        iteration = self.state.iteration + 1
+    async def _iteration(self, selection: Selection, lane: Lane | None = None) -> str | None:
+        """Run one iteration and commit it. ``lane``: one activation among others (parallel
+        hats): its number, its cancel scope, its turn to commit (:mod:`loop.engine.lanes`)."""
+        iteration = self.state.iteration + 1 if lane is None else lane.iteration
         calls = IterationCalls(
             self.paths.session_id, iteration, lambda n: self.call_clock(iteration, n)
         )
         with collecting(calls):  # the tool calls this process makes meanwhile are its own
-            return await self._run_iteration(selection, calls)
+            return await self._run_iteration(selection, calls, iteration, lane)
 
-    async def _run_iteration(self, selection: Selection, calls: IterationCalls) -> str | None:
+    async def _run_iteration(
+        self, selection: Selection, calls: IterationCalls, iteration: int, lane: Lane | None
+    ) -> str | None:
         hat, triggers = selection.hat, selection.triggers
-        iteration = self.state.iteration + 1
-        activation = self.state.activations.get(hat, 0)
+        activation = self.state.activations.get(hat, 0) if lane is None else lane.activation
         backend = self.backends[hat]
-        seqs = tuple([p.seq for p in triggers])
-        self._record(
-            IterationStart(iteration=iteration, hat=hat, triggers=seqs, ts=self.wall_clock())
-        )
+        if lane is None:  # a lane's start was journaled when it was planned
+            seqs = tuple([p.seq for p in triggers])
+            self._record(
+                IterationStart(iteration=iteration, hat=hat, triggers=seqs, ts=self.wall_clock())
+            )
         crash_point("iteration.start")
         published: list[Event] = []
         for ext in self._hooks.starters:
             await self._publish_collected(await ext.on_iteration_start(iteration, hat), published)
         before = len(calls)  # the engine's calls so far come before the agent's
-        called = await self._waits.call(
+        call = self._waits.call(
             partial(self._caller.call, hat, iteration, activation, triggers),
             state=self.state,
             limits=self.limits,
@@ -467,6 +480,9 @@ class Engine:
             elapsed=self._elapsed,
             record=self._record,
         )
+        called = await (call if lane is None else lane.call(call))
+        if called is None:  # cancelled as the loop stopped: nothing of it is committed
+            return None
         if called.stop is not None:  # a limit the loop does not wait for: it stops
             self._notes.append(called.stop)
             return "rate_limited"
@@ -488,6 +504,10 @@ class Engine:
             strict=loop.strict_publishes,
         )
         outcome.notes.extend(problems)
+        if lane is not None:  # commits go one at a time, in the order the activations end
+            if not await lane.take_turn():
+                return None  # cancelled as the loop stops while it waited
+            lane.settle(outcome, now)
         await self._publish_collected(outcome.publish, published, point="publish")
         if outcome.completion is not None:  # judged on the state after the other events
             blocker = self._hooks.blocker()

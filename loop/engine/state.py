@@ -245,11 +245,11 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
         if usage is None:
             usage = state.usage_per_hat[hat] = HatUsage()
         usage.add(cost, tokens_in, tokens_out)
+    if record.consumed:  # a failed one consumes only in an aggregator's wave
+        consumed = set(record.consumed)
+        state.pending = [p for p in state.pending if p.seq not in consumed]
     if record.status == "ok":
         state.consecutive_failures = 0
-        if record.consumed:
-            consumed = set(record.consumed)
-            state.pending = [p for p in state.pending if p.seq not in consumed]
     else:
         state.consecutive_failures += 1
         state.failed_iterations += 1

@@ -1,0 +1,46 @@
+"""A real subprocess agent for parallel hats: ``wave.py DIR [MODE]``.
+
+* ``coordinator`` fans out three ``review.perspective`` events with ``emit --payloads``;
+* ``reviewer`` writes ``DIR/started-N`` for its perspective N, then waits until the three
+  reviewers have started (which proves they overlap, with no timing), then publishes
+  ``review.done`` (MODE ``failN``: perspective N fails instead; ``hangN``: it hangs,
+  writing its pid to ``DIR/pid-N``; ``solo``: it does not wait for the others);
+* ``synthesizer`` writes its prompt to ``DIR/synthesis.txt`` and completes the loop.
+"""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+folder = Path(sys.argv[1])
+mode = sys.argv[2] if len(sys.argv) > 2 else ""
+prompt = sys.stdin.read()
+hat = os.environ["LOOP_HAT"]
+python = os.environ.get("LOOP_PYTHON", sys.executable)
+if hat == "coordinator":
+    payloads = ["perspective-1", "perspective-2", "perspective-3"]
+    subprocess.run(
+        [python, "-m", "loop", "emit", "review.perspective", "--payloads", *payloads], check=True
+    )
+elif hat == "reviewer":
+    found = re.search(r"perspective-(\d)", prompt)
+    assert found, prompt
+    n = found.group(1)
+    (folder / f"started-{n}").write_text(os.environ["LOOP_ITERATION"])
+    if mode == f"hang{n}":
+        (folder / f"pid-{n}").write_text(str(os.getpid()))
+        time.sleep(3600)
+    deadline = time.monotonic() + 120  # a safety net only: the three start at once
+    while mode != "solo" and len(list(folder.glob("started-*"))) < 3:
+        if time.monotonic() > deadline:
+            sys.exit("the other reviewers never started: the wave did not run in parallel")
+        time.sleep(0.01)
+    if mode == f"fail{n}":
+        sys.exit(f"reviewer {n} broke")
+    print(f'<event topic="review.done">findings of perspective {n}</event>')
+else:
+    (folder / "synthesis.txt").write_text(prompt)
+    print('<event topic="LOOP_COMPLETE">report written</event>')

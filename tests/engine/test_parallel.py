@@ -1,0 +1,154 @@
+"""Parallel hats end to end: real subprocess agents that prove they overlap by waiting for
+each other (files, no timing), aggregation, failures told to the aggregator, the journal."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from loop.backends.command import CommandBackend
+from loop.engine.journal import read_journal
+from loop.records import IterationEnd, IterationStart, JournalRecord
+from loop.testing import make_config, run_hats
+
+AGENTS = Path(__file__).parent / "agents"
+
+
+def wave_config(folder: Path, aggregate: dict[str, Any] | None = None, **loop: Any) -> Any:
+    return make_config(
+        {
+            "coordinator": {"triggers": ["review.start"], "publishes": ["review.perspective"]},
+            "reviewer": {
+                "triggers": ["review.perspective"],
+                "publishes": ["review.done"],
+                "concurrency": 3,
+            },
+            "synthesizer": {
+                "triggers": ["review.done", "loop.activation.failed"],
+                "publishes": ["LOOP_COMPLETE"],
+                "aggregate": aggregate or {"mode": "wait_for_all"},
+            },
+        },
+        folder=folder,
+        starting_event="review.start",
+        **loop,
+    )
+
+
+def wave_agent(folder: Path, mode: str = "") -> CommandBackend:
+    return CommandBackend([sys.executable, str(AGENTS / "wave.py"), str(folder), mode])
+
+
+def journal(folder: Path, session: str) -> list[JournalRecord]:
+    return read_journal(folder / f".loop/sessions/{session}/journal.jsonl").records
+
+
+def schedule_of(records: list[JournalRecord]) -> list[str]:
+    """The journal's interleaving: ``start N hat`` and ``end N hat`` lines."""
+    out = []
+    for r in records:
+        if isinstance(r, IterationStart):
+            out.append(f"start {r.iteration} {r.hat}")
+        elif isinstance(r, IterationEnd):
+            out.append(f"end {r.iteration} {r.hat}")
+    return out
+
+
+async def test_three_reviewers_run_at_once_and_the_aggregator_once_on_all(tmp_path: Path) -> None:
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    cfg = wave_config(tmp_path / "w")
+    agent = wave_agent(signals)
+    summary, _ = await run_hats(
+        cfg, dict.fromkeys(cfg.hats, agent), workdir=tmp_path / "w", session_id="s"
+    )
+    assert summary.reason == "completed", summary
+    records = journal(tmp_path / "w", "s")
+    sched = schedule_of(records)
+    assert sched[:5] == [
+        "start 1 coordinator",
+        "end 1 coordinator",
+        "start 2 reviewer",
+        "start 3 reviewer",
+        "start 4 reviewer",
+    ]  # the three started before any ended: they ran together (each waited for the others)
+    assert sorted(sched[5:8]) == ["end 2 reviewer", "end 3 reviewer", "end 4 reviewer"]
+    assert sched[8:] == ["start 5 synthesizer", "end 5 synthesizer"]
+    ends = [r for r in records if isinstance(r, IterationEnd)]
+    assert [e.activation for e in ends if e.hat == "reviewer"] != []
+    assert sorted(e.activation for e in ends if e.hat == "reviewer") == [0, 1, 2]
+    synthesis = (signals / "synthesis.txt").read_text()
+    for n in (1, 2, 3):
+        assert f"findings of perspective {n}" in synthesis
+    assert summary.iterations == 5
+
+
+async def test_a_failed_activation_of_a_wave_is_told_to_the_aggregator(tmp_path: Path) -> None:
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    cfg = wave_config(tmp_path / "w")
+    agent = wave_agent(signals, "fail2")
+    summary, _ = await run_hats(
+        cfg, dict.fromkeys(cfg.hats, agent), workdir=tmp_path / "w", session_id="s"
+    )
+    assert summary.reason == "completed", summary
+    ends = [r for r in journal(tmp_path / "w", "s") if isinstance(r, IterationEnd)]
+    failed = [e for e in ends if e.status == "failed"]
+    assert len(failed) == 1 and failed[0].hat == "reviewer"  # not run again
+    assert [e.hat for e in ends].count("reviewer") == 3
+    synthesis = (signals / "synthesis.txt").read_text()
+    assert f"iteration {failed[0].iteration} (reviewer) failed" in synthesis
+    assert "reviewer 2 broke" in synthesis
+    assert "findings of perspective 1" in synthesis and "findings of perspective 3" in synthesis
+
+
+async def test_quorum_cancels_the_rest_of_the_wave_and_kills_its_process(tmp_path: Path) -> None:
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    cfg = wave_config(tmp_path / "w", {"mode": "quorum", "count": 2})
+    agent = wave_agent(signals, "hang3")
+    summary, _ = await run_hats(
+        cfg, dict.fromkeys(cfg.hats, agent), workdir=tmp_path / "w", session_id="s"
+    )
+    assert summary.reason == "completed", summary
+    pid = int((signals / "pid-3").read_text())
+    assert not _alive(pid)  # its process group was killed when the quorum was met
+    ends = [r for r in journal(tmp_path / "w", "s") if isinstance(r, IterationEnd)]
+    cancelled = [e for e in ends if e.status == "failed"]
+    assert len(cancelled) == 1 and "quorum was met" in (cancelled[0].reason or "")
+    synthesis = (signals / "synthesis.txt").read_text()
+    assert synthesis.count("findings of perspective") == 2
+    assert "quorum was met" in synthesis
+
+
+async def test_max_iterations_counts_activations_and_lets_the_wave_commit(tmp_path: Path) -> None:
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    cfg = wave_config(tmp_path / "w", max_iterations=3)
+    agent = wave_agent(signals, "solo")
+    summary, _ = await run_hats(
+        cfg, dict.fromkeys(cfg.hats, agent), workdir=tmp_path / "w", session_id="s"
+    )
+    assert summary.reason == "max_iterations", summary
+    sched = schedule_of(journal(tmp_path / "w", "s"))
+    assert [s for s in sched if s.startswith("start")] == [
+        "start 1 coordinator",
+        "start 2 reviewer",
+        "start 3 reviewer",
+    ]
+    assert sorted(s for s in sched if s.startswith("end")) == [
+        "end 1 coordinator",
+        "end 2 reviewer",
+        "end 3 reviewer",
+    ]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().split()[2] not in ("Z", "X")
