@@ -31,7 +31,13 @@ import anyio
 from loop.backends.replay import ReplayBackend
 from loop.bus import EventBus
 from loop.config import LoadedConfig, config_from_snapshot
-from loop.engine.lifecycle import ITERATION_DONE, LOOP_STARTED, LOOP_TERMINATED, SessionEnded
+from loop.engine.lifecycle import (
+    ACTIVATION_STARTED,
+    ITERATION_DONE,
+    LOOP_STARTED,
+    LOOP_TERMINATED,
+    SessionEnded,
+)
 from loop.errors import ReplayDivergence
 from loop.events import Event
 from loop.extensions import Extension
@@ -41,7 +47,7 @@ from loop.locations import (
     DEFAULT_TASKS_FILE,
     DEFAULT_WORKSPACE,
 )
-from loop.records import EventsPublished, IterationEnd, IterationFields
+from loop.records import EventsPublished, IterationEnd, IterationFields, IterationStart
 from loop.runner import RunOptions, run_loop, tool_context
 from loop.session.calls import CallReplayer, PathMap, compare_calls, recorded_clock
 from loop.session.reader import RecordingReader
@@ -218,11 +224,14 @@ class _Comparer(Extension):
         self.paths = paths
         self.stopped = False
         self.matched = 0  # recorded ``published`` lines compared so far
+        self.step = 0  # the recorded schedule's entries compared so far (parallel hats)
+        self.last: int | None = None  # the last iteration that ended
 
     def attach(self, bus: EventBus) -> None:
         """Follow the iterations and the end of the replayed loop."""
         bus.subscribe(LOOP_STARTED, self._on_started, name=self.name)
         bus.subscribe(ITERATION_DONE, self._on_iteration, name=self.name)
+        bus.subscribe(ACTIVATION_STARTED, self._on_activation, name=self.name)
         bus.subscribe(LOOP_TERMINATED, self._on_terminated, name=self.name)
 
     def _stop(self) -> None:
@@ -233,11 +242,38 @@ class _Comparer(Extension):
         if self.stop_after == 0:
             self._stop()
 
+    def _scheduled(self, entry: str, number: int) -> bool:
+        """Compare the next entry of a parallel session's schedule (True: it differs)."""
+        recorded = self.reader.schedule
+        if not recorded:
+            return False
+        want = recorded[self.step] if self.step < len(recorded) else None
+        self.step += 1
+        if want == entry:
+            return False
+        context = recorded[max(self.step - 4, 0) : self.step - 1]
+        self.result.divergence = Divergence(
+            number,
+            "the schedule differs (the order activations started and committed in)",
+            [*context, want or "(nothing more)"],
+            [*context, entry],
+        )
+        self._stop()
+        return True
+
+    def _on_activation(self, event: Event) -> None:
+        start = event.payload
+        if not self.stopped and isinstance(start, IterationStart):
+            self._scheduled(f"start {start.iteration} {start.hat}", start.iteration)
+
     def _on_iteration(self, event: Event) -> None:
         if self.stopped or not isinstance(event.payload, IterationEnd):
             return
         number = event.payload.iteration
-        self.result.actual_iterations = number
+        self.last = number
+        if self._scheduled(f"end {number} {event.payload.hat}", number):
+            return
+        self.result.actual_iterations = max(self.result.actual_iterations, number)
         expected = self.reader.iteration(number)
         last = self.reader.last_iteration
         # events recorded as published before this iteration that the replay did not
@@ -403,6 +439,7 @@ async def replay_recording(path: Path, extensions: Sequence[Extension] = ()) -> 
                 handle_signals=False,
                 scheduled_overrides=reader.overrides,  # a resume's limits, at its point
                 call_clock=recorded_clock(reader.iteration),
+                commit_order=reader.commit_order or None,  # parallel hats: as recorded
             )
             with anyio.CancelScope() as scope:
                 comparer = _Comparer(
@@ -412,7 +449,13 @@ async def replay_recording(path: Path, extensions: Sequence[Extension] = ()) -> 
                     reader.last_iteration if result.partial else None,
                     paths,
                 )
-                await run_loop(config, options, [comparer, *extensions])
+                try:
+                    await run_loop(config, options, [comparer, *extensions])
+                except ReplayDivergence as exc:  # a parallel schedule that cannot go on
+                    if result.divergence is None:
+                        result.divergence = Divergence(
+                            comparer.last, "the schedule differs", [], [exc.message]
+                        )
         _final_check(reader, result, comparer.matched)
     result.duration = time.perf_counter() - started
     return result

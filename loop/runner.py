@@ -55,7 +55,8 @@ class RunOptions:
     a replay the recorded times of tool calls.
     ``observer`` sees the hats' output as it arrives (``-v``).
     ``limit_overrides`` are a resume's command-line limits; ``scheduled_overrides`` the
-    recorded changes of limits a replay applies at their point.
+    recorded changes of limits a replay applies at their point; ``commit_order`` the
+    order a replay of parallel hats commits their activations in (the recording's).
     """
 
     workdir: Path
@@ -72,6 +73,7 @@ class RunOptions:
     limit_overrides: LimitOverrides = field(default_factory=LimitOverrides)
     scheduled_overrides: Sequence[Override] = ()
     call_clock: Callable[[int, int], tuple[float, int]] | None = None
+    commit_order: Sequence[int] | None = None
 
 
 def build_backends(config: LoadedConfig) -> dict[str, Backend]:
@@ -186,6 +188,7 @@ async def run_loop(
         limit_overrides=options.limit_overrides,
         scheduled_overrides=options.scheduled_overrides,
         call_clock=options.call_clock,
+        commit_order=options.commit_order,
     )
     received: list[int] = []
     summary: RunSummary | None = None

@@ -28,9 +28,9 @@ import anyio.abc
 import structlog
 
 from loop.backends.base import Backend, BackendRequest, BackendResult
-from loop.bus import EventBus
 from loop.engine.decide import Limits, Outcome, Selection
 from loop.engine.invoke import HatCaller
+from loop.engine.lifecycle import ACTIVATION_STARTED
 from loop.engine.routing import HatSpec
 from loop.engine.schedule import Running, Schedule, aggregators_of, issued, plan_step, wave_notice
 from loop.engine.state import LoopState
@@ -47,7 +47,6 @@ class Engine(Protocol):
     state: LoopState
     specs: dict[str, HatSpec]
     limits: Limits
-    bus: EventBus
     clock: Callable[[], float]
     wall_clock: Callable[[], float]
     _caller: HatCaller
@@ -57,14 +56,13 @@ class Engine(Protocol):
     def _elapsed(self) -> float: ...
     def _apply_scheduled(self) -> None: ...
     async def _exhaust(self, selection: Selection) -> None: ...
+    async def _publish_own(self, event: Event) -> None: ...
     async def _iteration(self, selection: Selection, lane: Lane | None = None) -> str | None: ...
 
 
-__all__ = ["ACTIVATION_STARTED", "CommitGate", "Lane", "ParallelLoop"]
+__all__ = ["CommitGate", "Lane", "ParallelLoop"]
 
 log = structlog.get_logger("loop.engine")
-
-ACTIVATION_STARTED = "loop.activation.started"
 
 
 class CommitGate:
@@ -136,7 +134,11 @@ class Lane:
             gate.moved.set()  # a lane waiting for its turn sees it was cancelled
 
     async def call(self, call: Awaitable[Called]) -> Called | None:
-        """The backend call, under the lane's cancel scope; None: cancelled by a stop."""
+        """The backend call, under the lane's cancel scope; None: cancelled by a stop.
+
+        The turn taken to start the activation is given back meanwhile."""
+        self.loop.lock.release()
+        self.holding = False
         with self.scope:
             return await call
         if self.hard or self.request is None:
@@ -199,6 +201,16 @@ class ParallelLoop:
     async def run(self, notes: list[str]) -> str:
         """Run until the schedule stops the loop with nothing in flight; the reason."""
         self.notes = notes
+        try:
+            await self._run()
+        except BaseExceptionGroup as group:  # one activation's error, as itself
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
+        assert self.reason is not None
+        return self.reason
+
+    async def _run(self) -> None:
         clock = self.engine.clock
         async with anyio.create_task_group() as tg:
             self._tg = tg
@@ -212,8 +224,6 @@ class ParallelLoop:
                 if not changed.is_set() and self.reason is None:  # a deadline passed
                     async with self.lock:
                         await self.replan()
-        assert self.reason is not None
-        return self.reason
 
     async def replan(self) -> None:
         """Plan and act on it (the caller holds the turn)."""
@@ -277,7 +287,7 @@ class ParallelLoop:
         self.lanes[number] = lane
         start = IterationStart(iteration=number, hat=hat, triggers=seqs, ts=engine.wall_clock())
         engine._record(start)
-        await engine.bus.publish(
+        await engine._publish_own(
             Event(topic=ACTIVATION_STARTED, source="loop", payload=start, ts=start.ts)
         )
         log.debug("activation started", iteration=number, hat=hat, in_flight=len(self.lanes))
@@ -288,7 +298,9 @@ class ParallelLoop:
         engine = self.engine
         stop: str | None = None
         committed = failed = False
-        try:
+        try:  # its start (hooks, prompt, the events it publishes) takes the turn too
+            await self.lock.acquire()
+            lane.holding = True
             stop = await engine._iteration(lane.selection, lane)
             committed = lane.holding and not lane.hard
         except BackendUnavailable as exc:

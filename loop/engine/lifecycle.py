@@ -47,6 +47,7 @@ __all__ = [
 LOOP_STARTED = "loop.started"
 LOOP_RESUMED = "loop.resumed"
 ITERATION_STARTED = "loop.iteration.started"
+ACTIVATION_STARTED = "loop.activation.started"  # parallel hats: an activation was planned
 ITERATION_DONE = "loop.iteration.done"
 LOOP_WAITING = "loop.waiting"
 LOOP_TERMINATED = "loop.terminated"

@@ -21,6 +21,7 @@ from loop.config import base_digest, config_digest, config_from_snapshot
 from loop.errors import RecordingError
 from loop.records import HatTopology, Override, validation_message
 from loop.session.recording import (
+    READABLE_VERSIONS,
     SCHEMA_VERSION,
     FooterRecord,
     HeaderRecord,
@@ -28,6 +29,7 @@ from loop.session.recording import (
     MarkerRecord,
     PublishedRecord,
     RecordingRecord,
+    StartRecord,
     parse_header,
     parse_iteration,
     parse_line,
@@ -65,6 +67,10 @@ class RecordingReader:
         self.markers: list[tuple[int, MarkerRecord]] = []
         self.overrides: list[Override] = []  # a resume's changed limits, in order
         self.published: list[tuple[int, PublishedRecord]] = []
+        # a session with parallel hats: its starts and commits in order ("start 3 hat",
+        # "end 3 hat"); empty for a sequential one, which has no start lines
+        self.schedule: list[str] = []
+        self.commit_order: list[int] = []  # a parallel session's iterations, as committed
         self.warnings: list[str] = []
         self.torn = False
         self._index: dict[int, tuple[int, int, int]] = {}  # iteration -> offset, size, line
@@ -119,6 +125,8 @@ class RecordingReader:
             offset += size
         if header is None:
             raise self._error("empty recording (no records)")
+        if not any(s.startswith("start") for s in self.schedule):  # sequential
+            self.schedule, self.commit_order = [], []
         if bad is not None:
             self.torn = True
             self.warnings.append(
@@ -147,7 +155,7 @@ class RecordingReader:
                 f"version {SCHEMA_VERSION}): re-record it",
                 number,
             )
-        if type(version) is not int or version != SCHEMA_VERSION:
+        if type(version) is not int or version not in READABLE_VERSIONS:
             raise self._error(
                 f"unknown schema version {version!r} (this hatloop reads "
                 f"version {SCHEMA_VERSION}; re-record or upgrade)",
@@ -176,6 +184,8 @@ class RecordingReader:
                 raise self._error("invalid record: iteration or hat", number)
             self._check_iteration(key.iteration, key.hat, number, header)
             self._index[key.iteration] = (offset, size, number)
+            self.schedule.append(f"end {key.iteration} {key.hat}")
+            self.commit_order.append(key.iteration)
             self._last = max(self._last, key.iteration)
             return
         record = self._parse(raw, number)
@@ -185,6 +195,8 @@ class RecordingReader:
             self.overrides.append(record)
         elif isinstance(record, PublishedRecord):
             self.published.append((number, record))
+        elif isinstance(record, StartRecord):
+            self.schedule.append(f"start {record.iteration} {record.hat}")
         elif isinstance(record, FooterRecord):
             self.footer = record
         else:

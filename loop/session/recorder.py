@@ -41,6 +41,7 @@ from loop.bus import EventBus
 from loop.config import base_digest, config_digest
 from loop.engine.journal import read_journal
 from loop.engine.lifecycle import (
+    ACTIVATION_STARTED,
     LOOP_RESUMED,
     LOOP_STARTED,
     LOOP_TERMINATED,
@@ -51,7 +52,7 @@ from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import InputError, LoopError, RecorderClosed
 from loop.events import Event
 from loop.extensions import Extension
-from loop.records import EventsPublished, IterationEnd, encode_record
+from loop.records import EventsPublished, IterationEnd, IterationStart, encode_record
 from loop.session.recording import (
     FooterRecord,
     HeaderRecord,
@@ -60,6 +61,7 @@ from loop.session.recording import (
     iso_time,
     iteration_data,
     published_record,
+    start_record,
 )
 from loop.session.redact import Redactor
 
@@ -171,6 +173,7 @@ class Recorder(Extension):
         bus.subscribe(LOOP_STARTED, self._on_start, name="recorder")
         bus.subscribe(LOOP_RESUMED, self._on_start, name="recorder")
         bus.subscribe(LOOP_TERMINATED, self._on_terminated, name="recorder")
+        bus.subscribe(ACTIVATION_STARTED, self._on_activation, name="recorder")
 
     async def aclose(self) -> None:
         """Write what is buffered and close the file (idempotent)."""
@@ -456,6 +459,11 @@ class Recorder(Extension):
     def committed(self, record: IterationEnd) -> None:
         """Record an iteration the engine just committed."""
         self._record_iteration(record)
+
+    def _on_activation(self, event: Event) -> None:
+        """An activation of a session with parallel hats started: its ``start`` line."""
+        if isinstance(event.payload, IterationStart) and not self._refused():
+            self._put(start_record(event.payload))
 
     def published(self, record: EventsPublished) -> None:
         """Record events the engine journaled as published between iterations."""

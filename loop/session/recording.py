@@ -34,6 +34,7 @@ from loop.records import (
     EventsPublished,
     IterationEnd,
     IterationFields,
+    IterationStart,
     Override,
     SessionEndFields,
     SessionFields,
@@ -41,6 +42,7 @@ from loop.records import (
 )
 
 __all__ = [
+    "READABLE_VERSIONS",
     "SCHEMA_VERSION",
     "FooterRecord",
     "HeaderRecord",
@@ -48,6 +50,7 @@ __all__ = [
     "MarkerRecord",
     "PublishedRecord",
     "RecordingRecord",
+    "StartRecord",
     "iso_time",
     "iteration_data",
     "parse_header",
@@ -55,12 +58,17 @@ __all__ = [
     "parse_line",
     "published_record",
     "recording_json_schema",
+    "start_record",
 ]
 
 # Version 2: iterations carry their tool calls, the header its workdir, and events
 # published between iterations have a line of their own. A recording of version 1 holds
 # none of them, so it cannot replay what its agents did with the tools: re-record it.
-SCHEMA_VERSION = 2
+# Version 3: a session whose hats run at once has a ``start`` line per activation, so
+# the recording holds the real interleaving (starts and commits, in order). Version 2 is
+# version 3 without them: it is read as it is.
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (2, 3)
 
 
 @dataclass(kw_only=True)
@@ -94,6 +102,26 @@ class PublishedRecord:
     after: Annotated[int, Field(ge=0, description="the iterations committed before them")]
     events: tuple[Event, ...]
     ts: float
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
+class StartRecord:
+    """An activation of a session with parallel hats started (its ``iteration.start``):
+    with the iteration lines (their commits), the order the activations ran in."""
+
+    kind: Literal["start"] = "start"
+    iteration: Annotated[int, Field(ge=1)]
+    hat: str
+    triggers: Annotated[tuple[int, ...], Field(description="the pending events' numbers")]
+    ts: float
+
+
+def start_record(record: IterationStart) -> StartRecord:
+    """The recording's line of a journaled ``iteration.start`` (parallel hats only)."""
+    return StartRecord(
+        iteration=record.iteration, hat=record.hat, triggers=record.triggers, ts=record.ts
+    )
 
 
 def published_record(record: EventsPublished) -> PublishedRecord:
@@ -134,7 +162,13 @@ class FooterRecord(SessionEndFields):
 
 
 RecordingRecord = Annotated[
-    HeaderRecord | IterationRecord | PublishedRecord | MarkerRecord | Override | FooterRecord,
+    HeaderRecord
+    | IterationRecord
+    | StartRecord
+    | PublishedRecord
+    | MarkerRecord
+    | Override
+    | FooterRecord,
     Field(discriminator="kind"),
 ]
 _RECORD: TypeAdapter[RecordingRecord] = TypeAdapter(RecordingRecord)

@@ -3,6 +3,7 @@ each other (files, no timing), aggregation, failures told to the aggregator, the
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 from loop.backends.command import CommandBackend
 from loop.engine.journal import read_journal
 from loop.records import IterationEnd, IterationStart, JournalRecord
+from loop.replay import replay_recording
 from loop.testing import make_config, run_hats
 
 AGENTS = Path(__file__).parent / "agents"
@@ -152,3 +154,66 @@ def _alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return stat.exists() and stat.read_text().split()[2] not in ("Z", "X")
+
+
+async def record_wave(folder: Path) -> Path:
+    """A recording of the three-reviewer wave, with real subprocess agents."""
+    from loop.runner import RunOptions, run_loop
+    from loop.session.recorder import Recorder
+
+    signals = folder / "signals"
+    signals.mkdir(parents=True)
+    cfg = wave_config(folder / "w")
+    path = folder / "wave.jsonl"
+    options = RunOptions(
+        workdir=folder / "w",
+        session_id="rec",
+        progress=False,
+        backends=dict.fromkeys(cfg.hats, wave_agent(signals)),
+        handle_signals=False,
+    )
+    summary = await run_loop(cfg, options, [Recorder(path)])
+    assert summary.reason == "completed", summary
+    return path
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def schedule_lines(records: list[dict[str, Any]]) -> list[str]:
+    kinds = {"start": "start", "iteration": "end"}
+    return [f"{kinds[r['kind']]} {r['iteration']}" for r in records if r["kind"] in kinds]
+
+
+async def test_a_parallel_recording_keeps_the_interleaving_and_replays(tmp_path: Path) -> None:
+    path = await record_wave(tmp_path)
+    records = lines(path)
+    assert records[0]["schema_version"] == 3
+    sched = schedule_lines(records)
+    assert sched[:5] == ["start 1", "end 1", "start 2", "start 3", "start 4"]
+    assert sched[-2:] == ["start 5", "end 5"]
+    result = await replay_recording(path)
+    assert result.ok, result.divergence and result.divergence.render()
+    assert result.actual_iterations == result.expected_iterations == 5
+    # another commit order (the reviewers ended the other way round) replays as recorded
+    ends = [i for i, r in enumerate(records) if r["kind"] == "iteration" and r["hat"] == "reviewer"]
+    swapped = list(records)
+    swapped[ends[0]], swapped[ends[-1]] = records[ends[-1]], records[ends[0]]
+    other = tmp_path / "swapped.jsonl"
+    other.write_text("".join(json.dumps(r) + "\n" for r in swapped))
+    result = await replay_recording(other)
+    assert result.ok, result.divergence and result.divergence.render()
+
+
+async def test_a_parallel_replay_that_schedules_otherwise_diverges(tmp_path: Path) -> None:
+    path = await record_wave(tmp_path)
+    records = lines(path)
+    starts = [i for i, r in enumerate(records) if r["kind"] == "start" and r["hat"] == "reviewer"]
+    moved = list(records)
+    moved.insert(starts[0], moved.pop(starts[-1] + 1))  # a reviewer "ended" before it started
+    edited = tmp_path / "moved.jsonl"
+    edited.write_text("".join(json.dumps(r) + "\n" for r in moved))
+    result = await replay_recording(edited)
+    assert not result.ok and result.divergence is not None
+    assert "schedule differs" in result.divergence.what
