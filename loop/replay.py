@@ -247,6 +247,8 @@ class _Comparer(Extension):
         recorded = self.reader.schedule
         if not recorded:
             return False
+        if self.step < len(recorded) and recorded[self.step] == "resume":
+            self.step += 1  # the recorded session was resumed here: the replay goes on
         want = recorded[self.step] if self.step < len(recorded) else None
         self.step += 1
         if want == entry:

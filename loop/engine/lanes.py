@@ -65,9 +65,14 @@ __all__ = ["CommitGate", "Lane", "ParallelLoop"]
 log = structlog.get_logger("loop.engine")
 
 
+RESUMED = 0  # in a commit order: the session was resumed (what was in flight was lost)
+
+
 class CommitGate:
     """Commits in a given order (a replay: the recording's); a commit out of that order
-    is a divergence."""
+    is a divergence. :data:`RESUMED` in the order: the recorded session was killed and
+    resumed there, so the activations in flight are dropped, uncommitted, as the kill
+    dropped them, and the resumed session's numbering goes on."""
 
     def __init__(self, order: Sequence[int]) -> None:
         self.order = list(order)
@@ -89,7 +94,7 @@ class CommitGate:
             want = self.expected()
             if want == lane.iteration or want is None:
                 return
-            if want not in lanes:
+            if want != RESUMED and want not in lanes:
                 raise ReplayDivergence(
                     f"the schedule differs: iteration {want} commits next in the recording, "
                     f"and it is not in flight (in flight: {sorted(lanes)})"
@@ -203,10 +208,8 @@ class ParallelLoop:
         self.notes = notes
         try:
             await self._run()
-        except BaseExceptionGroup as group:  # one activation's error, as itself
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
+        except BaseExceptionGroup as group:  # an activation's error, as itself
+            raise group.exceptions[0] from None
         assert self.reason is not None
         return self.reason
 
@@ -229,6 +232,13 @@ class ParallelLoop:
         """Plan and act on it (the caller holds the turn)."""
         engine = self.engine
         while True:
+            if self.gate is not None and self.gate.expected() == RESUMED:
+                for lane in self.lanes.values():  # lost to the kill the recording survived
+                    lane.cancel("lost: the recorded session was killed here", hard=True)
+                if self.lanes:
+                    return  # the last of them to end plans again
+                self.gate.advance()
+                self.issued = engine.state.iteration  # a resumed session numbers anew
             if self.stopping is not None:
                 for lane in self.lanes.values():
                     lane.cancel(f"cancelled: the loop stops ({self.stopping})", hard=True)

@@ -35,7 +35,9 @@ from loop.session.recording import (
     parse_line,
 )
 
-__all__ = ["RecordingReader"]
+__all__ = ["RESUMED", "RecordingReader"]
+
+RESUMED = 0  # in a commit order: the session was resumed here (its activations lost)
 
 log = structlog.get_logger("loop.replay")
 
@@ -191,6 +193,9 @@ class RecordingReader:
         record = self._parse(raw, number)
         if isinstance(record, MarkerRecord):
             self.markers.append((number, record))
+            if record.marker == "resumed":  # what was in flight was lost: a replay drops it
+                self.schedule.append("resume")
+                self.commit_order.append(RESUMED)
         elif isinstance(record, Override):
             self.overrides.append(record)
         elif isinstance(record, PublishedRecord):

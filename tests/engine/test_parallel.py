@@ -12,7 +12,7 @@ from typing import Any
 from loop.backends.command import CommandBackend
 from loop.engine.journal import read_journal
 from loop.records import IterationEnd, IterationStart, JournalRecord
-from loop.replay import replay_recording
+from loop.replay import replay_file, replay_recording
 from loop.testing import make_config, run_hats
 
 AGENTS = Path(__file__).parent / "agents"
@@ -217,3 +217,112 @@ async def test_a_parallel_replay_that_schedules_otherwise_diverges(tmp_path: Pat
     result = await replay_recording(edited)
     assert not result.ok and result.divergence is not None
     assert "schedule differs" in result.divergence.what
+
+
+def _wave_toml(signals: Path, mode: str) -> str:
+    command = [sys.executable, str(AGENTS / "wave.py"), str(signals), mode]
+    return f"""
+[loop]
+prompt = "review"
+starting_event = "review.start"
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[backend]
+type = "command"
+command = {json.dumps(command)}
+[hats.coordinator]
+triggers = ["review.start"]
+publishes = ["review.perspective"]
+[hats.reviewer]
+triggers = ["review.perspective"]
+publishes = ["review.done"]
+concurrency = 3
+[hats.synthesizer]
+triggers = ["review.done"]
+publishes = ["LOOP_COMPLETE"]
+aggregate = {{ mode = "wait_for_all" }}
+"""
+
+
+def _wait_for(check: Any, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + 120  # a safety net: the files come long before
+    while not check():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.02)
+
+
+def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: Path) -> None:
+    """Killed while two reviewers run and one has committed: the resume runs the two
+    again (not the committed one), then the aggregator once."""
+    import signal
+    import subprocess
+
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    (tmp_path / "loop.toml").write_text(_wave_toml(signals, "hold"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+    run = [sys.executable, "-m", "loop", "run", "-q", "--session-id", "s"]
+    proc = subprocess.Popen(
+        [*run, "--record-session", "rec.jsonl"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    journal_path = tmp_path / ".loop/sessions/s/journal.jsonl"
+
+    def reviewer_committed() -> bool:
+        if not journal_path.exists():
+            return False
+        return any(
+            json.loads(line).get("kind") == "iteration.end"
+            and json.loads(line).get("hat") == "reviewer"
+            for line in journal_path.read_text().splitlines()
+            if line.strip()
+        )
+
+    try:
+        _wait_for(lambda: (signals / "pid-1").exists() and (signals / "pid-3").exists(), "hold")
+        _wait_for(reviewer_committed, "a reviewer committed")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert proc.returncode == -9
+    held = [int((signals / f"pid-{n}").read_text()) for n in (1, 3)]
+    for pid in held:  # the killed loop could not stop them: end them as a resume would
+        if _alive(pid):
+            os.killpg(pid, signal.SIGKILL)
+    before = [json.loads(x) for x in journal_path.read_text().splitlines()]
+    started = {r["iteration"] for r in before if r["kind"] == "iteration.start"}
+    ended = {r["iteration"]: r for r in before if r["kind"] == "iteration.end"}
+    assert started == {1, 2, 3, 4} and set(ended) == {1, 2, 3, 4} - (started - set(ended))
+    uncommitted = started - set(ended)
+    assert len(uncommitted) == 2
+
+    (signals / "release").write_text("")
+    resumed = subprocess.run(
+        [*run[:-2], "--resume", "s", "--record-session", "rec.jsonl"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    after = [json.loads(x) for x in journal_path.read_text().splitlines()]
+    ends = [r for r in after if r["kind"] == "iteration.end"]
+    reviewers = [r for r in ends if r["hat"] == "reviewer"]
+    assert len(reviewers) == 3  # the committed one once, the two uncommitted once each
+    payloads = sorted(t["payload"] for r in reviewers for t in r["triggers"])
+    assert payloads == ["perspective-1", "perspective-2", "perspective-3"]
+    assert [r["hat"] for r in ends].count("synthesizer") == 1
+    assert after[-1]["kind"] == "session.end" and after[-1]["reason"] == "completed"
+    result = replay_file(tmp_path / "rec.jsonl")
+    assert result.ok, result.divergence and result.divergence.render()

@@ -5,6 +5,7 @@
   reviewers have started (which proves they overlap, with no timing), then publishes
   ``review.done`` (MODE ``failN``: perspective N fails instead; ``hangN``: it hangs,
   writing its pid to ``DIR/pid-N``; ``solo``: it does not wait for the others);
+  ``hold``: perspectives 1 and 3 hang until ``DIR/release`` exists, 2 ends at once;
 * ``synthesizer`` writes its prompt to ``DIR/synthesis.txt`` and completes the loop.
 """
 
@@ -33,8 +34,11 @@ elif hat == "reviewer":
     if mode == f"hang{n}":
         (folder / f"pid-{n}").write_text(str(os.getpid()))
         time.sleep(3600)
+    if mode == "hold" and n != "2" and not (folder / "release").exists():
+        (folder / f"pid-{n}").write_text(str(os.getpid()))
+        time.sleep(3600)  # until the test kills the loop (and then this orphan)
     deadline = time.monotonic() + 120  # a safety net only: the three start at once
-    while mode != "solo" and len(list(folder.glob("started-*"))) < 3:
+    while mode not in ("solo", "hold") and len(list(folder.glob("started-*"))) < 3:
         if time.monotonic() > deadline:
             sys.exit("the other reviewers never started: the wave did not run in parallel")
         time.sleep(0.01)
