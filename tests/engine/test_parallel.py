@@ -326,3 +326,37 @@ def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: 
     assert after[-1]["kind"] == "session.end" and after[-1]["reason"] == "completed"
     result = replay_file(tmp_path / "rec.jsonl")
     assert result.ok, result.divergence and result.divergence.render()
+
+
+def test_sigint_stops_every_activation_and_its_process_group(tmp_path: Path) -> None:
+    """SIGINT with two reviewers running: the loop ends as interrupted (130), and both
+    reviewers' processes are gone."""
+    import signal
+    import subprocess
+
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    (tmp_path / "loop.toml").write_text(_wave_toml(signals, "hold"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loop", "run", "-q", "--session-id", "s"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait_for(lambda: (signals / "pid-1").exists() and (signals / "pid-3").exists(), "hold")
+        held = [int((signals / f"pid-{n}").read_text()) for n in (1, 3)]
+        assert all(_alive(pid) for pid in held)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert not any(_alive(pid) for pid in held)
+    journal_path = tmp_path / ".loop/sessions/s/journal.jsonl"
+    end = json.loads(journal_path.read_text().splitlines()[-1])
+    assert end["kind"] == "session.end" and end["reason"] == "interrupted"
