@@ -14,12 +14,14 @@ What maps (Ralph → hatloop):
 * ``core.guardrails`` → ``[loop] guardrails``;
 * each hat: ``name``, ``description``, ``triggers``, ``publishes``, ``instructions``
   (and ``extra_instructions``, appended), ``default_publishes``, ``max_activations``,
-  ``timeout`` → ``timeout_seconds``, and a backend given as a string, a table with
-  ``type`` and ``args``, or a custom ``command``; ``ralph emit ...`` and
-  ``ralph tools task ...`` commands in the instructions become hatloop's
-  (``"$LOOP_PYTHON" -m loop emit ...``, ``... -m loop task ...``).
+  ``timeout`` → ``timeout_seconds``, a wave's ``concurrency`` and ``aggregate``
+  (``mode``, ``timeout`` → ``timeout_seconds``), and a backend given as a string, a
+  table with ``type`` and ``args``, or a custom ``command``; ``ralph emit ...``,
+  ``ralph wave emit ... --payloads ...`` and ``ralph tools task ...`` commands in the
+  instructions become hatloop's (``"$LOOP_PYTHON" -m loop emit ...``,
+  ``... -m loop task ...``).
 
-Whatever does not map (memories, skills, waves, Telegram, hooks, Ralph-only agents and
+Whatever does not map (memories, skills, Telegram, hooks, Ralph-only agents and
 settings) is listed in :attr:`RalphConversion.notes`, one line each; the files are
 written all the same.
 """
@@ -64,7 +66,9 @@ _HAT_KEYS = {
     "default_publishes": "default_publishes",
     "max_activations": "max_activations",
     "timeout": "timeout_seconds",
+    "concurrency": "concurrency",
 }
+_AGGREGATE_MODES = ("wait_for_all", "first", "quorum")
 # what a top-level key or a hat key is, when it is not carried over
 _WHY = {
     "memories": "memories (hatloop has none; an agent keeps notes in files)",
@@ -72,13 +76,11 @@ _WHY = {
     "RObot": "Telegram (RObot) human-in-the-loop",
     "robot": "Telegram (RObot) human-in-the-loop",
     "hooks": "lifecycle hooks",
-    "concurrency": "waves (concurrent activations)",
-    "aggregate": "waves (aggregation of concurrent activations)",
     "scratchpad": "the per-hat scratchpad",
     "disallowed_tools": "disallowed tools (set them on the agent CLI: allowed_tools, args)",
 }
 _RALPH = r'(?:"\$RALPH_BIN"|\$RALPH_BIN|\$\{RALPH_BIN\}|ralph)'
-_EMIT = re.compile(_RALPH + r" emit\b")
+_EMIT = re.compile(_RALPH + r"(?: wave)? emit\b")
 _TASK = re.compile(_RALPH + r" tools task\b(?: (\w+))?")
 _OTHER_TOOLS = re.compile(_RALPH + r" tools (?!task\b)(\w+)")
 _TASK_VERBS = {
@@ -211,6 +213,8 @@ def _hat(
     for key, value in hat.items():
         if key in _HAT_KEYS:
             table[_HAT_KEYS[key]] = value
+        elif key == "aggregate" and isinstance(value, Mapping):
+            table["aggregate"] = _aggregate(name, value, notes)
         elif key not in ("instructions", "extra_instructions", "backend", "backend_args", "args"):
             why = _WHY.get(str(key), "a Ralph setting")
             notes.append(f"hats.{name}.{key}: {why}")
@@ -252,6 +256,24 @@ def _hat(
         if backend is not None:
             table["backend"] = backend
     return table
+
+
+def _aggregate(name: str, agg: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    """A wave's ``aggregate``: ``mode``, ``timeout`` → ``timeout_seconds``, ``count``."""
+    out: dict[str, Any] = {}
+    mode = agg.get("mode", "wait_for_all")
+    if mode in _AGGREGATE_MODES:
+        out["mode"] = mode
+    else:
+        notes.append(f"hats.{name}.aggregate.mode: {mode!r} (hatloop waits for all instead)")
+    for key, value in agg.items():
+        if key == "timeout":
+            out["timeout_seconds"] = value
+        elif key == "count":
+            out["count"] = value
+        elif key != "mode":
+            notes.append(f"hats.{name}.aggregate.{key}: a Ralph setting")
+    return out
 
 
 # -- writing TOML -----------------------------------------------------------------------

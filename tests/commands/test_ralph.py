@@ -100,8 +100,8 @@ def test_a_ralph_preset_converts_validates_and_runs_to_completion(
 
 
 def test_what_cannot_be_carried_over_is_listed_and_the_rest_written() -> None:
-    """Memories, skills, waves, Telegram and Ralph-only agents are noted, one line each;
-    backends as strings and tables, timeouts and activations map."""
+    """Memories, skills, Telegram and Ralph-only agents are noted, one line each;
+    backends as strings and tables, timeouts, activations and waves map."""
     data = {
         "event_loop": {
             "completion_promise": "DONE",
@@ -140,7 +140,6 @@ def test_what_cannot_be_carried_over_is_listed_and_the_rest_written() -> None:
         "skills: skills (give them to the agent CLI itself)",
         "RObot: Telegram (RObot) human-in-the-loop",
         "hats.a.instructions: `ralph tools memory` (no hatloop equivalent; left as written)",
-        "hats.b.concurrency: waves (concurrent activations)",
         "hats.b.backend: 'kiro' has no hatloop backend; claude runs instead "
         "(change the backend table)",
         "hats.c.custom: a Ralph setting",
@@ -163,6 +162,7 @@ def test_what_cannot_be_carried_over_is_listed_and_the_rest_written() -> None:
     assert a["instructions"].startswith('Run `"$LOOP_PYTHON" -m loop emit "a.done"')
     b = tomllib.loads(out.files[Path("hats/b.toml")])["hats"]["b"]
     assert "backend" not in b  # the default [backend] runs it
+    assert b["concurrency"] == 3
     d = tomllib.loads(out.files[Path("hats/d.toml")])["hats"]["d"]
     assert d["backend"] == {"type": "command", "command": ["my-agent", "-q"], "prompt_via": "stdin"}
 
@@ -205,3 +205,47 @@ def test_init_from_ralph_refuses_bad_yaml_and_never_overwrites(tmp_path: Path) -
     assert _loop("init", "--from-ralph", str(RALPH / "research.yml"), cwd=tmp_path).returncode == 0
     again = _loop("init", "--from-ralph", str(RALPH / "research.yml"), cwd=tmp_path)
     assert again.returncode == 2 and "never overwrites" in again.stderr
+
+
+def test_ralph_wave_review_runs_three_reviewers_in_parallel_and_one_aggregator(
+    tmp_path: Path,
+) -> None:
+    """Ralph's wave-review converts: the coordinator's `ralph wave emit --payloads` fans
+    out three events, three reviewers run at once (each waits for the other two to
+    start), and the synthesizer, an aggregator, runs once on the three findings."""
+    init = _loop("init", "--from-ralph", str(RALPH / "wave-review.yml"), cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    config = load_config(tmp_path / "loop.toml", root=tmp_path, overrides={"prompt": "x"})
+    assert config.hats["reviewer"].concurrency == 3
+    aggregate = config.hats["synthesizer"].aggregate
+    assert aggregate is not None and aggregate.mode == "wait_for_all"
+    assert aggregate.timeout_seconds == 300
+    assert "ralph wave emit" not in config.hats["coordinator"].instructions
+    loop_toml = tmp_path / "loop.toml"
+    text = loop_toml.read_text(encoding="utf-8")
+    agent = json.dumps([sys.executable, str(RALPH / "wave_agent.py")])
+    loop_toml.write_text(
+        text[: text.index("[backend]")] + f'[backend]\ntype = "command"\ncommand = {agent}\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "PROMPT.md").write_text("Review the authentication module.\n", encoding="utf-8")
+    run = _loop("run", "-q", "--json", "--session-id", "w", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["reason"], summary["iterations"]) == ("completed", 5)
+    journal = tmp_path / ".loop/sessions/w/journal.jsonl"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    order = [
+        f"{'start' if r['kind'] == 'iteration.start' else 'end'} {r['hat']}"
+        for r in records
+        if r["kind"] in ("iteration.start", "iteration.end")
+    ]
+    assert order == [
+        "start coordinator",
+        "end coordinator",
+        *["start reviewer"] * 3,
+        *["end reviewer"] * 3,
+        "start synthesizer",
+        "end synthesizer",
+    ]
+    assert len((tmp_path / "review-report.md").read_text().splitlines()) == 3
