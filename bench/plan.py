@@ -39,6 +39,8 @@ class Sizes:
     mcp_calls: int = 200  # MCP tool calls per run, for the per-call latency
     replay_folder_n: int = 1_000  # small recordings in the folder `replay --jobs` runs on
     replay_folder_runs: int = 3  # runs per --jobs setting (each replays the whole folder)
+    parallel_n: int = 2_000  # activations of the parallel-hats overhead case
+    parallel_runs: int = 3  # runs of each parallel-hats case (a wave takes 2 s)
 
 
 FULL = Sizes(
@@ -83,6 +85,8 @@ QUICK = Sizes(
     mcp_calls=20,
     replay_folder_n=12,
     replay_folder_runs=1,
+    parallel_n=200,
+    parallel_runs=1,
     peer_n={
         "bare": 200,
         "publish_hook": 200,

@@ -6,6 +6,7 @@ import statistics
 from typing import Any
 
 from bench.mcp_bench import render_mcp
+from bench.parallel import render_parallel
 from bench.plan import RECORDING_MODES
 from bench.replay_jobs import render_replay_jobs
 
@@ -337,6 +338,7 @@ def render(data: dict[str, Any]) -> str:
     lines += _bus(res)
     lines += _replay(res.get("replay", {}))
     lines += render_replay_jobs(res.get("replay_jobs", {}))
+    lines += render_parallel(res.get("parallel", {}))
     lines += _startup(res.get("startup", {}))
     lines += render_mcp(res.get("mcp", {}))
     lines += _tasks(res.get("tasks", {}))

@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:  # run as a script: make the ``bench`` package imp
 from bench import report  # noqa: E402 - after the path set-up above
 from bench.env import PEER_REQUIREMENTS, ensure_venv, installed_versions  # noqa: E402
 from bench.mcp_bench import run_mcp  # noqa: E402
+from bench.parallel import run_parallel  # noqa: E402
 from bench.plan import Case, Sizes, build_plan, sizes_for  # noqa: E402
 from bench.replay_jobs import run_replay_jobs  # noqa: E402
 from bench.startup import measure_startup  # noqa: E402
@@ -192,22 +193,28 @@ def _replay_jobs(python: str, sizes: Sizes) -> dict[str, Any]:
         )
 
 
-def _only_replay_jobs(python: str, sizes: Sizes, out_dir: Path) -> int:
-    """Measure the folder replay alone; merge it into ``out_dir``'s results and report."""
+def _parallel(python: str, sizes: Sizes) -> dict[str, Any]:
+    return run_parallel(run_worker, python, n=sizes.parallel_n, runs=sizes.parallel_runs, log=log)
+
+
+def _only_replay_jobs(python: str, sizes: Sizes, out_dir: Path, part: str = "replay-jobs") -> int:
+    """Measure one part alone (the folder replay, or parallel hats); merge it into
+    ``out_dir``'s results and report."""
     saved_path = out_dir / "results.json"
     if not saved_path.exists():
         log(f"--only needs the results of a full run in {saved_path}")
         return 2
     saved = json.loads(saved_path.read_text(encoding="utf-8"))
-    section = _replay_jobs(python, sizes)
+    key = part.replace("-", "_")
+    section = _replay_jobs(python, sizes) if part == "replay-jobs" else _parallel(python, sizes)
     meta = report.machine_meta(
         python, quick=False, peers=False, started=time.time(), sizes=sizes, versions={}
     )
     section.update(commit=meta["commit"], date=meta["date"], load_avg=meta["machine"]["load_avg"])
-    saved["results"]["replay_jobs"] = section
+    saved["results"][key] = section
     saved_path.write_text(json.dumps(saved, indent=1, default=str) + "\n", encoding="utf-8")
     (out_dir / "REPORT.md").write_text(report.render(saved), encoding="utf-8")
-    log(f"merged replay_jobs into {saved_path} and re-rendered {out_dir / 'REPORT.md'}")
+    log(f"merged {key} into {saved_path} and re-rendered {out_dir / 'REPORT.md'}")
     return 0
 
 
@@ -245,7 +252,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     p.add_argument(
         "--only",
-        choices=["replay-jobs"],
+        choices=["replay-jobs", "parallel"],
         default=None,
         help="measure only this part and merge it into the results.json of --out "
         "(then re-render REPORT.md)",
@@ -277,8 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         python = sys.executable
     sizes = sizes_for(args.quick)
-    if args.only == "replay-jobs":
-        return _only_replay_jobs(python, sizes, out_dir)
+    if args.only is not None:
+        return _only_replay_jobs(python, sizes, out_dir, args.only)
     started = time.time()
     t0 = time.perf_counter()
     results: dict[str, Any] = run_cases(python, build_plan(sizes, peers=peers), sizes.runs)
@@ -286,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hatloop-bench-replay-") as scratch:
         results["replay"] = run_replay(python, sizes, Path(scratch))
     results["replay_jobs"] = _replay_jobs(python, sizes)
+    results["parallel"] = _parallel(python, sizes)
     log("start-up: --help, emit and the tool commands")
     results["startup"] = measure_startup(python, sizes.startup_runs)
     results["mcp"] = run_mcp(

@@ -25,6 +25,8 @@ CASES: dict[str, str] = {
     "floor_fsync": "bench.floor_cases:fsync_per_line",
     "floor_fdatasync": "bench.floor_cases:fdatasync_per_line",
     "peer": "bench.peers:run_peer",
+    "parallel_overhead": "bench.parallel:parallel_overhead",
+    "parallel_wave": "bench.parallel:parallel_wave",
     "mcp_startup": "bench.mcp_cases:mcp_startup",
     "mcp_stdio": "bench.mcp_cases:mcp_stdio",
     "mcp_http": "bench.mcp_cases:mcp_http",

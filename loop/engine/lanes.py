@@ -300,7 +300,6 @@ class ParallelLoop:
         await engine._publish_own(
             Event(topic=ACTIVATION_STARTED, source="loop", payload=start, ts=start.ts)
         )
-        log.debug("activation started", iteration=number, hat=hat, in_flight=len(self.lanes))
         assert self._tg is not None
         self._tg.start_soon(self._activation, lane, name=f"activation {number}")
 

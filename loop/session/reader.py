@@ -22,7 +22,6 @@ from loop.errors import RecordingError
 from loop.records import HatTopology, Override, validation_message
 from loop.session.recording import (
     READABLE_VERSIONS,
-    SCHEMA_VERSION,
     FooterRecord,
     HeaderRecord,
     IterationRecord,
@@ -36,6 +35,11 @@ from loop.session.recording import (
 )
 
 __all__ = ["RESUMED", "RecordingReader"]
+
+
+def _versions() -> str:
+    return " and ".join(map(str, READABLE_VERSIONS))
+
 
 RESUMED = 0  # in a commit order: the session was resumed here (its activations lost)
 
@@ -154,13 +158,13 @@ class RecordingReader:
             raise self._error(
                 "schema version 1, an older format that holds no tool calls, so what its "
                 f"agents did with hatloop's tools cannot be replayed (this hatloop reads "
-                f"version {SCHEMA_VERSION}): re-record it",
+                f"versions {_versions()}): re-record it",
                 number,
             )
         if type(version) is not int or version not in READABLE_VERSIONS:
             raise self._error(
                 f"unknown schema version {version!r} (this hatloop reads "
-                f"version {SCHEMA_VERSION}; re-record or upgrade)",
+                f"versions {_versions()}; re-record or upgrade)",
                 number,
             )
         try:
