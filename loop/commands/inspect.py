@@ -180,6 +180,8 @@ def render_show(view: SessionView) -> str:
         status = it.status + (f": {it.reason}" if it.reason else "")
         cost = f"${it.cost_usd:.4f}" if it.cost_usd is not None else "-"
         events = ", ".join(e.topic for e in it.events) or "-"
+        if it.ran_with:  # parallel hats: its lane
+            events += "  (ran with " + ", ".join(f"#{n}" for n in it.ran_with) + ")"
         lines.append(
             f"  {it.iteration:>4}  {_cell(it.hat, 14):<14} {it.duration:>8.2f}s  "
             f"{_cell(status, 24):<24} {cost:>9}  {_tokens(it):>11}  {events}"
@@ -264,7 +266,7 @@ def iteration_summary(it: IterationView) -> dict[str, Any]:
         "events": [e.topic for e in it.events],
         "tool_calls": len(it.tool_calls),
         "completed": it.completed,
-    }
+    } | ({"ran_with": list(it.ran_with)} if it.ran_with else {})
 
 
 def iteration_detail(it: IterationView) -> dict[str, Any]:

@@ -71,6 +71,7 @@ class LiveStatus:
     spent: HatUsage = field(default_factory=HatUsage)
     waiting: Waiting | None = None
     done: int = 0  # iterations committed
+    lanes: dict[int, tuple[str, float]] = field(default_factory=dict)  # in flight: hat, start
 
 
 def clock_text(seconds: float) -> str:
@@ -92,6 +93,12 @@ def status_text(status: LiveStatus, now: float) -> str:
             until = time.strftime("%H:%M", time.localtime(wait.until))
             text += f" until {until} ({clock_text(wait.until - now)} left)"
         return text + tail
+    if len(status.lanes) > 1:  # parallel hats: one lane per activation in flight
+        lanes = " · ".join(
+            f"#{n} {hat} {clock_text(now - started)}"
+            for n, (hat, started) in sorted(status.lanes.items())
+        )
+        return f"{len(status.lanes)} running · {lanes}{tail}"
     if status.iteration is None or status.hat is None or status.started is None:
         label = f"session {status.session_id}" if status.session_id else "session"
         doing = f"{status.done} iteration(s) done" if status.done else "starting"
@@ -187,6 +194,7 @@ class LiveView:
         """Iteration ``iteration`` of ``hat`` started at ``started`` (epoch seconds)."""
         st = self.status
         st.iteration, st.hat, st.started, st.waiting = iteration, hat, started, None
+        st.lanes[iteration] = (hat, started)
         if spent is not None:  # a copy: what ends later is added to it
             st.spent = replace(spent)
 
@@ -195,8 +203,12 @@ class LiveView:
         st = self.status
         st.spent.add(record.cost_usd, record.input_tokens, record.output_tokens)
         st.done = max(st.done, record.iteration)
+        st.lanes.pop(record.iteration, None)
         if st.iteration == record.iteration:
             st.iteration = st.hat = st.started = None
+            if st.lanes:  # another activation still runs (parallel hats)
+                st.iteration = max(st.lanes)
+                st.hat, st.started = st.lanes[st.iteration]
 
     def waiting(self, wait: Waiting) -> None:
         """The loop waits (until the next iteration starts)."""

@@ -93,9 +93,28 @@ def _bar_title(hat: str, bar: _Bar, its: dict[int, IterationView]) -> str:
     )
 
 
+def _lanes(hat: str, its: list[IterationView]) -> list[tuple[str, list[IterationView]]]:
+    """A hat's lanes: one, unless its activations ran at once (parallel hats): then as
+    many as ran together, each activation in the first lane free when it started."""
+    lanes: list[tuple[str, list[IterationView]]] = []
+    ends: list[float] = []
+    for it in sorted(its, key=lambda i: i.started):
+        free = next((k for k, end in enumerate(ends) if end <= it.started + 1e-9), None)
+        if free is None:
+            lanes.append((hat if not lanes else f"{hat} ∥{len(lanes) + 1}", []))
+            ends.append(0.0)
+            free = len(lanes) - 1
+        lanes[free][1].append(it)
+        ends[free] = it.elapsed
+    return lanes or [(hat, [])]
+
+
 def timeline_svg(view: SessionView) -> str:
-    """Iterations per hat along the session's time."""
-    hats = list(view.hats) + sorted({i.hat for i in view.iterations} - set(view.hats))
+    """Iterations per hat along the session's time (a lane per activation running at once)."""
+    names = list(view.hats) + sorted({i.hat for i in view.iterations} - set(view.hats))
+    hats = [
+        lane for hat in names for lane in _lanes(hat, [i for i in view.iterations if i.hat == hat])
+    ]
     total = max([i.elapsed for i in view.iterations] + [view.end.elapsed if view.end else 0.0])
     total = total or 1.0
     scale = WIDTH / total
@@ -115,11 +134,11 @@ def timeline_svg(view: SessionView) -> str:
             f'<text class="tick" x="{x:.1f}" y="{axis_y + 14:.0f}">{fmt_seconds(tick)}</text>'
         )
         tick += step
-    for lane, hat in enumerate(hats):
+    for lane, (label, its) in enumerate(hats):
         y = lane * LANE
-        its = [i for i in view.iterations if i.hat == hat]
+        hat = its[0].hat if its else label
         parts.append(
-            f'<text class="lane" x="{LABEL - 6:.0f}" y="{y + 15:.0f}">{escape(hat)}</text>'
+            f'<text class="lane" x="{LABEL - 6:.0f}" y="{y + 15:.0f}">{escape(label)}</text>'
         )
         for bar in _bars(its, scale):
             cls = "bar failed" if bar.failed else "bar"

@@ -36,6 +36,7 @@ from loop.session.recording import (
     IterationRecord,
     MarkerRecord,
     PublishedRecord,
+    StartRecord,
 )
 from loop.session.store import find_session, latest_session
 from loop.session.view import (
@@ -138,10 +139,29 @@ class _Builder:
         self.markers: list[MarkerView] = []
         self.end: EndView | None = None
         self.in_flight: int | None = None
+        self.running: set[int] = set()  # parallel hats: started, not ended yet
+        self.overlaps: dict[int, set[int]] = {}
+
+    def started(self, iteration: int) -> None:
+        """An activation started: it runs with every one in flight (parallel hats)."""
+        for other in self.running:
+            self.overlaps.setdefault(iteration, set()).add(other)
+            self.overlaps.setdefault(other, set()).add(iteration)
+        self.running.add(iteration)
 
     def iteration(self, record: IterationFields) -> None:
         self.iterations.append(IterationView.model_validate(record, from_attributes=True))
         self.in_flight = None
+        self.running.discard(record.iteration)
+
+    def lanes(self) -> tuple[IterationView, ...]:
+        """The iterations, each with the ones it ran with."""
+        return tuple(
+            it.model_copy(update={"ran_with": tuple(sorted(self.overlaps[it.iteration]))})
+            if it.iteration in self.overlaps
+            else it
+            for it in self.iterations
+        )
 
     def ended(self, end: EndView) -> None:
         if self.end is not None:  # ended before, then resumed: the earlier end is history
@@ -162,6 +182,7 @@ class _Builder:
         )
 
     def resumed(self, message: str) -> None:
+        self.running.clear()  # what was in flight was lost
         if self.end is not None:
             self.markers.append(_end_marker(self.end))
             self.end = None
@@ -219,6 +240,7 @@ def _from_journal(path: Path) -> SessionView:
                 build.iteration(record)
             case IterationStart():
                 build.in_flight = record.iteration
+                build.started(record.iteration)
             case HatExhausted():
                 event = _event(record.event)
                 build.loop_events.append(LoopEvent(after=build.done, event=event))
@@ -271,7 +293,7 @@ def _from_journal(path: Path) -> SessionView:
         starting_event=start.starting_event,
         completion_event=start.completion_event,
         hats=start.hats,
-        iterations=tuple(build.iterations),
+        iterations=build.lanes(),
         loop_events=tuple(build.loop_events),
         markers=tuple(build.markers),
         end=build.end,
@@ -294,6 +316,8 @@ def _from_recording(path: Path) -> SessionView:
                     build.iteration(record)
                 case PublishedRecord():
                     build.published(record)
+                case StartRecord():
+                    build.started(record.iteration)
                 case MarkerRecord(marker="resumed"):
                     build.resumed(record.message)
                 case Override():
@@ -328,7 +352,7 @@ def _from_recording(path: Path) -> SessionView:
         starting_event=header.starting_event,
         completion_event=header.completion_event,
         hats=header.hats,
-        iterations=tuple(build.iterations),
+        iterations=build.lanes(),
         loop_events=(
             _start_event(header.starting_event, header.config, build.iterations),
             *build.loop_events,

@@ -115,6 +115,7 @@ class IterationView(_View):
     meta: dict[str, Any] = {}
     tool_calls: tuple[ToolCallView, ...] = ()
     ts: float | None = None
+    ran_with: tuple[int, ...] = ()  # parallel hats: the iterations in flight with it
 
     @property
     def agent_tools(self) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ from loop.bus import EventBus
 from loop.commands.live import LiveExtension, LiveStatus, LiveView, clock_text, status_text
 from loop.engine.lifecycle import Waiting, waiting_event
 from loop.engine.state import HatUsage
+from loop.records import IterationEnd
 from loop.testing import make_config, run_hats, scripted, tag
 from tests.commands.terminal import Terminal
 from tests.engine.test_live_events import HATS, Paid
@@ -127,6 +128,35 @@ def test_the_line_says_iteration_hat_time_and_spend_or_the_wait() -> None:
     text = status_text(st, 100.0)
     assert text.startswith("waiting for rate limit until ") and "(3:12 left)" in text
     assert [clock_text(s) for s in (0, 59.9, 61, 3600 + 62)] == ["0:00", "0:59", "1:01", "1:01:02"]
+
+
+def test_parallel_activations_show_as_lanes() -> None:
+    """Several activations in flight: one lane each, with its own time; one left: as usual."""
+    view = LiveView(live=False, colors=False, clock=lambda: 100.0)
+    for n, started in ((2, 90.0), (3, 95.0), (4, 98.0)):
+        view.iteration_started(n, "reviewer", started)
+    assert status_text(view.status, 100.0) == (
+        "3 running · #2 reviewer 0:10 · #3 reviewer 0:05 · #4 reviewer 0:02"
+    )
+    for n in (4, 2):
+        view.iteration_ended(_ended(n))
+    assert status_text(view.status, 100.0) == "iteration 3 · reviewer · 0:05"
+
+
+def _ended(n: int) -> IterationEnd:
+    return IterationEnd(
+        iteration=n,
+        hat="reviewer",
+        backend="command",
+        backend_ok=True,
+        status="ok",
+        prompt="",
+        output="",
+        events=(),
+        duration=0.0,
+        elapsed=0.0,
+        ts=0.0,
+    )
 
 
 async def test_a_live_view_follows_the_lifecycle_and_shows_a_wait(tmp_path: Path) -> None:

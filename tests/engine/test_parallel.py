@@ -360,3 +360,22 @@ def test_sigint_stops_every_activation_and_its_process_group(tmp_path: Path) -> 
     journal_path = tmp_path / ".loop/sessions/s/journal.jsonl"
     end = json.loads(journal_path.read_text().splitlines()[-1])
     assert end["kind"] == "session.end" and end["reason"] == "interrupted"
+
+
+async def test_show_and_report_show_the_activations_that_ran_together(tmp_path: Path) -> None:
+    """From the recording and from the journal: each reviewer ran with the other two; the
+    overview says so and the report's timeline gives each its own lane."""
+    from loop.commands.inspect import render_show
+    from loop.commands.report_svg import timeline_svg
+    from loop.session.load import load_session
+
+    path = await record_wave(tmp_path)
+    journal_path = tmp_path / "w/.loop/sessions/rec/journal.jsonl"
+    for view in (load_session(path), load_session(journal_path)):
+        lanes = {it.iteration: it.ran_with for it in view.iterations}
+        assert lanes == {1: (), 2: (3, 4), 3: (2, 4), 4: (2, 3), 5: ()}
+        shown = render_show(view)
+        assert "(ran with #3, #4)" in shown and "(ran with #2, #3)" in shown
+        svg = timeline_svg(view)
+        assert ">reviewer<" in svg and ">reviewer ∥2<" in svg and ">reviewer ∥3<" in svg
+        assert "∥4" not in svg and "coordinator ∥" not in svg
