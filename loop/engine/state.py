@@ -45,10 +45,12 @@ class PendingEvent:
 
 @dataclass(frozen=True, slots=True)
 class InFlight:
-    """An iteration that started and has not ended: its hat and the events it runs on."""
+    """An iteration that started and has not ended: its hat, the events it runs on, and
+    how many iterations had committed when it started."""
 
     hat: str
     triggers: tuple[int, ...]
+    commits: int = 0
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,8 @@ class LoopState:
     failed_iterations: int = 0
     last_signature: tuple[str, str, str] | None = None
     repeat_count: int = 0
+    commits: int = 0  # iteration.end records folded
+    signature_at: int = 0  # ``commits`` when ``last_signature`` was set
     elapsed: float = 0.0
     unrouted: str | None = None
     completed: bool = False
@@ -198,7 +202,7 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
         case IterationEnd():
             _apply_iteration_end(state, record, ctx)
         case IterationStart():
-            state.in_flight[record.iteration] = InFlight(record.hat, record.triggers)
+            state.in_flight[record.iteration] = InFlight(record.hat, record.triggers, state.commits)
         case SessionStart():
             _route_into(state, record.start_event, ctx)
         case HatExhausted():
@@ -230,7 +234,9 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
 def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteContext) -> None:
     hat = record.hat
     state.iteration = max(state.iteration, record.iteration)
-    state.in_flight.pop(record.iteration, None)
+    flight = state.in_flight.pop(record.iteration, None)
+    state.commits += 1
+    started_at = flight.commits if flight is not None else state.commits
     if state.waiting is not None:
         state.waiting, state.waited = None, 0.0
     state.last_hat = hat
@@ -260,10 +266,15 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
             state.events_per_hat[hat] = state.events_per_hat.get(hat, 0) + 1
             sig = event.signature()
             if sig == state.last_signature:
-                state.repeat_count += 1
+                # parallel hats: an activation that ran alongside the one that set the
+                # signature does not repeat it (a wave's siblings may well say the same);
+                # a stale loop repeats itself in turn
+                if started_at >= state.signature_at or state.signature_at == state.commits:
+                    state.repeat_count += 1
             else:
                 state.last_signature = sig
                 state.repeat_count = 1
+                state.signature_at = state.commits
         _route_into(state, event, ctx)
     if record.completed:
         state.completed = True

@@ -24,7 +24,7 @@ from loop.engine.schedule import (
 )
 from loop.engine.state import HatUsage, LoopState, PendingEvent, RouteContext, _route_into, apply
 from loop.events import Event
-from loop.records import IterationEnd
+from loop.records import IterationEnd, IterationStart
 from loop.testing import FakeClock
 
 COORD = HatSpec("coordinator", ("review.start",), ("review.perspective",))
@@ -427,3 +427,43 @@ def test_max_iterations_stops_a_wave_after_the_ones_in_flight_commit() -> None:
     assert sim.log.count("start 2 reviewer") == 1 and "start 4 reviewer" not in sim.log
     assert sim.log[-1] in ("end 3 reviewer", "end 2 reviewer")
     assert sim.state.iteration == 3
+
+
+def _start(n: int, hat: str, triggers: tuple[int, ...] = ()) -> IterationStart:
+    return IterationStart(iteration=n, hat=hat, triggers=triggers, ts=0.0)
+
+
+def _end(n: int, payload: str) -> IterationEnd:
+    return IterationEnd(
+        iteration=n,
+        hat="reviewer",
+        backend="command",
+        backend_ok=True,
+        status="ok",
+        prompt="",
+        output="",
+        events=(),
+        published=(Event(topic="review.done", payload=payload, source="reviewer"),),
+        duration=0.0,
+        elapsed=0.0,
+        ts=0.0,
+    )
+
+
+def test_siblings_of_a_wave_saying_the_same_are_not_a_stale_loop() -> None:
+    """Three reviewers that ran together publish the same event: one, not three repeats;
+    the same three one after another are a repeat of three (the stale rule)."""
+    together = LoopState()
+    for n in (1, 2, 3):
+        apply(together, _start(n, "reviewer"), CTX)
+    for n in (2, 1, 3):
+        apply(together, _end(n, "LGTM"), CTX)
+    assert together.repeat_count == 1
+    apply(together, _start(4, "reviewer"), CTX)  # then one more, after them: a repeat
+    apply(together, _end(4, "LGTM"), CTX)
+    assert together.repeat_count == 2
+    in_turn = LoopState()
+    for n in (1, 2, 3):
+        apply(in_turn, _start(n, "reviewer"), CTX)
+        apply(in_turn, _end(n, "LGTM"), CTX)
+    assert in_turn.repeat_count == 3
