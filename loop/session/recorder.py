@@ -409,10 +409,10 @@ class Recorder(Extension):
             ts=ts,
         )
 
-    def _recorded(self) -> tuple[int, set[float]]:
-        """The highest iteration the file holds, and the times of its ``published`` lines
-        (lines that are not JSON are skipped)."""
-        last = 0
+    def _recorded(self) -> tuple[set[int], set[float]]:
+        """The iterations the file holds, and the times of its ``published`` lines (lines
+        that are not JSON are skipped)."""
+        iterations: set[int] = set()
         published: set[float] = set()
         with self.path.open("rb") as fh:
             for raw in fh:
@@ -424,10 +424,10 @@ class Recorder(Extension):
                     continue
                 number = data.get("iteration")
                 if data.get("kind") == "iteration" and type(number) is int:
-                    last = max(last, number)
+                    iterations.add(number)
                 elif data.get("kind") == "published" and isinstance(data.get("ts"), float):
                     published.add(data["ts"])
-        return last, published
+        return iterations, published
 
     def _backfill(self, started: SessionStarted) -> None:
         """Record committed iterations the killed process never recorded (from the journal).
@@ -437,7 +437,8 @@ class Recorder(Extension):
         """
         journal = started.session_dir / JOURNAL_NAME
         try:
-            last, published = self._recorded()
+            recorded, published = self._recorded()
+            last = max(recorded, default=0)
             records = read_journal(journal).records
         except (OSError, LoopError) as exc:
             log.warning(
@@ -447,7 +448,8 @@ class Recorder(Extension):
             )
             return
         for record in records:
-            if isinstance(record, IterationEnd) and record.iteration > last:
+            # not only past the last one: parallel hats commit out of their numbers' order
+            if isinstance(record, IterationEnd) and record.iteration not in recorded:
                 self._record_iteration(record)
             elif (
                 isinstance(record, EventsPublished)
