@@ -94,7 +94,7 @@ def parallel_overhead(params: dict[str, Any]) -> dict[str, Any]:
     seq = engine_pingpong({"n": n, "recording": False, "durable": False})
     per = total / max(summary.iterations, 1) * 1e6
     seq_per = seq["total_s"] / max(seq["iterations"], 1) * 1e6
-    return {
+    out: dict[str, Any] = {
         "activations": summary.iterations,
         "reason": summary.reason,
         "total_s": round(total, 6),
@@ -102,9 +102,32 @@ def parallel_overhead(params: dict[str, Any]) -> dict[str, Any]:
         "sequential_per_iteration_us": round(seq_per, 1),
         "overhead_us": round(per - seq_per, 1),
     }
+    out.update(_replays(n))
+    return out
 
 
-def _wave_run(n: int) -> tuple[float, Any]:
+def _replays(n: int) -> dict[str, Any]:
+    """Replay speed of a recorded parallel session against a sequential one of ``n``."""
+    from loop.replay import replay_file
+
+    with tempfile.TemporaryDirectory(prefix="hatloop-bench-par-rec-") as tmp:
+        par, seq = Path(tmp) / "parallel.jsonl", Path(tmp) / "sequential.jsonl"
+        _wave_run(n, record=par)
+        from bench.engine_cases import engine_pingpong
+
+        engine_pingpong({"n": n, "recording": True, "durable": False, "keep": str(seq)})
+        speeds = {}
+        for name, path in (("parallel", par), ("sequential", seq)):
+            t0 = time.perf_counter()
+            result = replay_file(path)
+            took = time.perf_counter() - t0
+            if not result.ok:
+                return {"replay_error": f"{name}: {result.summary()}"}
+            speeds[f"replay_{name}_it_per_s"] = round(result.actual_iterations / took, 1)
+    return speeds
+
+
+def _wave_run(n: int, record: Path | None = None) -> tuple[float, Any]:
     from loop.runner import RunOptions, run_loop
 
     rounds = n // 5 + 2
@@ -121,8 +144,13 @@ def _wave_run(n: int) -> tuple[float, Any]:
                 "gather": _scripted("round.next", rounds),
             },
         )
+        extra: list[Any] = []
+        if record is not None:
+            from loop.session.recorder import Recorder
+
+            extra.append(Recorder(record, force=True, append=False))
         t0 = time.perf_counter()
-        summary = anyio.run(run_loop, cfg, options)
+        summary = anyio.run(run_loop, cfg, options, extra)
         return time.perf_counter() - t0, summary
 
 
@@ -189,6 +217,9 @@ def run_parallel(
     for key, field in (("overhead", "overhead_us"), ("wave", "wave_s")):
         values = [x[field] for x in out[key] if field in x]
         out[f"median_{field}"] = statistics.median(values) if values else None
+    for key in ("replay_parallel_it_per_s", "replay_sequential_it_per_s"):
+        values = [x[key] for x in out["overhead"] if key in x]
+        out[f"median_{key}"] = statistics.median(values) if values else None
     per = [x["per_activation_us"] for x in out["overhead"] if "per_activation_us" in x]
     seq = [x["sequential_per_iteration_us"] for x in out["overhead"] if "per_activation_us" in x]
     out["median_per_activation_us"] = statistics.median(per) if per else None
@@ -216,6 +247,11 @@ def render_parallel(data: dict[str, Any]) -> list[str]:
         f"activation's start to the last one's commit **{_f(data.get('median_wave_s'), 3)} s** "
         f"(floor 2 s; one after another: 6 s), a speed-up of "
         f"**{_f(data.get('median_speedup'), 2)}x**.",
+        "",
+        "Replay of those recorded sessions (the same number of activations): the parallel "
+        f"one at **{_f(data.get('median_replay_parallel_it_per_s'), 0)} iterations/s**, the "
+        f"sequential ping-pong at {_f(data.get('median_replay_sequential_it_per_s'), 0)} "
+        "iterations/s.",
         "",
     ]
     if data.get("errors"):
