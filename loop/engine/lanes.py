@@ -141,15 +141,23 @@ class Lane:
     async def call(self, call: Awaitable[Called]) -> Called | None:
         """The backend call, under the lane's cancel scope; None: cancelled by a stop.
 
-        The turn taken to start the activation is given back meanwhile."""
-        self.loop.lock.release()
-        self.holding = False
-        with self.scope:
-            return await call
+        The turn taken to start the activation is given back once the attempt's start is
+        published (:meth:`ParallelLoop._on_start`), so the agents run at once."""
+        try:
+            with self.scope:
+                return await call
+        finally:
+            self.give_back()
         if self.hard or self.request is None:
             return None
         result = BackendResult.failed(self.why or "cancelled")
         return Called(self.request, result, self.running.started)
+
+    def give_back(self) -> None:
+        """Give the turn back, if this activation holds it."""
+        if self.holding:
+            self.holding = False
+            self.loop.lock.release()
 
     async def take_turn(self) -> bool:
         """Wait for this activation's turn to commit; False: it was cancelled by a stop."""
@@ -195,11 +203,20 @@ class ParallelLoop:
         started = caller.on_start
 
         async def on_start(request: BackendRequest, backend: Backend) -> None:
+            # an attempt starts (again, after a rate-limit wait): its start is published
+            # under the turn, so no other activation's commit collects it
             lane = self.lanes.get(request.iteration)
             if lane is not None:
                 lane.request = request
-            if started is not None:
-                await started(request, backend)
+                if not lane.holding:
+                    await self.lock.acquire()
+                    lane.holding = True
+            try:
+                if started is not None:
+                    await started(request, backend)
+            finally:
+                if lane is not None:
+                    lane.give_back()
 
         caller.on_start = on_start
 
