@@ -258,6 +258,7 @@ class _Pass:
         for r in running:
             self.per_hat[r.hat] = self.per_hat.get(r.hat, 0) + 1
         self.out = Plan()
+        self._producers: dict[str, frozenset[str]] = {}
 
     def plan(self, now: float) -> Plan:
         out = self.out
@@ -314,7 +315,9 @@ class _Pass:
         return Selection(hat=hat, triggers=(pending,))
 
     def _members(self, hat: str) -> tuple[frozenset[str], list[Running]]:
-        producers = producers_of(hat, self.specs)
+        producers = self._producers.get(hat)
+        if producers is None:
+            producers = self._producers[hat] = producers_of(hat, self.specs)
         return producers, [r for r in self.running if r.hat in producers]
 
     def _results(self, hat: str) -> int:
