@@ -379,3 +379,59 @@ async def test_show_and_report_show_the_activations_that_ran_together(tmp_path: 
         svg = timeline_svg(view)
         assert ">reviewer<" in svg and ">reviewer ∥2<" in svg and ">reviewer ∥3<" in svg
         assert "∥4" not in svg and "coordinator ∥" not in svg
+
+
+async def test_max_parallel_runs_hats_of_different_kinds_at_once(tmp_path: Path) -> None:
+    """With max_parallel = 2, the left and right hats run together (each waits for the
+    other to start); the joiner aggregates both."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    cfg = make_config(
+        {
+            "splitter": {"triggers": ["task.start"], "publishes": ["left.go", "right.go"]},
+            "left": {"triggers": ["left.go"], "publishes": ["side.done"]},
+            "right": {"triggers": ["right.go"], "publishes": ["side.done"]},
+            "joiner": {
+                "triggers": ["side.done"],
+                "publishes": ["LOOP_COMPLETE"],
+                "aggregate": {"mode": "wait_for_all"},
+            },
+        },
+        folder=tmp_path / "w",
+        max_parallel=2,
+    )
+    agent = CommandBackend([sys.executable, str(AGENTS / "pair.py"), str(signals)])
+    summary, _ = await run_hats(
+        cfg, dict.fromkeys(cfg.hats, agent), workdir=tmp_path / "w", session_id="s"
+    )
+    assert summary.reason == "completed", summary
+    sched = schedule_of(journal(tmp_path / "w", "s"))
+    assert sched[2:4] == ["start 2 left", "start 3 right"]
+    assert sched[-2:] == ["start 4 joiner", "end 4 joiner"]
+
+
+async def test_the_aggregate_timeout_cancels_what_still_runs_and_says_so(tmp_path: Path) -> None:
+    """wait_for_all with timeout_seconds: a reviewer that hangs is cancelled when the
+    wave's time is up (its process killed), and the synthesizer is told it timed out."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    # the wave's time is up 4 s after its first start: the two others end long before,
+    # unless the machine is very busy; the test holds either way
+    cfg = wave_config(tmp_path / "w", {"mode": "wait_for_all", "timeout_seconds": 4})
+    agent = wave_agent(signals, "hang3")
+    summary, _ = await run_hats(
+        cfg, dict.fromkeys(cfg.hats, agent), workdir=tmp_path / "w", session_id="s"
+    )
+    assert summary.reason == "completed", summary
+    assert not _alive(int((signals / "pid-3").read_text()))
+    ends = [r for r in journal(tmp_path / "w", "s") if isinstance(r, IterationEnd)]
+    reviewers = [e for e in ends if e.hat == "reviewer"]
+    timed_out = [e for e in reviewers if e.status == "failed"]
+    assert len(reviewers) == 3 and timed_out
+    assert all("timed out" in (e.reason or "") for e in timed_out)
+    hung = next(e for e in reviewers if "perspective-3" in str(e.triggers[0].payload))
+    assert hung in timed_out
+    synthesis = (signals / "synthesis.txt").read_text()
+    assert synthesis.count("findings of perspective") == 3 - len(timed_out)
+    for e in timed_out:
+        assert f"iteration {e.iteration} (reviewer) failed: timed out" in synthesis
