@@ -12,7 +12,7 @@ from loop.commands.common import print_json, run_async
 from loop.config import load_config
 from loop.engine.progress import render_summary
 from loop.engine.resume import LimitOverrides
-from loop.errors import LoopError, ToolError
+from loop.errors import LoopError, ToolError, UsageError
 from loop.exits import REASON_COMPLETED
 from loop.extensions import Extension
 
@@ -38,8 +38,13 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
         action="append",
         help="hat file or folder (repeatable; replaces [loop] hats)",
     )
-    g.add_argument("--prompt", help="the objective (overrides [loop] prompt)")
-    g.add_argument("--prompt-file", metavar="PATH", help="read the objective from a file")
+    given = g.add_mutually_exclusive_group()
+    given.add_argument("--prompt", help="the objective (overrides [loop] prompt and prompt_file)")
+    given.add_argument(
+        "--prompt-file",
+        metavar="PATH",
+        help="read the objective from a file (overrides [loop] prompt and prompt_file)",
+    )
     g.add_argument("--max-iterations", type=int, metavar="N")
     g.add_argument("--max-runtime", type=float, metavar="SECONDS", dest="max_runtime")
     g.add_argument("--max-consecutive-failures", type=int, metavar="N")
@@ -73,8 +78,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     if args.prompt is not None:
         out["prompt"] = args.prompt
     if args.prompt_file is not None:
-        out["prompt"] = None
-        out["prompt_file"] = str(Path(args.prompt_file).resolve())
+        out["prompt_file"] = str(_readable_prompt_file(args.prompt_file))
     return out
 
 
@@ -88,6 +92,25 @@ def limit_overrides(args: argparse.Namespace) -> LimitOverrides:
         max_tokens=args.max_tokens,
         max_wait_seconds=args.max_wait,
     )
+
+
+def _readable_prompt_file(raw: str) -> Path:
+    """``--prompt-file``'s file, resolved; a file that cannot be read is the flag's fault.
+
+    Raises:
+        UsageError: naming the flag (not the config, which has nothing to do with it).
+    """
+    path = Path(raw).resolve()
+    if not path.exists():
+        raise UsageError(f"--prompt-file {raw}: file not found")
+    if not path.is_file():
+        raise UsageError(f"--prompt-file {raw}: not a file")
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--prompt-file {raw}: cannot read: {exc.strerror or exc}") from None
+    return path
 
 
 def load_from_args(args: argparse.Namespace) -> LoadedConfig:

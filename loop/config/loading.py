@@ -124,6 +124,11 @@ def load_config(
     backend_type = overrides.pop("backend", None)
     loop_data = parsed.loop.model_dump()
     loop_data.update({k: v for k, v in overrides.items() if v is not None})
+    # the objective given on the command line replaces the file's, whichever form it takes
+    if overrides.get("prompt_file") is not None and overrides.get("prompt") is None:
+        loop_data["prompt"] = None
+    elif overrides.get("prompt") is not None:
+        loop_data["prompt_file"] = None
     try:
         loop = LoopSection.model_validate(loop_data)
     except ValidationError as exc:

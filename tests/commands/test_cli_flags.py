@@ -1,0 +1,58 @@
+"""Flags as a user of pytest, uv or ruff expects them: the flag wins over the file, and a
+bad flag is an exit-2 one-line error that names the flag."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.commands.helpers import loop
+
+ECHO = """\
+[loop]
+prompt = "from loop.toml"
+max_iterations = 1
+
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+
+[hats.echo]
+triggers = ["task.start"]
+publishes = ["LOOP_COMPLETE"]
+backend = { type = "scripted", outputs = ['<event topic="LOOP_COMPLETE">ok</event>'] }
+"""
+
+
+def _start_payload(folder: Path) -> str:
+    journal = next((folder / ".loop/sessions").glob("*/journal.jsonl"))
+    start = json.loads(journal.read_text(encoding="utf-8").splitlines()[0])
+    return str(start["start_event"]["payload"])
+
+
+def test_prompt_file_wins_over_the_configs_prompt(tmp_path: Path) -> None:
+    """``--prompt-file`` replaces ``[loop] prompt``: the loop starts on the file's text."""
+    (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
+    (tmp_path / "objective.md").write_text("from the flag's file", encoding="utf-8")
+    res = loop("run", "-q", "--prompt-file", "objective.md", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert _start_payload(tmp_path) == "from the flag's file"
+
+
+def test_a_missing_prompt_file_is_the_flags_error(tmp_path: Path) -> None:
+    """A missing ``--prompt-file``: exit 2, one line naming the flag, not loop.toml."""
+    (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
+    res = loop("run", "-q", "--prompt-file", "nope.md", cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == ["error: --prompt-file nope.md: file not found"]
+    assert not (tmp_path / ".loop/sessions").exists()
+
+
+def test_prompt_and_prompt_file_exclude_each_other(tmp_path: Path) -> None:
+    """Both objectives at once is a usage error, not a silent choice."""
+    res = loop("run", "--prompt", "a", "--prompt-file", "b.md", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "not allowed with argument" in res.stderr
