@@ -96,6 +96,32 @@ def _line(record: RecordingRecord | dict[str, Any], redactor: Redactor | None) -
     return _json.dumps_record_line(redactor.value(_json.loads(line)))
 
 
+def _check_openable(path: Path) -> None:
+    """Open ``path`` for writing as the recorder will, and leave it as it was.
+
+    A new file is created and removed again; an existing one is opened for appending and
+    left untouched (a device such as ``/dev/null`` is accepted). A symbolic link, a pipe
+    and a socket are refused.
+
+    Raises:
+        InputError: one line saying why the file cannot be written.
+    """
+    if path.is_symlink():
+        raise InputError(f"{path}: is a symbolic link; --record-session needs a plain file")
+    existed = path.exists()
+    if existed and (path.is_fifo() or path.is_socket()):  # opening one would block or fail
+        raise InputError(f"{path}: is a pipe or a socket; --record-session needs a file")
+    flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_APPEND if existed else os.O_CREAT | os.O_EXCL)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the recording: {exc.strerror or exc}") from None
+    os.close(fd)
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
 class Recorder(Extension):
     """Records one session to ``path`` (JSONL); see the module docstring for guarantees."""
 
@@ -114,8 +140,10 @@ class Recorder(Extension):
         """Check the target now, so a refused recording stops the run before it starts.
 
         Raises:
-            InputError: ``path`` exists (without ``force`` or ``append``), is a folder,
-                or ``max_bytes`` is below :data:`MIN_MAX_BYTES`.
+            InputError: ``path`` exists (without ``force`` or ``append``), is a folder, a
+                link or anything but a plain file, cannot be written (a missing or
+                read-only folder, ``/proc``), or ``max_bytes`` is below
+                :data:`MIN_MAX_BYTES`.
         """
         if max_bytes < MIN_MAX_BYTES:
             raise InputError(
@@ -128,6 +156,7 @@ class Recorder(Extension):
                 f"{path}: recording already exists; pass --force to overwrite it "
                 "or choose another file"
             )
+        _check_openable(path)
         self.path = path
         self.max_bytes = max_bytes
         self.force = force

@@ -56,3 +56,23 @@ def test_prompt_and_prompt_file_exclude_each_other(tmp_path: Path) -> None:
     res = loop("run", "--prompt", "a", "--prompt-file", "b.md", cwd=tmp_path)
     assert res.returncode == 2
     assert "not allowed with argument" in res.stderr
+
+
+def test_an_unopenable_recording_is_refused_before_any_iteration(tmp_path: Path) -> None:
+    """``--record-session`` to a file that cannot be written (in /proc, a folder, a link):
+    exit 2, one line naming the file, and no session was started."""
+    (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    for target, why in (
+        ("/proc/x.jsonl", "cannot write the recording"),
+        ("folder", "is a folder"),
+        ("link.jsonl", "is a symbolic link"),
+    ):
+        res = loop("run", "-q", "--record-session", target, cwd=tmp_path)
+        assert res.returncode == 2, (target, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and why in lines[0], lines
+        assert not (tmp_path / ".loop/sessions").exists()
+    assert not (tmp_path / "elsewhere.jsonl").exists()
+    assert not Path("/proc/x.jsonl").exists()

@@ -439,11 +439,30 @@ async def test_a_full_disk_never_stops_the_loop(tmp_path: Path) -> None:
     assert rec.records == 0
 
 
+def test_an_unopenable_target_is_refused_at_construction(tmp_path: Path) -> None:
+    """A target that cannot be opened (its parent is a file, a link) stops the run before
+    it starts; the check leaves nothing behind."""
+    (tmp_path / "not-a-dir").write_text("")
+    with pytest.raises(InputError, match="cannot write the recording"):
+        Recorder(tmp_path / "not-a-dir/rec.jsonl")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "target.jsonl")
+    with pytest.raises(InputError, match="symbolic link"):
+        Recorder(tmp_path / "link.jsonl")
+    Recorder(tmp_path / "new.jsonl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "not-a-dir"]
+
+
 async def test_an_unopenable_file_is_counted_and_the_loop_goes_on(tmp_path: Path) -> None:
-    """A target that cannot be opened (its parent is a file) is reported, never fatal."""
-    blocker = tmp_path / "not-a-dir"
-    blocker.write_text("")
-    path, summary, rec = await record_session(tmp_path, name="not-a-dir/rec.jsonl")
+    """A target that became unopenable after the check (its parent is now a file) is
+    reported, never fatal."""
+    (tmp_path / "loop.toml").write_text(LOOP_TOML, encoding="utf-8")
+    config = load_config(tmp_path / "loop.toml", root=tmp_path)
+    path = tmp_path / "not-a-dir/rec.jsonl"
+    rec = Recorder(path)  # checked while the folder is there
+    (tmp_path / "not-a-dir").rmdir()
+    (tmp_path / "not-a-dir").write_text("")
+    options = RunOptions(workdir=tmp_path, progress=False, handle_signals=False)
+    summary = await run_loop(config, options, [rec])
     assert summary.reason == "completed"
     assert not path.exists()
     assert rec.write_failures >= 1
