@@ -33,6 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop.extensions",
             "loop.locations",
             "loop.records",
+            "loop.redact",
             "loop.topics",
             # what a tool is: the domains implement it, as backends implement backends.base
             "loop.tools.base",

@@ -74,6 +74,7 @@ from loop.events import Event
 from loop.exits import exit_code_for
 from loop.extensions import Extension
 from loop.records import HatExhausted, IterationEnd, IterationStart, JournalRecord, Override
+from loop.redact import Redactor
 from loop.tools.calls import IterationCalls, collecting, local_offset, merge_calls
 
 __all__ = ["YIELD_INTERVAL", "Engine"]
@@ -84,6 +85,17 @@ log = structlog.get_logger("loop.engine")
 # a cancellation before every iteration, and lets the event loop run (signals, progress,
 # other tasks) at least this often, in seconds of its clock.
 YIELD_INTERVAL = 0.005
+
+
+def _redactor(config: LoadedConfig) -> Redactor | None:
+    """What the journal keeps out of its lines, as a recording does (``[recording]
+    redact_secrets``): secret-looking environment variables, and the ``env`` tables of
+    the backends."""
+    if not config.recording.redact_secrets:
+        return None
+    redactor = Redactor(os.environ)
+    redactor.learn_from_config(config.snapshot())
+    return redactor
 
 
 class Engine:
@@ -158,7 +170,9 @@ class Engine:
         self.schedule = schedule_of(config)
         self._gate = CommitGate(commit_order) if commit_order is not None else None
         self.state = LoopState()
-        self.journal = Journal(paths.journal, durable=config.loop.durable)
+        self.journal = Journal(
+            paths.journal, durable=config.loop.durable, redactor=_redactor(config)
+        )
         self._lock = SessionLock(paths.lock)
         self._extra_env = dict(env or {})
         self._collecting: list[Event] | None = None

@@ -19,6 +19,7 @@ from loop._faults import crash_armed
 from loop._fs import fsync_dir, write_all
 from loop.errors import SessionError
 from loop.records import IterationStart, JournalRecord, encode_record, parse_record
+from loop.redact import Redactor, redact_line
 
 __all__ = ["Journal", "JournalContents", "read_journal"]
 
@@ -69,9 +70,13 @@ def read_journal(path: Path) -> JournalContents:
 class Journal:
     """Appends records, one ``write`` per line, and syncs commit points when durable."""
 
-    def __init__(self, path: Path, *, durable: bool = True) -> None:
+    def __init__(
+        self, path: Path, *, durable: bool = True, redactor: Redactor | None = None
+    ) -> None:
+        """``redactor``: the secrets to keep out of the file (as in a recording)."""
         self.path = path
         self.durable = durable
+        self.redactor = redactor
         self._fd: int | None = None
         self._size = 0  # bytes of whole lines: where a failed write is cut back to
 
@@ -95,7 +100,7 @@ class Journal:
         fd = self._fd
         if fd is None:
             raise SessionError(f"{self.path}: journal is not open")
-        line = encode_record(record)
+        line = redact_line(encode_record(record), self.redactor)
         if record.kind == "iteration.end" and crash_armed("journal.write"):
             os.write(fd, line[: len(line) // 2])  # a torn line, as a crash mid-write
             os.kill(os.getpid(), signal.SIGKILL)

@@ -53,6 +53,7 @@ from loop.errors import InputError, LoopError, RecorderClosed
 from loop.events import Event
 from loop.extensions import Extension
 from loop.records import EventsPublished, IterationEnd, IterationStart, encode_record
+from loop.redact import Redactor, redact_line
 from loop.session.recording import (
     FooterRecord,
     HeaderRecord,
@@ -63,7 +64,6 @@ from loop.session.recording import (
     published_record,
     start_record,
 )
-from loop.session.redact import Redactor
 
 __all__ = ["DEFAULT_MAX_BYTES", "MIN_MAX_BYTES", "Recorder", "RecorderClosed", "Redactor"]
 
@@ -89,11 +89,7 @@ def _line(record: RecordingRecord | dict[str, Any], redactor: Redactor | None) -
     if isinstance(record, MarkerRecord):
         record = {k: v for k, v in vars(record).items() if v is not None}
     line = _json.dumps_record_line(record) if isinstance(record, dict) else encode_record(record)
-    if redactor is None or not redactor.found_in(line):  # the common case: one scan
-        return line
-    # redact the values, never the encoded text: a secret may also match inside a
-    # number, a key or a literal, and replacing it there would break the line
-    return _json.dumps_record_line(redactor.value(_json.loads(line)))
+    return redact_line(line, redactor)
 
 
 def _check_openable(path: Path) -> None:

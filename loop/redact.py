@@ -1,8 +1,11 @@
-"""Redaction: the values of secret-looking environment variables, out of recorded text.
+"""Redaction: the values of secret-looking environment variables, out of what is written.
 
-A variable whose name contains ``KEY``, ``TOKEN``, ``SECRET`` or ``PASSWORD`` (any case)
-and whose value has at least :data:`MIN_SECRET_LENGTH` characters is a secret; every
-occurrence of its value in a recorded string becomes ``[redacted:NAME]``.
+One redaction for every file a session writes: the session journal
+(``.loop/sessions/ID/journal.jsonl``) and the recording both pass their lines through
+:func:`redact_line`. A variable whose name contains ``KEY``, ``TOKEN``, ``SECRET`` or
+``PASSWORD`` (any case) and whose value has at least :data:`MIN_SECRET_LENGTH`
+characters is a secret; every occurrence of its value in a written string becomes
+``[redacted:NAME]``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["MIN_SECRET_LENGTH", "Redactor"]
+from loop import _json
+
+__all__ = ["MIN_SECRET_LENGTH", "Redactor", "redact_line"]
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 MIN_SECRET_LENGTH = 4
@@ -81,3 +86,15 @@ class Redactor:
         if isinstance(data, list):
             return [self.value(v) for v in data]
         return data
+
+
+def redact_line(line: bytes, redactor: Redactor | None) -> bytes:
+    """An encoded JSON record ``line`` with every secret in its strings redacted.
+
+    The values are redacted, never the encoded text: a secret may also match inside a
+    number, a key or a literal, and replacing it there would break the line. A line that
+    holds no secret (the common case: one scan) is returned as it is.
+    """
+    if redactor is None or not redactor.found_in(line):
+        return line
+    return _json.dumps_record_line(redactor.value(_json.loads(line)))
