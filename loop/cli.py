@@ -11,19 +11,24 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from loop import exits
 from loop._version import __version__
 from loop.errors import LoopError, UsageError
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main", "prog_name"]
 
 # command → (``module`` calling ``module.register(sub)``, or ``module:function``; help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("loop.commands.run", "run the loop (or resume a session)"),
     "init": ("loop.commands.init", "write a loop.toml and hat files to start from"),
     "hats": ("loop.commands.hats", "list, validate or graph the hats"),
+    "doctor": (
+        "loop.commands.doctor",
+        "check what a run needs: backends, programs, modules, API keys, folders",
+    ),
     "emit": ("", "publish an event from inside an iteration (see emit --help)"),
     "status": ("loop.commands.sessions", "a session's state, derived from its files"),
     "sessions": ("loop.commands.sessions", "every session with its state"),
@@ -54,6 +59,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def prog_name(argv0: str | None = None) -> str:
+    """How the user called hatloop, for usage lines and hints: ``python -m loop`` when run
+    as a module, else the script's name (``hatloop``)."""
+    name = Path(sys.argv[0] if argv0 is None else argv0).name
+    if name in ("__main__.py", "-m", "-c", ""):
+        return "python -m loop"
+    return name.removesuffix(".exe")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 2: never argparse's usage dump
         raise UsageError(f"{self.prog}: {message}")
@@ -74,7 +88,7 @@ def build_parser(
     imported (what shell completion is generated from).
     """
     parser = _Parser(
-        prog="python -m loop",
+        prog=prog_name(),
         description="hatloop: an asynchronous, event-driven agent loop runner.",
         epilog=exits.HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,

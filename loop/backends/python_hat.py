@@ -26,7 +26,7 @@ from loop.emit import append_event
 from loop.errors import BackendUnavailable
 from loop.events import Event
 
-__all__ = ["HatContext", "PythonBackend"]
+__all__ = ["HatContext", "PythonBackend", "resolve_target"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class HatContext:
         append_event(self.events_file, topic, payload, target)
 
 
-def _resolve(target: str, workdir: Path) -> Callable[[HatContext], Any]:
+def resolve_target(target: str, workdir: Path) -> Callable[[HatContext], Any]:
     module_name, _, func_name = target.partition(":")
     if str(workdir) not in sys.path:
         sys.path.insert(0, str(workdir))
@@ -78,7 +78,7 @@ class PythonBackend(Backend):
 
     async def run(self, request: BackendRequest) -> BackendResult:
         """Call the function; sync functions run in a worker thread."""
-        func = _resolve(self.target, request.workdir)
+        func = resolve_target(self.target, request.workdir)
         ctx = HatContext(
             hat=request.hat,
             prompt=request.prompt,

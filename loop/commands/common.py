@@ -5,14 +5,24 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loop._fs import require_folder
 from loop.locations import DEFAULT_SESSIONS_DIR
 
-__all__ = ["SESSIONS_DIR_HELP", "print_json", "run_async", "sessions_root"]
+if TYPE_CHECKING:
+    from loop.session.preflight import Check
+
+__all__ = [
+    "SESSIONS_DIR_HELP",
+    "print_json",
+    "report_checks",
+    "run_async",
+    "sessions_root",
+]
 
 
 def run_async(func: Callable[..., Any], *args: Any) -> Any:
@@ -28,23 +38,44 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2, default=str))
 
 
-SESSIONS_DIR_HELP = "default: [loop] sessions_dir of ./loop.toml, else .loop/sessions"
+SESSIONS_DIR_HELP = (
+    "default: [loop] sessions_dir of the loop.toml found here or in a parent folder, "
+    "else .loop/sessions"
+)
 
 
 def sessions_root(flag: str | None) -> Path:
-    """The sessions folder: the flag, else ``[loop] sessions_dir`` of ``./loop.toml``.
+    """The sessions folder: the flag, else ``[loop] sessions_dir`` of the project's
+    ``loop.toml`` (found here or in a parent folder), else the project's .loop/sessions.
 
     Raises:
         StoreError: a file is where the folder belongs; PathError: a link is (inside
             the project, no link is followed).
     """
+    from loop.config.project import project_root, tool_settings_from_project  # noqa: PLC0415
+
+    project = project_root(Path.cwd())
     if flag:
         root = Path(flag)
     else:
-        from loop.config.project import tool_settings_from_project  # noqa: PLC0415 - on use
-
-        settings = tool_settings_from_project(Path.cwd())
-        root = Path(settings.get("sessions_dir", DEFAULT_SESSIONS_DIR))
-    full, project = Path(os.path.abspath(root)), Path.cwd()  # noqa: PTH100 - lexical
+        default = (
+            DEFAULT_SESSIONS_DIR if project == Path.cwd() else str(project / DEFAULT_SESSIONS_DIR)
+        )
+        root = Path(tool_settings_from_project(Path.cwd()).get("sessions_dir", default))
+    full = Path(os.path.abspath(root))  # noqa: PTH100 - lexical
     require_folder(full, root=project if project in (full, *full.parents) else full)
     return root
+
+
+def report_checks(checks: Sequence[Check], *, hint: str) -> bool:
+    """Print the preflight's warnings (``warning:``) and failures (``error:``) on stderr,
+    one line each, ``hint`` after failures; whether any check failed."""
+    for check in checks:
+        if check.status == "warn":
+            print(f"warning: {check.subject}: {check.detail}", file=sys.stderr)
+    failed = [c for c in checks if c.status == "fail"]
+    for check in failed:
+        print(f"error: {check.subject}: {check.detail}", file=sys.stderr)
+    if failed:
+        print(hint, file=sys.stderr)
+    return bool(failed)

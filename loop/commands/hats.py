@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from loop.cli import prog_name
+from loop.commands.common import report_checks
 from loop.commands.run import add_config_options, load_from_args
 from loop.config.topology import edges, warnings_for
 from loop.events import topic_matches
+from loop.exits import EXIT_USAGE
 
 __all__ = ["register"]
 
@@ -17,7 +20,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     hs = p.add_subparsers(dest="hats_command", metavar="COMMAND", required=True)
     for name, handler, help_text in (
         ("list", _list, "one line per hat: triggers, publishes, backend"),
-        ("validate", _validate, "check the config and the topology"),
+        (
+            "validate",
+            _validate,
+            "check the config, the topology and the hats' backends (exit 2 on a failure)",
+        ),
         ("graph", _graph, "the event flow, as text or Mermaid"),
     ):
         sp = hs.add_parser(name, help=help_text)
@@ -47,7 +54,12 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from loop.session.preflight import backend_checks  # noqa: PLC0415 - imports hats' modules
+
     config = load_from_args(args)
+    hint = f"{prog_name()} doctor shows every check"
+    if report_checks(backend_checks(config), hint=hint):
+        return EXIT_USAGE
     print(
         f"ok: {len(config.hats)} hat(s) from {config.source}; starts on "
         f"{config.loop.starting_event!r}, completes on {config.loop.completion_event!r}"

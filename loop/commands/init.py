@@ -18,14 +18,24 @@ from pathlib import Path
 from typing import Any
 
 from loop._fs import write_new_file
+from loop.cli import prog_name
 from loop.config import preset_dir, preset_names
+from loop.config.backends import CLI_BACKENDS, stand_in_output
 from loop.config.ralph import RalphConversion, convert_ralph
 from loop.errors import InputError, UsageError
 from loop.topics import DEFAULT_COMPLETION_EVENT
 
-__all__ = ["BACKENDS", "backend_block", "plan_files", "ralph_files", "register", "with_backend"]
+__all__ = [
+    "BACKENDS",
+    "backend_block",
+    "ignores_state",
+    "plan_files",
+    "ralph_files",
+    "register",
+    "with_backend",
+]
 
-BACKENDS = ("scripted", "claude", "gemini", "codex")
+BACKENDS = CLI_BACKENDS  # the same choice as `run --backend`
 _BACKEND_TABLE = re.compile(r"^\[hats\.[^\]]+\.backend\]\s*$", re.MULTILINE)
 _BACKEND_HEADER = re.compile(r"^\[backend\]", re.MULTILINE)
 _TYPE = re.compile(r'^type = "(\w+)"', re.MULTILINE)
@@ -61,11 +71,7 @@ def _stand_ins(text: str, completion_event: str) -> str:
     for name, hat in hats.items():
         if not isinstance(hat, dict) or "backend" in hat:
             continue
-        publishes = [t for t in hat.get("publishes", []) if "*" not in t]
-        output = f"(a scripted stand-in for {name})"
-        if publishes:  # onwards: completion when the hat may publish it, else its last topic
-            topic = completion_event if completion_event in publishes else publishes[-1]
-            output += f' <event topic="{topic}">done</event>'
+        output = stand_in_output(name, list(hat.get("publishes", [])), completion_event)
         tables.append(
             f"\n[hats.{name}.backend]              # a stand-in: replace with an agent\n"
             f'type = "scripted"\noutputs = [{json.dumps(output)}]\n'
@@ -146,7 +152,11 @@ def _init(args: argparse.Namespace) -> int:
         print(f"wrote {dest}")
     for note in notes:
         print(f"not carried over: {note}")
-    print(f"next: python -m loop hats validate && python -m loop run   ({origin})")
+    said = _ignore_state(target / ".gitignore")
+    if said:
+        print(said)
+    prog = prog_name()
+    print(f"next: {prog} doctor && {prog} run   ({origin})")
     return 0
 
 
@@ -168,3 +178,36 @@ def ralph_files(path: Path) -> RalphConversion:
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not YAML: {' '.join(str(exc).split())}") from None
     return convert_ralph(data, source=str(path))
+
+
+IGNORED = ".loop/"  # the run's state: sessions, tasks, themes, experiences
+
+
+def ignores_state(text: str) -> bool:
+    """Whether a ``.gitignore``'s text already ignores ``.loop/`` (in a form git reads
+    as that folder at the top)."""
+    return any(
+        line.strip() in (".loop", ".loop/", "/.loop", "/.loop/") for line in text.splitlines()
+    )
+
+
+def _ignore_state(path: Path) -> str:
+    """Make ``path`` (a ``.gitignore``) ignore ``.loop/``: write it, or append one line to
+    the user's own (never rewritten); what was done, or "" when nothing was needed."""
+    try:
+        write_new_file(
+            path, f"# hatloop's state: sessions, tasks, themes, experiences\n{IGNORED}\n"
+        )
+    except FileExistsError:
+        pass
+    else:
+        return f"wrote {path}"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if ignores_state(text):
+        return ""
+    with path.open("a", encoding="utf-8") as fh:  # appended: the user's lines stay as they are
+        fh.write(("" if not text or text.endswith("\n") else "\n") + IGNORED + "\n")
+    return f"added {IGNORED} to {path}"

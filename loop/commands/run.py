@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loop._log import live_line_allowed, log_format, use_colors
-from loop.commands.common import print_json, run_async
+from loop.cli import prog_name
+from loop.commands.common import print_json, report_checks, run_async
 from loop.config import load_config
+from loop.config.backends import CLI_BACKENDS
 from loop.engine.progress import render_summary
 from loop.engine.resume import LimitOverrides
 from loop.errors import LoopError, ToolError, UsageError
-from loop.exits import REASON_COMPLETED
+from loop.exits import EXIT_USAGE, REASON_COMPLETED
 from loop.extensions import Extension
 
 if TYPE_CHECKING:
@@ -63,8 +65,9 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--backend",
         metavar="TYPE",
-        choices=["claude", "gemini", "codex"],
-        help="run every hat on this backend",
+        choices=CLI_BACKENDS,
+        help="run every hat on this backend (scripted: hats without scripted outputs get "
+        "stand-ins that publish onwards)",
     )
 
 
@@ -155,6 +158,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="keep secret-looking environment values in the recording",
     )
     p.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the checks `doctor` makes (programs, modules, API keys, folders) before the run",
+    )
+    p.add_argument(
         "--export-experience",
         action="store_true",
         help="export the session as an experience when it ends",
@@ -243,17 +251,25 @@ def _run(args: argparse.Namespace) -> int:
     from loop.runner import RunOptions, run_loop, summary_dict  # noqa: PLC0415 - heavy
 
     config = load_from_args(args)
+    if not args.no_preflight:
+        from loop.session.preflight import preflight  # noqa: PLC0415 - on use
+
+        hint = f"{prog_name()} doctor shows every check; run --no-preflight skips them"
+        if report_checks(preflight(config), hint=hint):
+            return EXIT_USAGE
     resume = args.resume is not None
+    extra = _recorder(args, config, resume)  # an unwritable recording stops the run here
+    if not args.quiet:
+        _announce(config)
     live = _live(args)
     options = RunOptions(
-        workdir=Path.cwd(),
+        workdir=config.root,
         session_id=args.resume or args.session_id or None,
         resume=resume,
         progress=not args.quiet,
         observer=live.observe if live is not None and args.verbose else None,
         limit_overrides=limit_overrides(args),
     )
-    extra = _recorder(args, config, resume)
     summary = run_async(run_loop, config, options, [*extra, *([live] if live else [])])
     lines: list[str] = []
     for ext in extra:
@@ -278,11 +294,28 @@ def wants_export(config: LoadedConfig, reason: str, *, flag: bool) -> bool:
     return flag or (on and section.export_on_complete and reason == REASON_COMPLETED)
 
 
+def _announce(config: LoadedConfig) -> None:
+    """One line on stderr: the config file and the hats this run uses (or that it is the
+    built-in demo, for want of a loop.toml)."""
+    import structlog  # noqa: PLC0415 - logging is configured by now
+
+    hats = ", ".join(f"{n} ({config.hat_backend(n).type})" for n in config.hats)
+    log = structlog.get_logger("loop.run")
+    if config.builtin:
+        log.warning(
+            "no loop.toml here or in a parent folder: running the built-in demo",
+            hats=hats,
+            start_your_own=f"{prog_name()} init",
+        )
+    else:
+        log.info("config", file=config.source, root=str(config.root), hats=hats)
+
+
 def _export(config: LoadedConfig, summary: RunSummary) -> str:
     from loop.experience.session_export import export_session  # noqa: PLC0415 - on use
     from loop.runner import tool_context  # noqa: PLC0415 - on use
 
-    ctx = tool_context(config, Path.cwd())
+    ctx = tool_context(config, config.root)
     try:
         result = export_session(ctx, Path(summary.session_dir))
     except LoopError as exc:  # the run's own result and exit code stand; say why, once

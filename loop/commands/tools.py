@@ -26,7 +26,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic.fields import FieldInfo
 
 from loop import _json
-from loop.config.project import tool_settings_from_project
+from loop.config.project import project_root, tool_settings_from_project
 from loop.errors import LoopError, UsageError
 from loop.exits import EXIT_OK
 from loop.locations import DEFAULT_TASKS_FILE
@@ -114,8 +114,10 @@ def context_from_args(args: argparse.Namespace, *, channel: Channel = "cli") -> 
     Inside a loop iteration the calls made with it are journaled as part of the
     iteration, as made over ``channel`` (see :meth:`ToolContext.from_env`).
     """
-    project = tool_settings_from_project(Path.cwd(), getattr(args, "config", None))
+    config = getattr(args, "config", None)
+    project = tool_settings_from_project(Path.cwd(), config)
     return ToolContext.from_env(
+        root=Path.cwd() if config else project_root(Path.cwd()),
         tasks_file=getattr(args, "tasks_file", None) or project.get("tasks_file"),
         workspace=getattr(args, "workspace", None) or project.get("workspace"),
         experiences_base=getattr(args, "experiences_dir", None) or project.get("experiences_base"),

@@ -3,7 +3,8 @@
 * :mod:`loop.config.models`: ``loop.toml``'s sections, a hat, :class:`LoadedConfig`;
 * :mod:`loop.config.backends`: the settings of each backend type (``[backend]``);
 * :mod:`loop.config.loading`: reading the files (strict: unknown keys name the file and key);
-* :mod:`loop.config.project`: ``loop.toml`` as plain data, for the tool commands;
+* :mod:`loop.config.project`: finding ``loop.toml`` (here or in a parent folder), and
+  reading it as plain data, for the tool commands;
 * :mod:`loop.config.topology`: cross-checks of the hats and the event flow between them.
 
 The names below are imported from their module when first used, so a command that only
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
         base_digest,
         config_digest,
     )
-    from loop.config.project import tool_settings_from_project
+    from loop.config.project import find_config, project_root, tool_settings_from_project
 
 __all__ = [
     "BackendConfig",
@@ -45,9 +46,11 @@ __all__ = [
     "base_digest",
     "config_digest",
     "config_from_snapshot",
+    "find_config",
     "load_config",
     "preset_dir",
     "preset_names",
+    "project_root",
     "tool_settings_from_project",
 ]
 
@@ -57,6 +60,8 @@ _HOMES = {
     "load_config": "loading",
     "preset_dir": "loading",
     "preset_names": "loading",
+    "find_config": "project",
+    "project_root": "project",
     "tool_settings_from_project": "project",
     **{
         name: "models"

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "BACKEND_TYPES",
+    "CLI_BACKENDS",
     "DEFAULT_MAX_OUTPUT",
     "AgentCliConfig",
     "BackendConfig",
@@ -22,6 +23,7 @@ __all__ = [
     "PythonConfig",
     "ReplayConfig",
     "ScriptedConfig",
+    "stand_in_output",
 ]
 
 DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
@@ -130,3 +132,19 @@ BackendConfig = Annotated[
     Field(discriminator="type"),
 ]
 BACKEND_TYPES = ("scripted", "command", "python", "claude", "gemini", "codex")
+
+# What `init --backend` and `run --backend` accept: the types that need no per-hat
+# settings (command and python do; replay is set by `replay`).
+CLI_BACKENDS = ("scripted", "claude", "gemini", "codex")
+
+
+def stand_in_output(hat: str, publishes: list[str], completion_event: str) -> str:
+    """The canned output of a scripted stand-in for ``hat``: it publishes onwards (the
+    completion event when the hat may publish it, else its last concrete topic), so a
+    loop of stand-ins runs to its end."""
+    concrete = [t for t in publishes if "*" not in t]
+    output = f"(a scripted stand-in for {hat})"
+    if concrete:
+        topic = completion_event if completion_event in concrete else concrete[-1]
+        output += f' <event topic="{topic}">done</event>'
+    return output

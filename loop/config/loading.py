@@ -14,11 +14,13 @@ from pydantic import ValidationError
 
 from loop.config.backends import (
     BACKEND_TYPES,
+    CLI_BACKENDS,
     BackendConfig,
     ClaudeConfig,
     CodexConfig,
     GeminiConfig,
     ScriptedConfig,
+    stand_in_output,
 )
 from loop.config.models import (
     ConfigFile,
@@ -30,13 +32,14 @@ from loop.config.models import (
     TasksSection,
     ThemesSection,
 )
-from loop.config.project import DEFAULT_CONFIG_NAME, load_toml
+from loop.config.project import DEFAULT_CONFIG_NAME, find_config, load_toml
 from loop.config.topology import validate_topology
 from loop.errors import ConfigError
 
 __all__ = [
     "DEFAULT_CONFIG_NAME",
     "config_from_snapshot",
+    "find_config",
     "load_config",
     "preset_dir",
     "preset_names",
@@ -99,9 +102,11 @@ def load_config(
     """Load and validate the loop configuration.
 
     Args:
-        config: a ``loop.toml``; ``None`` uses ``<root>/loop.toml`` or, failing that,
-            the packaged default preset.
-        root: the working folder (default: the current one).
+        config: a ``loop.toml``; ``None`` uses the one :func:`find_config` finds from
+            ``root`` (whose folder then becomes the root) or, failing that, the packaged
+            default preset (the built-in demo).
+        root: the working folder (default: the current one): where state lives and
+            agents run.
         hats: hat files or folders replacing ``[loop] hats``.
         overrides: ``[loop]`` keys from the command line (prompt, max_iterations...),
             plus ``backend`` (a type name applied to every hat).
@@ -110,9 +115,13 @@ def load_config(
         ConfigError: naming the file and the key.
     """
     root = root or Path.cwd()
+    builtin = False
     if config is None:
-        local = root / DEFAULT_CONFIG_NAME
-        config = local if local.exists() else preset_dir("default") / DEFAULT_CONFIG_NAME
+        found = find_config(root)
+        if found is not None:
+            config, root = found, found.parent
+        else:
+            config, builtin = preset_dir("default") / DEFAULT_CONFIG_NAME, True
     path = config.resolve() if config.exists() else config
     raw = load_toml(path)
     try:
@@ -158,7 +167,7 @@ def load_config(
 
     backend = parsed.backend
     if backend_type is not None:
-        backend, all_hats = _force_backend(backend_type, all_hats)
+        backend, all_hats = _force_backend(backend_type, all_hats, loop.completion_event)
     prompt = _prompt(loop, base, root, path)
     loaded = LoadedConfig(
         loop=loop,
@@ -174,6 +183,8 @@ def load_config(
         hat_sources=sources,
         root=root.resolve(),
         mcp=parsed.mcp,
+        builtin=builtin,
+        backend_given="backend" in parsed.model_fields_set or backend_type is not None,
     )
     validate_topology(loaded)
     return loaded
@@ -194,17 +205,34 @@ def _resolve_backend_paths(backend: BackendConfig, base: Path) -> BackendConfig:
 
 
 def _force_backend(
-    kind: str, hats: dict[str, HatConfig]
+    kind: str, hats: dict[str, HatConfig], completion_event: str
 ) -> tuple[BackendConfig, dict[str, HatConfig]]:
+    """Every hat on ``kind``. For ``scripted``, a hat keeps its own scripted outputs, and
+    any other hat gets a stand-in that publishes onwards (as ``init --backend scripted``
+    writes): the topology runs with no agent."""
     models: dict[str, type[ClaudeConfig | GeminiConfig | CodexConfig]] = {
         "claude": ClaudeConfig,
         "gemini": GeminiConfig,
         "codex": CodexConfig,
     }
+    if kind == "scripted":
+        forced = {
+            name: hat
+            if isinstance(hat.backend, ScriptedConfig)
+            else hat.model_copy(
+                update={
+                    "backend": ScriptedConfig(
+                        outputs=[stand_in_output(name, hat.publishes, completion_event)]
+                    )
+                }
+            )
+            for name, hat in hats.items()
+        }
+        return ScriptedConfig(), forced
     if kind not in models:
         raise ConfigError(
-            f"--backend {kind}: only claude, gemini or codex can be set for every hat from the "
-            "command line (scripted, command and python need per-hat settings)"
+            f"--backend {kind}: one of {', '.join(CLI_BACKENDS)} (command and python need "
+            "per-hat settings)"
         )
     backend = models[kind]()
     return backend, {n: h.model_copy(update={"backend": backend}) for n, h in hats.items()}

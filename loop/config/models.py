@@ -256,6 +256,10 @@ class LoadedConfig:
     # Not in the snapshot: serving the tools changes no routing or outcome (and replay
     # serves nothing, its backends being in-process).
     mcp: McpSection = field(default_factory=McpSection)
+    # No loop.toml was found: this is the packaged default preset, the built-in demo.
+    builtin: bool = False
+    # The file set a default [backend] (or --backend did): a hat without its own has one.
+    backend_given: bool = True
 
     def limit_settings(self) -> LimitSettings:
         """The limits and budgets this configuration sets (what a resume may override)."""

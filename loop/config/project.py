@@ -8,6 +8,7 @@ for a run, and reads files through :func:`load_toml` too).
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -15,9 +16,44 @@ from typing import Any
 from loop._json import too_deep
 from loop.errors import ConfigError
 
-__all__ = ["DEFAULT_CONFIG_NAME", "MAX_TOML_DEPTH", "load_toml", "tool_settings_from_project"]
+__all__ = [
+    "DEFAULT_CONFIG_NAME",
+    "MAX_TOML_DEPTH",
+    "find_config",
+    "load_toml",
+    "project_root",
+    "tool_settings_from_project",
+]
 
 DEFAULT_CONFIG_NAME = "loop.toml"
+# A folder holding one of these is a repository's root: the search for loop.toml stops
+# there, so a loop.toml above a checkout never configures it.
+VCS_MARKERS = (".git", ".hg", ".svn", ".jj")
+
+
+def find_config(start: Path) -> Path | None:
+    """The ``loop.toml`` of the folder ``start``, else of the nearest parent folder.
+
+    As pytest and ruff find theirs: the search goes up from ``start`` and stops at the
+    first folder that holds a ``loop.toml``, at a repository's root (a folder holding
+    ``.git``, ``.hg``, ``.svn`` or ``.jj``, whose own ``loop.toml`` still counts), or at
+    the filesystem root.
+    """
+    folder = Path(os.path.abspath(start))  # noqa: PTH100 - lexical: links stay as typed
+    for candidate in (folder, *folder.parents):
+        config = candidate / DEFAULT_CONFIG_NAME
+        if config.exists():
+            return config
+        if any((candidate / marker).exists() for marker in VCS_MARKERS):
+            return None
+    return None
+
+
+def project_root(start: Path) -> Path:
+    """The project folder for a command run in ``start``: the folder of the ``loop.toml``
+    :func:`find_config` finds, else ``start`` itself. State (``.loop/``) lives there."""
+    found = find_config(start)
+    return found.parent if found is not None else start
 
 
 # Deepest nesting of tables and arrays in a config or hat file: far more than any real
@@ -56,12 +92,17 @@ def tool_settings_from_project(root: Path, config: str | None = None) -> dict[st
     """Where the tool files live according to ``loop.toml`` (or ``config``), if any.
 
     Returns keys ``tasks_file``, ``workspace``, ``experiences_base`` and ``sessions_dir``
-    for the settings present; relative paths resolve against ``root`` (where the loop
-    runs), as in the loop.
+    for the settings present; relative paths resolve against where the loop runs: the
+    folder of the ``loop.toml`` found from ``root`` (:func:`find_config`), or ``root``
+    with ``config`` given.
     """
-    path = Path(config) if config else root / DEFAULT_CONFIG_NAME
-    if not config and not path.exists():
-        return {}
+    if config:
+        path = Path(config)
+    else:
+        found = find_config(root)
+        if found is None:
+            return {}
+        path, root = found, found.parent
     data = load_toml(path)
     base = root.resolve()
     out: dict[str, str] = {}

@@ -86,7 +86,7 @@ def test_a_failed_export_keeps_the_run_summary_and_exit_code(tmp_path: Path) -> 
         'backend = { type = "command", command = ["no-such-agent-xyz"] }\n',
         encoding="utf-8",
     )
-    res = loop("run", "-q", "--export-experience", cwd=tmp_path)
+    res = loop("run", "-q", "--no-preflight", "--export-experience", cwd=tmp_path)
     assert res.returncode == 1, res.stderr  # backend_unavailable, not a usage error
     assert res.stdout.startswith("hatloop: backend_unavailable after 0 iteration(s)")
     assert "experience export failed: no_conversations: " in res.stdout
@@ -233,7 +233,7 @@ def test_hats_validate_warns_about_unreachable_hats(tmp_path: Path) -> None:
     """A hat nothing triggers is reported (a warning, exit 0)."""
     (tmp_path / "loop.toml").write_text(
         '[loop]\nprompt = "x"\n[hats.a]\ntriggers = ["task.start"]\npublishes = ["LOOP_COMPLETE"]'
-        '\n[hats.island]\ntriggers = ["never.sent"]\n'
+        '\n[hats.island]\ntriggers = ["never.sent"]\n[backend]\ntype = "scripted"\n'
     )
     res = loop("hats", "validate", cwd=tmp_path)
     assert res.returncode == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,16 +16,30 @@ from tests.commands.test_cli import ENV
 COMBINATIONS = [(p, b) for p in preset_names() for b in BACKENDS]
 
 
-def _loop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _loop(*args: str, cwd: Path, path: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(ENV)
+    if path is not None:
+        env["PATH"] = f"{path}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(
         [sys.executable, "-m", "loop", *args],
         cwd=cwd,
-        env=ENV,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+def _stand_in_cli(tmp_path: Path, backend: str) -> Path:
+    """A folder holding a program named as the backend's CLI (validate looks it up)."""
+    folder = tmp_path.parent / f"{tmp_path.name}-bin"
+    folder.mkdir(exist_ok=True)
+    if backend != "scripted":
+        exe = folder / backend
+        exe.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+        exe.chmod(0o755)
+    return folder
 
 
 @pytest.mark.parametrize(("preset", "backend"), COMBINATIONS)
@@ -34,7 +49,7 @@ def test_init_writes_a_config_that_validates_and_loads(
     """`init --preset P --backend B`: `hats validate` accepts it and every hat runs on B."""
     init = _loop("init", "--preset", preset, "--backend", backend, cwd=tmp_path)
     assert init.returncode == 0, init.stderr
-    validate = _loop("hats", "validate", cwd=tmp_path)
+    validate = _loop("hats", "validate", cwd=tmp_path, path=_stand_in_cli(tmp_path, backend))
     assert validate.returncode == 0, validate.stdout + validate.stderr
     config = load_config(tmp_path / "loop.toml", root=tmp_path)  # run's loader
     assert config.backend.type == backend

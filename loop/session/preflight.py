@@ -1,0 +1,193 @@
+"""The preflight: what a run needs from the machine, checked before any agent is called.
+
+``hatloop doctor`` prints these checks; ``hatloop run`` runs them first (``--no-preflight``
+skips them) and stops with exit 2 on a failure. Each check is fast and calls no agent:
+
+* every hat has a backend (its own, or a default ``[backend]``);
+* each agent or command backend's program is found (on ``PATH``, or as a path);
+* each Python hat's ``module:function`` imports;
+* each agent backend has what its API needs: a key variable, in the environment or the
+  backend's ``env`` table, or a login the CLI saved (a warning only: logins live in
+  places a CLI may change);
+* the folders a run writes (sessions, tasks, themes, experiences, a recording's) can be
+  written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from loop.backends.python_hat import resolve_target
+from loop.config import LoadedConfig
+from loop.config.backends import (
+    BackendConfig,
+    ClaudeConfig,
+    CodexConfig,
+    CommandConfig,
+    GeminiConfig,
+    PythonConfig,
+)
+
+__all__ = ["Check", "CheckStatus", "backend_checks", "folder_checks", "preflight"]
+
+CheckStatus = Literal["ok", "warn", "fail"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's result: what was checked, for whom, and what was found."""
+
+    what: str  # "backend", "program", "python", "credentials", "folder"
+    subject: str  # "hat planner", "sessions", "recording"...
+    status: CheckStatus
+    detail: str
+
+    def line(self) -> str:
+        """The check as one line: ``ok    program    hat planner: claude (/usr/bin/claude)``."""
+        return f"{self.status:<5} {self.what:<11} {self.subject}: {self.detail}"
+
+
+# What each agent CLI needs to reach its API: key variables, the files its login leaves
+# (relative to HOME), and the install command.
+@dataclass(frozen=True)
+class _Needs:
+    keys: tuple[str, ...]
+    logins: tuple[str, ...]
+    install: str
+
+
+_AGENTS: dict[str, _Needs] = {
+    "claude": _Needs(
+        ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"),
+        (".claude/.credentials.json",),
+        "npm install -g @anthropic-ai/claude-code",
+    ),
+    "gemini": _Needs(
+        ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_APPLICATION_CREDENTIALS"),
+        (".gemini/oauth_creds.json",),
+        "npm install -g @google/gemini-cli",
+    ),
+    "codex": _Needs(
+        ("OPENAI_API_KEY", "CODEX_API_KEY"),
+        # a login, or a config.toml of its own (a custom model provider names its key)
+        (".codex/auth.json", ".codex/config.toml"),
+        "npm install -g @openai/codex",
+    ),
+}
+
+
+def preflight(config: LoadedConfig, *, recording: Path | None = None) -> list[Check]:
+    """Every check for a run of ``config`` (and its recording, if any), in order."""
+    return [*backend_checks(config), *folder_checks(config, recording=recording)]
+
+
+def backend_checks(config: LoadedConfig) -> list[Check]:
+    """The hats' backends: present, their programs found, their modules importable, their
+    credentials (warnings)."""
+    checks: list[Check] = []
+    for name in config.hats:
+        subject = f"hat {name}"
+        if config.hats[name].backend is None and not config.backend_given:
+            checks.append(
+                Check(
+                    "backend",
+                    subject,
+                    "fail",
+                    f"no backend: set [hats.{name}.backend] or a default [backend]",
+                )
+            )
+            continue
+        backend = config.hat_backend(name)
+        checks.append(Check("backend", subject, "ok", backend.type))
+        checks.extend(_backend(subject, backend, config.root))
+    return checks
+
+
+def _backend(subject: str, backend: BackendConfig, root: Path) -> Iterator[Check]:
+    if isinstance(backend, PythonConfig):
+        yield _python(subject, backend.target, root)
+        return
+    if not isinstance(backend, CommandConfig | ClaudeConfig | GeminiConfig | CodexConfig):
+        return  # scripted, replay: nothing outside hatloop
+    env = {**os.environ, **backend.env}
+    needs = _AGENTS.get(backend.type)
+    yield _program(subject, backend.command[0], root, env, needs.install if needs else None)
+    if needs is not None:
+        yield _credentials(subject, backend.type, needs, env)
+
+
+def _program(
+    subject: str, program: str, root: Path, env: Mapping[str, str], install: str | None
+) -> Check:
+    if os.sep in program:  # a path: relative ones resolve where the hats run
+        path = Path(program) if Path(program).is_absolute() else root / program
+        found = str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    else:
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is not None:
+        return Check("program", subject, "ok", f"{program} ({found})")
+    where = "not an executable file" if os.sep in program else "not found on PATH"
+    hint = f" (install: {install})" if install else ""
+    return Check("program", subject, "fail", f"{program}: {where}{hint}")
+
+
+def _python(subject: str, target: str, root: Path) -> Check:
+    try:
+        resolve_target(target, root)
+    except Exception as exc:  # an import runs the module's code: any error is its answer
+        return Check("python", subject, "fail", f"{target}: {exc}")
+    return Check("python", subject, "ok", f"{target} imports")
+
+
+def _credentials(subject: str, kind: str, needs: _Needs, env: Mapping[str, str]) -> Check:
+    given = [k for k in needs.keys if env.get(k)]
+    if given:
+        return Check("credentials", subject, "ok", f"{kind}: {given[0]} is set")
+    home = Path(env.get("HOME") or Path.home())
+    saved = [f for f in needs.logins if (home / f).is_file()]
+    if saved:
+        return Check("credentials", subject, "ok", f"{kind}: {home / saved[0]}")
+    return Check(
+        "credentials",
+        subject,
+        "warn",
+        f"{kind}: none of {', '.join(needs.keys)} is set and no saved login in {home} "
+        f"(set one, or log in with the {kind} CLI)",
+    )
+
+
+def folder_checks(config: LoadedConfig, *, recording: Path | None = None) -> list[Check]:
+    """The folders a run writes: each exists as a writable folder, or can be made."""
+    folders = [("sessions", config.resolve(config.loop.sessions_dir))]
+    if config.tasks.enabled:
+        folders.append(("tasks", config.resolve(config.tasks.file).parent))
+    if config.themes.enabled:
+        folders.append(("themes", config.resolve(config.themes.workspace)))
+    if config.experience.enabled:
+        folders.append(("experiences", config.resolve(config.experience.base_directory)))
+    if recording is not None:
+        folders.append(("recording", Path(os.path.abspath(recording)).parent))  # noqa: PTH100
+    return [_writable(subject, folder) for subject, folder in folders]
+
+
+def _writable(subject: str, folder: Path) -> Check:
+    """Whether ``folder`` can be written: probed with a file that vanishes at once (a
+    permission check alone says yes to root on a read-only or virtual file system)."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return Check("folder", subject, "fail", f"{folder}: {existing} is not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return Check("folder", subject, "fail", f"{folder}: not writable: {exc.strerror or exc}")
+    made = "" if existing == folder else f" (to be made in {existing})"
+    return Check("folder", subject, "ok", f"{folder}{made}")

@@ -1,0 +1,140 @@
+"""``hatloop doctor``, the preflight ``run`` makes first, and ``hats validate``: what a
+run needs is checked before any agent is called."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.commands.helpers import ENV
+
+HATS = """\
+[loop]
+prompt = "x"
+max_iterations = 2
+{loop_extra}
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+
+[hats.tool]
+triggers = ["task.start"]
+publishes = ["LOOP_COMPLETE"]
+backend = {{ type = "command", command = ["{program}"] }}
+"""
+
+AGENTS = """\
+[hats.coder]
+triggers = ["a.b"]
+backend = { type = "claude" }
+
+[hats.critic]
+triggers = ["c.d"]
+backend = { type = "gemini", env = { GEMINI_API_KEY = "test" } }
+
+[hats.helper]
+triggers = ["e.f"]
+backend = { type = "python", target = "no_such_module_xyz:run" }
+"""
+
+
+def _cli(
+    *args: str, cwd: Path, path: Path | None = None, home: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in ENV.items()
+        if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+    }
+    if path is not None:
+        env["PATH"] = f"{path}{os.pathsep}{env.get('PATH', '')}"
+    if home is not None:
+        env["HOME"] = str(home)
+    return subprocess.run(
+        [sys.executable, "-m", "loop", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _fake_programs(folder: Path, *names: str) -> Path:
+    """Stand-in programs on PATH (the preflight only looks them up)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        exe = folder / name
+        exe.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+        exe.chmod(0o755)
+    return folder
+
+
+def test_doctor_passes_a_runnable_config(tmp_path: Path) -> None:
+    """Every check ok: exit 0, one line per check and a count."""
+    (tmp_path / "loop.toml").write_text(HATS.format(program="true", loop_extra=""), "utf-8")
+    res = _cli("doctor", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "ok    program     hat tool: true (" in res.stdout
+    assert "ok    folder      sessions: " in res.stdout
+    assert res.stdout.rstrip().endswith("0 failed")
+
+
+def test_doctor_names_each_missing_program_module_backend_key_and_folder(
+    tmp_path: Path,
+) -> None:
+    """A missing program, a module that does not import, a hat without a backend, a
+    missing API key (a warning) and a folder that cannot be written: one line each,
+    exit 2. A key in the backend's env table (as the local mocks set it) is enough."""
+    toml = HATS.format(program="no-such-agent-xyz", loop_extra='sessions_dir = "/proc/x/s"\n')
+    toml += AGENTS + '\n[hats.bare]\ntriggers = ["g.h"]\n'
+    (tmp_path / "loop.toml").write_text(toml, encoding="utf-8")
+    bin_dir = _fake_programs(tmp_path / "bin", "claude", "gemini")
+    res = _cli("doctor", cwd=tmp_path, path=bin_dir, home=tmp_path / "home")
+    assert res.returncode == 2, res.stdout + res.stderr
+    out = res.stdout
+    assert "fail  program     hat tool: no-such-agent-xyz: not found on PATH" in out
+    assert "fail  python      hat helper: no_such_module_xyz:run: cannot import" in out
+    assert "fail  backend     hat bare: no backend: set [hats.bare.backend]" in out
+    assert "warn  credentials hat coder: claude: none of ANTHROPIC_API_KEY" in out
+    assert "ok    credentials hat critic: gemini: GEMINI_API_KEY is set" in out
+    assert "ok    program     hat coder: claude (" in out
+    assert "fail  folder      sessions: /proc/x/s" in out
+    as_json = json.loads(_cli("doctor", "--json", cwd=tmp_path, path=bin_dir).stdout)
+    assert {c["status"] for c in as_json["checks"]} >= {"ok", "warn", "fail"}
+
+
+def test_run_checks_first_and_no_preflight_skips(tmp_path: Path) -> None:
+    """run stops before any iteration on a failed check (exit 2, one error line per
+    failure and a hint); --no-preflight runs on (the missing program: exit 1)."""
+    (tmp_path / "loop.toml").write_text(
+        HATS.format(program="no-such-agent-xyz", loop_extra=""), "utf-8"
+    )
+    res = _cli("run", "-q", cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.splitlines()[0] == ("error: hat tool: no-such-agent-xyz: not found on PATH")
+    assert "doctor" in res.stderr and "--no-preflight" in res.stderr
+    assert not (tmp_path / ".loop").exists()
+    res = _cli("run", "-q", "--no-preflight", cwd=tmp_path)
+    assert res.returncode == 1 and "backend_unavailable" in res.stdout
+
+
+def test_hats_validate_fails_a_hat_without_a_backend_or_program(tmp_path: Path) -> None:
+    """validate checks the hats' backends too: a hat with none, a program not found."""
+    toml = HATS.format(program="true", loop_extra="") + '\n[hats.bare]\ntriggers = ["g.h"]\n'
+    (tmp_path / "loop.toml").write_text(toml, encoding="utf-8")
+    res = _cli("hats", "validate", cwd=tmp_path)
+    assert res.returncode == 2
+    assert "error: hat bare: no backend" in res.stderr
+    (tmp_path / "loop.toml").write_text(
+        HATS.format(program="no-such-agent-xyz", loop_extra=""), "utf-8"
+    )
+    res = _cli("hats", "validate", cwd=tmp_path)
+    assert res.returncode == 2 and "no-such-agent-xyz: not found on PATH" in res.stderr
