@@ -47,7 +47,7 @@ def test_the_packaged_default_is_used_where_there_is_no_loop_toml(tmp_path: Path
         (
             '[loop]\nprompt = "x"\nmax_iterations = 0\n' + HAT,
             "loop.max_iterations",
-            "greater than or equal to 1",
+            "expected a number at least 1, got 0",
         ),
     ],
 )

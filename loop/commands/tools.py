@@ -38,9 +38,15 @@ __all__ = [
     "ToolGroup",
     "add_context_options",
     "add_tool_group",
+    "cli_wording",
     "context_from_args",
     "report_tool_error",
 ]
+
+# A tool's name → its command line (``completeTask`` → ``hatloop task complete``), for the
+# groups this process registered: messages name tools the MCP way, a person types commands.
+_COMMAND_LINES: dict[str, str] = {}
+_BOOL_ARG = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(true|false)\b")
 
 Renderer = Callable[[dict[str, Any]], str]
 
@@ -127,6 +133,18 @@ def context_from_args(args: argparse.Namespace, *, channel: Channel = "cli") -> 
     )
 
 
+def cli_wording(text: str) -> str:
+    """A tool's message worded for the command line: ``pass cascade=true`` becomes
+    ``pass --cascade``, ``call completeTask`` becomes ``call hatloop task complete``
+    (over MCP, the same message keeps the tool's own wording)."""
+    text = _BOOL_ARG.sub(
+        lambda m: f"--{'' if m.group(2) == 'true' else 'no-'}{_kebab(m.group(1))}", text
+    )
+    for tool_name, command_line in _COMMAND_LINES.items():
+        text = re.sub(rf"\b{tool_name}\b", f"`{command_line}`", text)
+    return text
+
+
 def report_tool_error(exc: LoopError, *, as_json: bool) -> int:
     """Print a tool command's error; return its exit code (the error's own).
 
@@ -135,7 +153,7 @@ def report_tool_error(exc: LoopError, *, as_json: bool) -> int:
     """
     if as_json:
         print(json.dumps(exc.to_dict(), ensure_ascii=False, indent=2))
-    print(f"error: {exc.code}: {exc.message}", file=sys.stderr)
+    print(f"error: {exc.code}: {cli_wording(exc.message)}", file=sys.stderr)
     return exc.exit_code
 
 
@@ -182,6 +200,7 @@ def add_tool_group(
     sub = parent.add_subparsers(dest="tool_command", metavar="COMMAND", required=True)
     by_name = {t.name: t for t in tools}
     for command, tool_name in commands.items():
+        _COMMAND_LINES[tool_name] = f"{parent.prog} {command}"
         tool = by_name[tool_name]
         summary = tool.description.strip().splitlines()[0]
         p = sub.add_parser(
@@ -258,7 +277,7 @@ def _make_handler(tool: Tool, renderer: Renderer | None) -> Callable[[argparse.N
         if args.json:
             print(json.dumps(out, ensure_ascii=False, indent=2))
         else:
-            print((renderer or render_fields)(out))
+            print(cli_wording((renderer or render_fields)(out)))
         return EXIT_OK
 
     return handler

@@ -295,9 +295,12 @@ class Engine:
             override = next((r for r in appended if isinstance(r, Override)), None)
         else:
             if contents.records or contents.torn:
-                raise SessionError(
-                    f"session {self.paths.session_id} already exists; use --resume to continue it"
-                )
+                sid = self.paths.session_id
+                if fold(contents.records, self.route_ctx).termination == "completed":
+                    raise SessionError(
+                        f"session {sid} already exists and has completed; choose another session id"
+                    )
+                raise SessionError(f"session {sid} already exists; use --resume to continue it")
             self.journal.open()
             self._record(start)
         mark_latest(self.paths.sessions_dir, self.paths.session_id)

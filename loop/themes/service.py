@@ -146,7 +146,7 @@ class ThemeService:
         if existing is not None:
             raise ToolError(
                 "cooldown",
-                f"{stage}cooldown: a theme was already started or ended at heartbeat "
+                f"{stage}a theme was already started or ended at heartbeat "
                 f"{heartbeat_id} (artifacts/theme_histories/{existing}); finish this turn "
                 "and try again at a later heartbeat",
                 details={"heartbeatId": heartbeat_id, "existing": existing},
