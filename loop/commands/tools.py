@@ -141,7 +141,8 @@ def cli_wording(text: str) -> str:
         lambda m: f"--{'' if m.group(2) == 'true' else 'no-'}{_kebab(m.group(1))}", text
     )
     for tool_name, command_line in _COMMAND_LINES.items():
-        text = re.sub(rf"\b{tool_name}\b", f"`{command_line}`", text)
+        # a name as a word of the sentence, not inside a file name (start_theme.intent.json)
+        text = re.sub(rf"(?<![\w./-]){tool_name}(?!\w|[./-]\w)", f"`{command_line}`", text)
     return text
 
 

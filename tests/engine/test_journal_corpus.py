@@ -114,7 +114,8 @@ def _damage(root: Path, lines: list[str], line: int, change: Callable[[Record], 
     path = folder / "journal.jsonl"
     path.write_text("\n".join(damaged) + "\n", encoding="utf-8")
     (root / "loop.toml").write_text(
-        '[loop]\nprompt = "p"\n[hats.planner]\ntriggers = ["task.start", "plan.again"]\n',
+        '[loop]\nprompt = "p"\n[backend]\ntype = "scripted"\n'
+        '[hats.planner]\ntriggers = ["task.start", "plan.again"]\n',
         encoding="utf-8",
     )
     return path

@@ -92,7 +92,7 @@ async def test_a_corrupt_line_in_the_middle_is_an_error_naming_it(tmp_path: Path
     with pytest.raises(SessionError, match=r"journal\.jsonl:2: corrupt journal line"):
         session_status(tmp_path / ".loop/sessions", "c")
     res = subprocess.run(
-        [sys.executable, "-m", "loop", "run", "--resume", "c"],
+        [sys.executable, "-m", "loop", "run", "--no-preflight", "--resume", "c"],
         cwd=tmp_path,
         env=ENV,
         capture_output=True,
