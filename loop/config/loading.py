@@ -81,7 +81,7 @@ def _explain(exc: ValidationError, model: type[BaseModel]) -> tuple[str, str]:
 
 
 # The [loop] keys whose command-line flag is not their name in kebab case.
-_FLAGS = {"max_runtime_seconds": "--max-runtime"}
+_FLAGS = {"max_runtime_seconds": "--max-runtime", "max_wait_seconds": "--max-wait"}
 
 _EXPECTED = {
     "int_type": "a whole number",
