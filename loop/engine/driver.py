@@ -50,7 +50,7 @@ from loop.engine.decide import (
 )
 from loop.engine.hooks import Hooks
 from loop.engine.invoke import ChildVariables, HatCaller, session_env
-from loop.engine.journal import Journal, read_journal
+from loop.engine.journal import Journal, journal_redactor, read_journal
 from loop.engine.lanes import CommitGate, Lane, ParallelLoop
 from loop.engine.lifecycle import (
     ITERATION_DONE,
@@ -67,14 +67,13 @@ from loop.engine.records import iteration_end, session_end, session_start
 from loop.engine.resume import LimitOverrides, resume_records
 from loop.engine.schedule import schedule_of
 from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
-from loop.engine.state import LoopState, RouteContext, apply
+from loop.engine.state import LoopState, RouteContext, apply, fold
 from loop.engine.waits import LimitWaits
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
 from loop.exits import exit_code_for
 from loop.extensions import Extension
 from loop.records import HatExhausted, IterationEnd, IterationStart, JournalRecord, Override
-from loop.redact import Redactor
 from loop.tools.calls import IterationCalls, collecting, local_offset, merge_calls
 
 __all__ = ["YIELD_INTERVAL", "Engine"]
@@ -85,17 +84,6 @@ log = structlog.get_logger("loop.engine")
 # a cancellation before every iteration, and lets the event loop run (signals, progress,
 # other tasks) at least this often, in seconds of its clock.
 YIELD_INTERVAL = 0.005
-
-
-def _redactor(config: LoadedConfig) -> Redactor | None:
-    """What the journal keeps out of its lines, as a recording does (``[recording]
-    redact_secrets``): secret-looking environment variables, and the ``env`` tables of
-    the backends."""
-    if not config.recording.redact_secrets:
-        return None
-    redactor = Redactor(os.environ)
-    redactor.learn_from_config(config.snapshot())
-    return redactor
 
 
 class Engine:
@@ -171,7 +159,7 @@ class Engine:
         self._gate = CommitGate(commit_order) if commit_order is not None else None
         self.state = LoopState()
         self.journal = Journal(
-            paths.journal, durable=config.loop.durable, redactor=_redactor(config)
+            paths.journal, durable=config.loop.durable, redactor=journal_redactor(config)
         )
         self._lock = SessionLock(paths.lock)
         self._extra_env = dict(env or {})

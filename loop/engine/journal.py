@@ -17,11 +17,12 @@ from pathlib import Path
 
 from loop._faults import crash_armed
 from loop._fs import fsync_dir, write_all
+from loop.config import LoadedConfig
 from loop.errors import SessionError
 from loop.records import IterationStart, JournalRecord, encode_record, parse_record
 from loop.redact import Redactor, redact_line
 
-__all__ = ["Journal", "JournalContents", "read_journal"]
+__all__ = ["Journal", "JournalContents", "journal_redactor", "read_journal"]
 
 # When durability is on, every record but ``iteration.start`` (an in-flight marker a crash
 # may lose: the iteration then runs again) is synced to disk. The sync is ``fdatasync``
@@ -121,3 +122,14 @@ class Journal:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+def journal_redactor(config: LoadedConfig) -> Redactor | None:
+    """What the journal keeps out of its lines, as a recording does (``[recording]
+    redact_secrets``): secret-looking environment variables, and the ``env`` tables of
+    the backends."""
+    if not config.recording.redact_secrets:
+        return None
+    redactor = Redactor(os.environ)
+    redactor.learn_from_config(config.snapshot())
+    return redactor
