@@ -144,7 +144,7 @@ def test_backend_override_sets_every_hat_and_the_digest_changes(tmp_path: Path) 
         ('required_events = ["LOOP_COMPLETE"]', "loop.required_events", "cannot be one of"),
         ('required_events = ["a..b"]', "loop.required_events", "not a valid topic"),
         ("max_cost_usd = 0", "loop.max_cost_usd", "greater than 0"),
-        ("max_tokens = 0", "loop.max_tokens", "greater than or equal to 1"),
+        ("max_tokens = 0", "loop.max_tokens", "expected a number at least 1, got 0"),
     ],
 )
 def test_completion_rules_and_budgets_are_validated(

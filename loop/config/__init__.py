@@ -3,6 +3,7 @@
 * :mod:`loop.config.models`: ``loop.toml``'s sections, a hat, :class:`LoadedConfig`;
 * :mod:`loop.config.backends`: the settings of each backend type (``[backend]``);
 * :mod:`loop.config.loading`: reading the files (strict: unknown keys name the file and key);
+* :mod:`loop.config.explain`: validation errors in plain words, with "did you mean";
 * :mod:`loop.config.project`: finding ``loop.toml`` (here or in a parent folder), and
   reading it as plain data, for the tool commands;
 * :mod:`loop.config.topology`: cross-checks of the hats and the event flow between them.

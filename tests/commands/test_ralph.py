@@ -4,6 +4,7 @@ to completion (on a command backend standing in for the agent)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tomllib
@@ -37,11 +38,14 @@ PRESETS = {  # preset -> (completion, required events, the hats in the order the
 }
 
 
-def _loop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def _loop(*args: str, cwd: Path, path: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = dict(ENV)
+    if path is not None:  # stand-in programs first on PATH
+        env["PATH"] = f"{path}{os.pathsep}{env.get('PATH', '')}"
     return subprocess.run(
         [sys.executable, "-m", "loop", *args],
         cwd=cwd,
-        env=ENV,
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -61,7 +65,11 @@ def test_a_ralph_preset_converts_validates_and_runs_to_completion(
     init = _loop("init", "--from-ralph", str(RALPH / f"{preset}.yml"), cwd=tmp_path)
     assert init.returncode == 0, init.stderr
     assert "not carried over: core.specs_dir: a Ralph setting" in init.stdout
-    validate = _loop("hats", "validate", "--prompt", "x", cwd=tmp_path)
+    bin_dir = tmp_path / "bin"  # validate looks the claude program up: a stand-in
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    (bin_dir / "claude").chmod(0o755)
+    validate = _loop("hats", "validate", "--prompt", "x", cwd=tmp_path, path=bin_dir)
     assert validate.returncode == 0, validate.stdout + validate.stderr
     config = load_config(tmp_path / "loop.toml", root=tmp_path, overrides={"prompt": "x"})
     assert config.loop.completion_event == completion
