@@ -52,7 +52,10 @@ def sessions_root(flag: str | None) -> Path:
         StoreError: a file is where the folder belongs; PathError: a link is (inside
             the project, no link is followed).
     """
-    from loop.config.project import project_root, tool_settings_from_project  # noqa: PLC0415
+    from loop.config.project import (  # noqa: PLC0415 - on use
+        project_root,
+        tool_settings_from_project,
+    )
 
     project = project_root(Path.cwd())
     if flag:
