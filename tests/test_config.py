@@ -195,6 +195,7 @@ def test_parallel_hats_configure_the_schedule(tmp_path: Path) -> None:
     assert sched.of("reviewer") == HatSchedule(concurrency=3)
     assert sched.of("synthesizer").aggregate == Aggregate("quorum", 2, 30.0)
     assert sched.of("coordinator") == HatSchedule()
+    (tmp_path / "none" / ".git").mkdir(parents=True)  # no loop.toml up to a repository's root
     default = load_config(root=tmp_path / "none")
     assert not schedule_of(default).parallel
 
@@ -202,8 +203,8 @@ def test_parallel_hats_configure_the_schedule(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("old", "new", "key", "message"),
     [
-        ("concurrency = 3", "concurrency = 0", "hats.reviewer.concurrency", "greater than"),
-        ("max_parallel = 2", "max_parallel = 0", "loop.max_parallel", "greater than"),
+        ("concurrency = 3", "concurrency = 0", "hats.reviewer.concurrency", "at least 1, got 0"),
+        ("max_parallel = 2", "max_parallel = 0", "loop.max_parallel", "at least 1, got 0"),
         ("count = 2, ", "", "hats.synthesizer.aggregate", "needs a count"),
         ('"quorum"', '"first"', "hats.synthesizer.aggregate", 'count is for mode "quorum"'),
         ('"quorum"', '"most"', "hats.synthesizer.aggregate.mode", "wait_for_all"),
