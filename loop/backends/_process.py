@@ -4,6 +4,12 @@ The child runs in its own session (process group). On timeout or cancellation th
 whole group gets SIGTERM, then SIGKILL after a short grace, in a shielded scope so
 that cleanup finishes even while the caller is being cancelled.
 
+Nothing it starts outlives it. When the child exits, what is left of its group is
+killed, and so is every process that carries its tag (:mod:`loop.backends._procs`):
+a grandchild that left the group (``setsid``) and kept the output open included. The
+output is then read for at most :data:`OUTPUT_GRACE_SECONDS` more, so a process that
+holds it open without the tag cannot keep a finished child's run waiting.
+
 Output goes through pipes or, with ``output_files=True``, into unnamed temporary files
 read back once the group has stopped. Files are for children written for Node or Bun:
 their writes to a pipe are asynchronous, and what is still queued for a full pipe when
@@ -23,22 +29,50 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import anyio
+import structlog
 from anyio.abc import ByteReceiveStream, Process
 
 from loop.backends._output import OutputWatch
+from loop.backends._procs import (
+    TAG_VARIABLE,
+    Mark,
+    ProcStat,
+    SpawnedProcess,
+    carrying,
+    mark,
+    new_tag,
+    own_start_ticks,
+    processes,
+    spawned,
+    stop_processes,
+    tag_entry,
+)
 from loop.errors import BackendUnavailable
 
-__all__ = ["STOP_SECONDS", "ProcessResult", "last_line", "run_process", "stop_reason"]
+__all__ = [
+    "KILL_GRACE_SECONDS",
+    "KILL_WAIT_SECONDS",
+    "STOP_SECONDS",
+    "ProcessResult",
+    "last_line",
+    "run_process",
+    "stop_reason",
+]
+
+log = structlog.get_logger("loop.process")
 
 KILL_GRACE_SECONDS = 2.0  # SIGTERM, then this long before SIGKILL
 KILL_WAIT_SECONDS = 5.0  # SIGKILL, then this long for the leader to be reaped
+# Once the child has exited and what it left is stopped, how long its output may still
+# take to reach its end (a process that holds it open without the tag).
+OUTPUT_GRACE_SECONDS = 2.0
 # The longest run_process takes past its timeout to stop a child's group.
-STOP_SECONDS = KILL_GRACE_SECONDS + KILL_WAIT_SECONDS
+STOP_SECONDS = KILL_GRACE_SECONDS + 2 * KILL_WAIT_SECONDS  # the group, then what it left
 
 
 def last_line(raw: bytes, limit: int = 300) -> str:
@@ -97,6 +131,40 @@ async def _read_capped(
         size += len(kept)
 
 
+async def _read_all(
+    scope: anyio.CancelScope, proc: Process, cap: int, sinks: _Sinks, watch: OutputWatch | None
+) -> None:
+    """Read both pipes until they end or ``scope`` is cancelled (a holder that would not
+    let go of them)."""
+    with scope:
+        async with anyio.create_task_group() as tg:
+            seen = (None, None) if watch is None else (watch.stdout, watch.stderr)
+            tg.start_soon(_read_capped, proc.stdout, cap, sinks.out, sinks.flags, seen[0])
+            tg.start_soon(_read_capped, proc.stderr, cap, sinks.err, sinks.flags, seen[1])
+    if scope.cancelled_caught:
+        log.warning(
+            "stopped reading a child's output: it exited, and something it left holds the "
+            "output open",
+            pid=proc.pid,
+        )
+
+
+@dataclass
+class _Sinks:
+    """Where a child's output goes as it is read."""
+
+    out: list[bytes] = field(default_factory=list)
+    err: list[bytes] = field(default_factory=list)
+    flags: dict[str, bool] = field(default_factory=lambda: {"truncated": False})
+
+
+async def _send(proc: Process, stdin: bytes | None) -> None:
+    if proc.stdin is not None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await proc.stdin.send(stdin or b"")
+        await proc.stdin.aclose()
+
+
 def _read_back(file: IO[bytes], cap: int, sink: list[bytes], flags: dict[str, bool]) -> None:
     file.seek(0)
     data = file.read(cap + 1)
@@ -126,6 +194,18 @@ async def _kill_group(proc: Process) -> None:
                 await proc.wait()
 
 
+def _tagged(child: SpawnedProcess, before: Mark) -> Callable[[], list[ProcStat]]:
+    """What finds the processes that carry ``child``'s tag (it and its descendants)."""
+    entry = (tag_entry(child.tag),)
+    since = child.start_ticks if child.start_ticks is not None else own_start_ticks()
+    return lambda: [st for st in processes(since, before) if carrying(st, entry)]
+
+
+async def _stop_leftovers(child: SpawnedProcess, before: Mark) -> None:
+    """Kill what carries the child's tag, wherever it went."""
+    await stop_processes(_tagged(child, before), grace=0, wait=KILL_WAIT_SECONDS)
+
+
 async def run_process(
     argv: Sequence[str],
     *,
@@ -136,21 +216,24 @@ async def run_process(
     max_output_bytes: int = 10 * 1024 * 1024,
     output_files: bool = False,
     watch: OutputWatch | None = None,
+    on_start: Callable[[SpawnedProcess], None] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` to completion (or timeout) and capture its output.
 
     With ``output_files`` stdout and stderr are temporary files, not pipes (see above).
     ``watch`` sees the output as it arrives, and may stop a silent child.
+    ``on_start`` is told who the child is as soon as it runs (to journal it).
 
     Raises:
         BackendUnavailable: the program does not exist or is not executable.
     """
-    out: list[bytes] = []
-    err: list[bytes] = []
-    flags = {"truncated": False}
+    sinks = _Sinks()
     timed_out = False
+    tag = new_tag()
+    child_env = {**(os.environ if env is None else env), TAG_VARIABLE: tag}
     with contextlib.ExitStack() as stack:
         files = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(2 * output_files)]
+        before = mark()
         try:
             proc = await anyio.open_process(
                 list(argv),
@@ -158,46 +241,50 @@ async def run_process(
                 stdout=files[0] if files else subprocess.PIPE,
                 stderr=files[1] if files else subprocess.PIPE,
                 cwd=cwd,
-                env=dict(env) if env is not None else None,
+                env=child_env,
                 start_new_session=True,
             )
         except FileNotFoundError as exc:
             raise BackendUnavailable(f"program not found: {argv[0]}") from exc
         except PermissionError as exc:
             raise BackendUnavailable(f"program not executable: {argv[0]}") from exc
+        child = spawned(proc.pid, tag)
+        left_stopped = False
         try:
+            if on_start is not None:
+                on_start(child)
             with anyio.move_on_after(timeout) as scope:
                 async with anyio.create_task_group() as tg:
-                    seen = [None, None] if watch is None else [watch.stdout, watch.stderr]
-                    tg.start_soon(_read_capped, proc.stdout, max_output_bytes, out, flags, seen[0])
-                    tg.start_soon(_read_capped, proc.stderr, max_output_bytes, err, flags, seen[1])
+                    reading = anyio.CancelScope()
+                    tg.start_soon(_read_all, reading, proc, max_output_bytes, sinks, watch)
                     if watch is not None:
                         tg.start_soon(watch.run, scope, files)
-                    if proc.stdin is not None:
-                        with contextlib.suppress(
-                            anyio.BrokenResourceError, anyio.ClosedResourceError
-                        ):
-                            await proc.stdin.send(stdin or b"")
-                        await proc.stdin.aclose()
+                    await _send(proc, stdin)
                     await proc.wait()
                     _reap_stragglers(proc)
+                    await _stop_leftovers(child, before)
+                    left_stopped = True
+                    # the output ends when its last writer is gone: a short grace for it
+                    reading.deadline = anyio.current_time() + OUTPUT_GRACE_SECONDS
                     if watch is not None:
                         watch.stopped()
             timed_out = scope.cancelled_caught
         finally:
             await _kill_group(proc)
+            if not left_stopped:
+                await _stop_leftovers(child, before)
             with anyio.CancelScope(shield=True):
                 await proc.aclose()
-        for file, sink in zip(files, (out, err), strict=False):
-            _read_back(file, max_output_bytes, sink, flags)  # at most the cap: quick
+        for file, sink in zip(files, (sinks.out, sinks.err), strict=False):
+            _read_back(file, max_output_bytes, sink, sinks.flags)  # at most the cap: quick
         if watch is not None:
             watch.finish()
     idled = watch is not None and watch.idled
     return ProcessResult(
         returncode=proc.returncode,
-        stdout=b"".join(out),
-        stderr=b"".join(err),
+        stdout=b"".join(sinks.out),
+        stderr=b"".join(sinks.err),
         timed_out=timed_out and not idled,
-        truncated=flags["truncated"],
+        truncated=sinks.flags["truncated"],
         idle_timeout=watch.idle_timeout if watch is not None and idled else None,
     )
