@@ -23,6 +23,11 @@ from loop.exits import EXIT_OK, EXIT_USAGE
 from loop.locations import ENV_EVENTS_FILE
 from loop.topics import RULE, is_valid_topic
 
+# The longest line the engine reads from an events file (one event with its payload, or
+# one tool call with its input and result): a longer one is dropped and reported, so emit
+# refuses it here first.
+MAX_LINE_BYTES = 4 * 1024 * 1024
+
 USAGE = """usage: python -m loop emit TOPIC [PAYLOAD] [--json] [--target HAT]
        python -m loop emit TOPIC --payloads PAYLOAD... [--json] [--target HAT]
 
@@ -37,20 +42,38 @@ exit codes: 0 emitted, 2 bad usage or input
 """
 
 
-def append_event(path: Path, topic: str, payload: Any, target: str | None = None) -> None:
+def append_event(
+    path: Path,
+    topic: str,
+    payload: Any,
+    target: str | None = None,
+    *,
+    root: Path | None = None,
+    create_folders: bool = False,
+) -> None:
     """Append one event line with a single ``write`` on an ``O_APPEND`` descriptor.
 
     One write per line keeps concurrent emitters from interleaving within a line. The
-    file is opened without following a link (:func:`loop._fs.append_bytes`).
+    file is opened without following a link (:func:`loop._fs.append_bytes`; from
+    ``root`` when given, creating the missing folders with ``create_folders``).
 
     Raises:
         OSError: the file cannot be written.
-        InputError: a link (or something else than a file) is at ``path``.
+        InputError: a link (or something else than a file) is at ``path``, or the line
+            would pass :data:`MAX_LINE_BYTES`.
     """
-    append_events(path, topic, [payload], target)
+    append_events(path, topic, [payload], target, root=root, create_folders=create_folders)
 
 
-def append_events(path: Path, topic: str, payloads: list[Any], target: str | None = None) -> None:
+def append_events(
+    path: Path,
+    topic: str,
+    payloads: list[Any],
+    target: str | None = None,
+    *,
+    root: Path | None = None,
+    create_folders: bool = False,
+) -> None:
     """Append one event line per payload, all with a single ``write`` (a fan-out lands
     whole or not at all); see :func:`append_event`."""
     now = time.time()
@@ -60,10 +83,16 @@ def append_events(path: Path, topic: str, payloads: list[Any], target: str | Non
         if target:
             record["target"] = target
         try:
-            lines.append((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+            line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: escaped, the line stays valid UTF-8
-            lines.append((json.dumps(record) + "\n").encode("ascii"))
-    _fs.append_bytes(path, b"".join(lines))
+            line = (json.dumps(record) + "\n").encode("ascii")
+        if len(line) > MAX_LINE_BYTES:
+            raise InputError(
+                f"the event is {len(line)} bytes as a line; an events file takes lines of at "
+                f"most {MAX_LINE_BYTES} bytes (put a large payload in a file and emit its path)"
+            )
+        lines.append(line)
+    _fs.append_bytes(path, b"".join(lines), root=root, create_folders=create_folders)
 
 
 def main(argv: list[str]) -> int:

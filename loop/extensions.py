@@ -49,7 +49,9 @@ class RunningIteration:
         hat: the hat running the iteration.
         iteration: the iteration's number (1 for the session's first).
         activation: how many times the hat ran before (0 for its first run).
-        events_file: the iteration's events file (``LOOP_EVENTS_FILE``).
+        events_file: the attempt's events file (``LOOP_EVENTS_FILE``); its folder is
+            the attempt's own (``LOOP_ITERATION_DIR``).
+        attempt: which run of the iteration this is (1, unless a crash interrupted one).
     """
 
     session_id: str
@@ -58,6 +60,7 @@ class RunningIteration:
     iteration: int
     activation: int
     events_file: Path
+    attempt: int = 1
 
 
 class Extension:

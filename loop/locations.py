@@ -17,13 +17,16 @@ __all__ = [
     "DEFAULT_SESSIONS_DIR",
     "DEFAULT_TASKS_FILE",
     "DEFAULT_WORKSPACE",
+    "ENV_ATTEMPT",
     "ENV_EVENTS_FILE",
     "ENV_EXPERIENCES_DIR",
     "ENV_HAT",
     "ENV_ITERATION",
+    "ENV_ITERATION_DIR",
     "ENV_MCP_TOKEN",
     "ENV_MCP_URL",
     "ENV_PYTHON",
+    "ENV_RUN_ID",
     "ENV_SESSION_DIR",
     "ENV_SESSION_ID",
     "ENV_TASKS_FILE",
@@ -41,6 +44,11 @@ DEFAULT_EXPERIENCES_DIR = ".loop/experiences"
 ENV_EVENTS_FILE = "LOOP_EVENTS_FILE"  # the iteration's events file (emit appends to it)
 ENV_SESSION_ID = "LOOP_SESSION_ID"
 ENV_ITERATION = "LOOP_ITERATION"
+ENV_ITERATION_DIR = "LOOP_ITERATION_DIR"  # the attempt's own folder (the events file's)
+ENV_ATTEMPT = "LOOP_ATTEMPT"  # which run of the iteration (1, unless a crash stopped one)
+# the run that started the child: its tool calls are made only while that run holds the
+# session (the run writes it into the session's lock)
+ENV_RUN_ID = "LOOP_RUN_ID"
 ENV_HAT = "LOOP_HAT"
 ENV_SESSION_DIR = "LOOP_SESSION_DIR"
 ENV_PYTHON = "LOOP_PYTHON"  # the interpreter running the loop
@@ -53,10 +61,13 @@ ENV_MCP_TOKEN = "LOOP_MCP_TOKEN"  # the variable's name; the iteration's secret 
 # What hatloop's stdio MCP server needs to find the session's files (passed when known).
 TOOL_SERVER_VARIABLES = (
     ENV_EVENTS_FILE,
+    ENV_ITERATION_DIR,
     ENV_SESSION_ID,
     ENV_ITERATION,
+    ENV_ATTEMPT,
     ENV_HAT,
     ENV_SESSION_DIR,
+    ENV_RUN_ID,
     ENV_TASKS_FILE,
     ENV_WORKSPACE,
     ENV_EXPERIENCES_DIR,

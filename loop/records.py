@@ -3,7 +3,11 @@
 A journal (``journal.jsonl`` in a session's folder) holds one record per line::
 
     session.start     the configuration the session runs with, and its starting event
-    iteration.start   an iteration is in flight: its hat and the pending events it runs on
+    iteration.start   an attempt at an iteration is in flight: its hat, its attempt
+                      number and the pending events it runs on
+    child.start       a backend started a child process for the attempt: what names it
+                      across pid reuse (a resume stops it if it still runs)
+    event.malformed   a line of the attempt's emit file was not an event: why
     iteration.end     an iteration committed (the commit point): prompt, output, events,
                       the tool calls made in its context, the engine's verdict, timings,
                       cost
@@ -13,7 +17,8 @@ A journal (``journal.jsonl`` in a session's folder) holds one record per line::
     events.published  events published while no iteration collected (by an extension
                       or a subscriber, e.g. on ``loop.iteration.done``): routed like an
                       iteration's
-    resume            a process took over a session that had stopped
+    resume            a process took over a session that had stopped (and stopped what
+                      the stopped run had left running)
     override          ...with other limits or backends, from this point on
     session.end       why the session ended
 
@@ -52,6 +57,8 @@ __all__ = [
     "JOURNAL_VERSION",
     "RECORD_CONFIG",
     "CallError",
+    "ChildStarted",
+    "EventMalformed",
     "EventsPublished",
     "HatExhausted",
     "HatTopology",
@@ -86,6 +93,7 @@ RECORD_CONFIG = ConfigDict(strict=True, extra="forbid")
 Count = Annotated[int, Field(ge=0)]
 Seconds = Annotated[float, Field(ge=0)]
 Iteration = Annotated[int, Field(ge=1)]
+Attempt = Annotated[int, Field(ge=1, description="1 for an iteration's first attempt")]
 
 
 @with_config(RECORD_CONFIG)
@@ -140,12 +148,53 @@ class SessionStart(SessionFields):
 @with_config(RECORD_CONFIG)
 @dataclass(kw_only=True)
 class IterationStart:
-    """An iteration is in flight: its hat, and the pending events (by number) it runs on."""
+    """An attempt at an iteration is in flight: its hat, and the pending events (by
+    number) it runs on. An iteration a crash interrupted runs again as its next attempt,
+    with files of its own (``iterations/NNNNNN/attempt-K/``)."""
 
     kind: Literal["iteration.start"] = "iteration.start"
     iteration: Iteration
     hat: str
     triggers: Annotated[tuple[int, ...], Field(description="the pending events' numbers")]
+    attempt: Attempt = 1
+    ts: float
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
+class ChildStarted:
+    """A backend started a child process for an attempt: what names it and what it starts,
+    so that a resume stops them if they outlived the run, and nothing else.
+
+    ``start_ticks`` (field 22 of ``/proc/<pid>/stat``) on ``boot_id`` tells the child
+    from a later process with the same pid; ``tag`` is in the environment of the child
+    and of everything it starts. ``start_ticks`` is ``None`` when the child was gone
+    before it could be read.
+    """
+
+    kind: Literal["child.start"] = "child.start"
+    iteration: Iteration
+    attempt: Attempt
+    pid: Annotated[int, Field(ge=1)]
+    pgid: int
+    start_ticks: int | None
+    boot_id: str
+    tag: str
+    ts: float
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
+class EventMalformed:
+    """A line of an attempt's emit file that is not an event (it was dropped), or the file
+    itself refused (``line`` is ``None``): the hat is told in its next prompt."""
+
+    kind: Literal["event.malformed"] = "event.malformed"
+    iteration: Iteration
+    attempt: Attempt
+    hat: str
+    line: Annotated[int, Field(ge=1)] | None
+    problem: str
     ts: float
 
 
@@ -339,12 +388,14 @@ class Override(LimitSettings):
 @with_config(RECORD_CONFIG)
 @dataclass(kw_only=True)
 class Resume:
-    """A process took the session over after ``iteration`` (``in_flight`` was running)."""
+    """A process took the session over after ``iteration`` (``in_flight`` was running);
+    ``stopped``: the processes a previous run had left running, which it stopped."""
 
     kind: Literal["resume"] = "resume"
     pid: int
     iteration: Count
     in_flight: int | None = None
+    stopped: tuple[int, ...] = ()
     ts: float
 
 
@@ -374,6 +425,8 @@ class SessionEnd(SessionEndFields):
 JournalRecord = Annotated[
     SessionStart
     | IterationStart
+    | ChildStarted
+    | EventMalformed
     | IterationEnd
     | HatExhausted
     | Wait

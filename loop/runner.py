@@ -129,18 +129,25 @@ def serves_tools(config: LoadedConfig, backends: Mapping[str, Backend]) -> bool:
 
 
 def resolve_session(config: LoadedConfig, options: RunOptions) -> SessionPaths:
-    """The session to run: a new id, the given one, or (resume) the most recent one."""
+    """The session to run: a new id, the given one, or (resume) the most recent one.
+
+    Its files are reached without following links from the project folder when the
+    sessions folder is inside it (as every tool's files are), else from the sessions
+    folder as configured.
+    """
     sessions_dir = config.resolve(config.loop.sessions_dir)
+    root = tool_context(config, options.workdir).trusted_root(sessions_dir)
     if options.resume and options.session_id is None:
-        latest = latest_session(sessions_dir)
+        latest = latest_session(sessions_dir, root=root)
         if latest is None:
             raise SessionError(f"no session to resume in {sessions_dir}")
-        return SessionPaths(sessions_dir, latest)
+        return SessionPaths(sessions_dir, latest, root=root)
     if options.resume and options.session_id is not None:  # an id or a unique prefix
         given = options.session_id
-        return SessionPaths(sessions_dir, find_session(sessions_dir, given) or given)
+        found = find_session(sessions_dir, given, root=root)
+        return SessionPaths(sessions_dir, found or given, root=root)
     sid = validate_session_id(options.session_id) if options.session_id else new_session_id()
-    return SessionPaths(sessions_dir, sid)
+    return SessionPaths(sessions_dir, sid, root=root)
 
 
 async def _watch_signals(scope: anyio.CancelScope, received: list[int]) -> None:

@@ -66,4 +66,5 @@ class AgentCliBackend(Backend, Generic[ConfigT]):
             max_output_bytes=self.config.max_output_bytes,
             output_files=output_files,
             watch=self.watch(request),
+            on_start=request.on_child,
         )

@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 from loop import locations
 from loop.backends._output import OutputWatch
+from loop.backends._procs import SpawnedProcess
 from loop.events import Event
 
 __all__ = [
@@ -109,6 +110,14 @@ class BackendRequest:
     :meth:`variables` adds the iteration's own. ``observer`` (``-v``) and
     ``idle_timeout_seconds`` concern backends that watch their child's output
     (:attr:`Backend.watches_output`); the others never call the one nor apply the other.
+
+    ``attempt`` numbers the runs of this iteration (a crash interrupted the earlier
+    ones); each attempt has its own folder, :attr:`iteration_dir`, which holds
+    ``events_file``. ``root`` is the folder the attempt's files are reached from
+    without following links (see :mod:`loop._fs`; ``None``: the attempt's folder is
+    trusted as given). ``on_child`` is told who each child process the backend starts
+    is (``run_process(on_start=...)``), so that a resume can stop it if it outlives
+    the run.
     """
 
     hat: str
@@ -123,21 +132,27 @@ class BackendRequest:
     triggers: tuple[Event, ...] = ()
     observer: OutputObserver | None = None
     idle_timeout_seconds: float | None = None
+    attempt: int = 1
+    root: Path | None = None
+    on_child: Callable[[SpawnedProcess], None] | None = None
 
     @property
     def iteration_dir(self) -> Path:
-        """The iteration's own folder (the events file's): prompt and MCP config go here."""
+        """The attempt's own folder (the events file's): prompt and agent config go here."""
         return self.events_file.parent
 
     def variables(self) -> dict[str, str]:
         """Every variable the loop gives a child process: the session's (``env``) and the
-        iteration's (``LOOP_EVENTS_FILE``, ``LOOP_SESSION_ID``, ``LOOP_ITERATION``,
-        ``LOOP_HAT``), which ``python -m loop emit`` and the tools read."""
+        attempt's (``LOOP_EVENTS_FILE``, ``LOOP_ITERATION_DIR``, ``LOOP_SESSION_ID``,
+        ``LOOP_ITERATION``, ``LOOP_ATTEMPT``, ``LOOP_HAT``), which ``python -m loop emit``
+        and the tools read: a child writes where these say, never where it guesses."""
         return {
             **self.env,
             locations.ENV_EVENTS_FILE: str(self.events_file),
+            locations.ENV_ITERATION_DIR: str(self.events_file.parent),
             locations.ENV_SESSION_ID: self.session_id,
             locations.ENV_ITERATION: str(self.iteration),
+            locations.ENV_ATTEMPT: str(self.attempt),
             locations.ENV_HAT: self.hat,
         }
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import structlog
 
-from loop._fs import write_json
+from loop._fs import make_folders, write_json
 from loop.backends._agent import call_text, json_line, mcp_endpoint, mcp_server_env
 from loop.backends._limits import classify_text
 from loop.backends._process import ProcessResult, last_line, stop_reason
@@ -316,10 +316,10 @@ class ClaudeBackend(AgentCliBackend[ClaudeConfig]):
         variables = request.variables()
         mcp_file: Path | None = None
         if self.config.mcp:
-            folder = request.iteration_dir
-            folder.mkdir(parents=True, exist_ok=True)
-            mcp_file = folder / MCP_CONFIG_NAME
-            write_json(mcp_file, mcp_config(self.config, variables), durable=False)
+            mcp_file = request.iteration_dir / MCP_CONFIG_NAME  # in the attempt's own folder
+            make_folders(request.iteration_dir, root=request.root)
+            config = mcp_config(self.config, variables)
+            write_json(mcp_file, config, root=request.root, durable=False)
         env = child_env(request, self.config.env)
         if mcp_file is not None:  # the agent's first turn waits for hatloop's tools
             env = {**MCP_WAIT_ENV, **env}

@@ -8,10 +8,12 @@ reason recorded; the child's whole process group is killed on timeout or cancel.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from loop._fs import open_file, write_all
 from loop.backends._process import last_line, run_process, stop_reason
 from loop.backends.base import Backend, BackendRequest, BackendResult, child_env, effective_timeout
 from loop.config.backends import DEFAULT_MAX_OUTPUT, CommandConfig
@@ -75,9 +77,14 @@ class CommandBackend(Backend):
     async def run(self, request: BackendRequest) -> BackendResult:
         """Run the command; exit 0 is success, anything else a failure with its reason."""
         prompt_file = None
-        if self.prompt_via == "file":
+        if self.prompt_via == "file":  # a new file in the attempt's folder, never a link
             prompt_file = request.iteration_dir / "prompt.md"
-            prompt_file.write_text(request.prompt, encoding="utf-8")
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+            fd = open_file(prompt_file, flags, root=request.root, create_folders=True)
+            try:
+                write_all(fd, request.prompt.encode("utf-8"))
+            finally:
+                os.close(fd)
         argv, stdin = build_argv(self.command, self.prompt_via, request.prompt, prompt_file)
         timeout = effective_timeout(self.timeout_seconds, request.timeout_seconds)
         proc = await run_process(
@@ -88,6 +95,7 @@ class CommandBackend(Backend):
             timeout=timeout,
             max_output_bytes=self.max_output_bytes,
             watch=self.watch(request),
+            on_start=request.on_child,
         )
         output = proc.stdout.decode("utf-8", errors="replace")
         meta: dict[str, Any] = {"stderr_tail": last_line(proc.stderr)} if proc.stderr else {}

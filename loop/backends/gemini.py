@@ -29,14 +29,17 @@ ${LOOP_MCP_TOKEN}``, expanded by the CLI from its environment so the secret is n
 written to disk) or, without one, ``python -m loop mcp`` over stdio with the ``LOOP_*``
 variables; ``trust: true`` lets its tools run unprompted. The CLI reads settings only
 from its home (``~/.gemini``), a project's ``.gemini/`` and root-owned system files, so
-the entry goes into a per-session home (``GEMINI_CLI_HOME`` = ``<session>/gemini-home``)
-whose ``settings.json`` is the user's own plus the entry, and whose other files link to
-the user's ``~/.gemini`` (login, history): nothing is written into the user's home.
+the entry goes into a home of the attempt's own (``GEMINI_CLI_HOME`` =
+``<attempt folder>/gemini-home``: the entry names the attempt's files) whose
+``settings.json`` is the user's own plus the entry, and whose other files link to the
+user's ``~/.gemini`` (login, history): nothing is written into the user's home.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import time
 from collections.abc import Mapping
@@ -47,7 +50,7 @@ from typing import Any
 import anyio
 import structlog
 
-from loop._fs import write_json
+from loop._fs import make_folders, open_folder, write_json
 from loop.backends._agent import (
     MCP_SERVER_NAME,
     call_text,
@@ -73,7 +76,8 @@ from loop.backends.base import (
     effective_timeout,
 )
 from loop.config.backends import GeminiConfig
-from loop.locations import ENV_MCP_TOKEN, ENV_SESSION_DIR
+from loop.errors import InputError
+from loop.locations import ENV_MCP_TOKEN
 
 __all__ = [
     "GeminiBackend",
@@ -342,7 +346,7 @@ def _failure(proc: ProcessResult, res: dict[str, Any] | None, timeout: float | N
     return None
 
 
-# -- the per-session home -----------------------------------------------------------------
+# -- the attempt's home --------------------------------------------------------------------
 
 
 def _user_gemini_dir(env: Mapping[str, str]) -> Path:
@@ -350,18 +354,21 @@ def _user_gemini_dir(env: Mapping[str, str]) -> Path:
     return Path(home) / ".gemini"
 
 
-def prepare_home(home: Path, user_dir: Path, overlay: Mapping[str, Any]) -> None:
+def prepare_home(
+    home: Path, user_dir: Path, overlay: Mapping[str, Any], *, root: Path | None = None
+) -> None:
     """Make ``home/.gemini``: the user's settings plus ``overlay``, the rest linked.
 
     ``settings.json`` is the user's (``user_dir/settings.json``) with ``overlay``'s
     ``mcpServers`` entries added (the CLI merges them by name); every other entry of
     ``user_dir`` (credentials, history, extensions) is a symlink to the user's own.
+    The folders and the settings are reached from ``root`` without following links.
 
     Raises:
         ValueError: the user's settings file cannot be read as a JSON object.
     """
     gemini_dir = home / ".gemini"
-    gemini_dir.mkdir(parents=True, exist_ok=True)
+    make_folders(gemini_dir, root=root)
     settings: dict[str, Any] = {}
     user_settings = user_dir / SETTINGS_NAME
     if user_settings.is_file():
@@ -373,12 +380,13 @@ def prepare_home(home: Path, user_dir: Path, overlay: Mapping[str, Any]) -> None
     servers = dict(servers) if isinstance(servers, dict) else {}
     servers.update(overlay.get("mcpServers", {}))
     settings = {**settings, **overlay, "mcpServers": servers}
-    write_json(gemini_dir / SETTINGS_NAME, settings, durable=False)
+    write_json(gemini_dir / SETTINGS_NAME, settings, root=root, durable=False)
     if user_dir.is_dir() and user_dir.resolve() != gemini_dir.resolve():
-        for entry in user_dir.iterdir():
-            link = gemini_dir / entry.name
-            if entry.name != SETTINGS_NAME and not link.exists() and not link.is_symlink():
-                link.symlink_to(entry)
+        with open_folder(gemini_dir, root=root) as folder:
+            for entry in user_dir.iterdir():
+                if entry.name != SETTINGS_NAME:
+                    with contextlib.suppress(FileExistsError):  # linked by an earlier run
+                        os.symlink(entry, entry.name, dir_fd=folder)
 
 
 # -- the backend --------------------------------------------------------------------------
@@ -395,18 +403,17 @@ class GeminiBackend(AgentCliBackend[GeminiConfig]):
         super().__init__(config or GeminiConfig())
 
     def prepare(self, request: BackendRequest) -> tuple[list[str], dict[str, str]]:
-        """Set up the session's Gemini home (with ``mcp``) and return argv and environment."""
+        """Set up the attempt's Gemini home (with ``mcp``) and return argv and environment."""
         variables = request.variables()
         env = child_env(request, self.config.env)
         if self.config.trust_workspace:
             env[ENV_TRUST] = "true"
         if self.config.mcp:
-            session_dir = variables.get(ENV_SESSION_DIR)
-            folder = Path(session_dir) if session_dir else request.iteration_dir
-            home = folder / HOME_DIR_NAME
+            home = request.iteration_dir / HOME_DIR_NAME  # the attempt's own: its settings
+            overlay = mcp_settings(self.config, variables)  # name the attempt's files
             try:
-                prepare_home(home, _user_gemini_dir(env), mcp_settings(self.config, variables))
-            except (OSError, ValueError) as exc:
+                prepare_home(home, _user_gemini_dir(env), overlay, root=request.root)
+            except (OSError, ValueError, InputError) as exc:
                 log.warning("gemini.no_mcp", reason=str(exc), hat=request.hat)
             else:
                 env[ENV_HOME] = str(home)

@@ -40,11 +40,11 @@ class HatContext:
     triggers: tuple[Event, ...]
     workdir: Path
     events_file: Path
+    root: Path | None = None  # the attempt's files are reached from here without links
 
     def emit(self, topic: str, payload: Any = "", *, target: str | None = None) -> None:
         """Publish an event, exactly as ``python -m loop emit`` would."""
-        self.events_file.parent.mkdir(parents=True, exist_ok=True)
-        append_event(self.events_file, topic, payload, target)
+        append_event(self.events_file, topic, payload, target, root=self.root, create_folders=True)
 
 
 def resolve_target(target: str, workdir: Path) -> Callable[[HatContext], Any]:
@@ -87,6 +87,7 @@ class PythonBackend(Backend):
             triggers=request.triggers,
             workdir=request.workdir,
             events_file=request.events_file,
+            root=request.root,
         )
         try:
             if inspect.iscoroutinefunction(func):

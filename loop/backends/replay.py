@@ -68,10 +68,15 @@ class ReplayBackend(Backend):
                 f"replay: iteration {number} was recorded for hat {record.hat!r}, "
                 f"the engine chose {request.hat!r}"
             )
-        if record.emitted:
-            request.iteration_dir.mkdir(parents=True, exist_ok=True)
         for event in record.emitted:
-            append_event(request.events_file, event.topic, event.payload, event.target)
+            append_event(
+                request.events_file,
+                event.topic,
+                event.payload,
+                event.target,
+                root=request.root,
+                create_folders=True,
+            )
         if record.tool_calls and self.apply_calls is not None:
             self.apply_calls(request, record)
         self.served += 1

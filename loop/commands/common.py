@@ -44,9 +44,10 @@ SESSIONS_DIR_HELP = (
 )
 
 
-def sessions_root(flag: str | None) -> Path:
-    """The sessions folder: the flag, else ``[loop] sessions_dir`` of the project's
-    ``loop.toml`` (found here or in a parent folder), else the project's .loop/sessions.
+def sessions_root(flag: str | None) -> tuple[Path, Path]:
+    """The sessions folder (the flag, else ``[loop] sessions_dir`` of the project's
+    ``loop.toml``, found here or in a parent folder, else the project's .loop/sessions),
+    and the folder its files are reached from without following links.
 
     Raises:
         StoreError: a file is where the folder belongs; PathError: a link is (inside
@@ -66,8 +67,9 @@ def sessions_root(flag: str | None) -> Path:
         )
         root = Path(tool_settings_from_project(Path.cwd()).get("sessions_dir", default))
     full = Path(os.path.abspath(root))  # noqa: PTH100 - lexical
-    require_folder(full, root=project if project in (full, *full.parents) else full)
-    return root
+    trusted = project if project in (full, *full.parents) else full
+    require_folder(full, root=trusted)
+    return root, trusted
 
 
 def report_checks(checks: Sequence[Check], *, hint: str) -> bool:

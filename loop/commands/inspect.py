@@ -81,7 +81,8 @@ def load_target(target: str | None, sessions_dir: str | None) -> SessionView:
     """The session ``target`` names (see :func:`loop.session.load.resolve_session`)."""
     from loop.session.load import load_session, resolve_session  # noqa: PLC0415 - on use
 
-    return load_session(resolve_session(target, sessions_root(sessions_dir)))
+    root, trusted = sessions_root(sessions_dir)
+    return load_session(resolve_session(target, root, trusted))
 
 
 def _print_json(value: Any) -> None:

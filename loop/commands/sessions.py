@@ -97,8 +97,11 @@ def _status(args: argparse.Namespace) -> int:
         from loop.commands.watch import watch  # noqa: PLC0415 - rich and anyio, on use
 
         return watch(args)
-    root = sessions_root(args.sessions_dir)
-    sid = require_session(root, args.session_id) if args.session_id else latest_session(root)
+    root, trusted = sessions_root(args.sessions_dir)
+    if args.session_id:
+        sid: str | None = require_session(root, args.session_id, root=trusted)
+    else:
+        sid = latest_session(root, root=trusted)
     if sid is None:
         st: dict[str, Any] = {"session_id": None, "status": "not_found"}
         if args.json:
@@ -106,7 +109,7 @@ def _status(args: argparse.Namespace) -> int:
         else:
             print(f"no session in {root}")
         return 0
-    st = session_status(root, sid).to_dict()
+    st = session_status(root, sid, root=trusted).to_dict()
     if args.json:
         print_json(st)
     else:
@@ -115,8 +118,8 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _sessions(args: argparse.Namespace) -> int:
-    root = sessions_root(args.sessions_dir)
-    rows = [st.to_dict() for st in list_statuses(root)]
+    root, trusted = sessions_root(args.sessions_dir)
+    rows = [st.to_dict() for st in list_statuses(root, root=trusted)]
     if args.json:
         print_json(rows)
         return 0
@@ -168,7 +171,7 @@ def _prune(args: argparse.Namespace) -> int:
     if args.keep is not None and args.keep < 0:
         raise UsageError("--keep N: N must be 0 or more")
     older = parse_age(args.older_than) if args.older_than is not None else None
-    root = sessions_root(args.sessions_dir)
+    root, _trusted = sessions_root(args.sessions_dir)  # prune reads below root itself
     now = time.time()
     result = prune(root, now=now, older_than=older, keep=args.keep, dry_run=args.dry_run)
     if args.json:

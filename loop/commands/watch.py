@@ -27,6 +27,7 @@ from loop.engine.state import LoopState, RouteContext, apply
 from loop.errors import InputError
 from loop.exits import EXIT_INTERRUPTED, exit_code_for
 from loop.records import (
+    EventMalformed,
     EventsPublished,
     HatExhausted,
     IterationEnd,
@@ -78,12 +79,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def watch(args: argparse.Namespace) -> int:
     """Follow the session ``args`` names; its exit code."""
-    root = sessions_root(args.sessions_dir)
-    sid = args.session_id or latest_session(root)
+    root, trusted = sessions_root(args.sessions_dir)
+    sid = args.session_id or latest_session(root, root=trusted)
     if sid is None:
         raise InputError(f"no session in {root}: give the id of a session to wait for")
     # a session that does not exist yet is waited for: a prefix names only one that does
-    paths = SessionPaths(root, find_session(root, sid) or sid)
+    found = find_session(root, sid, root=trusted)
+    paths = SessionPaths(root, found or sid, root=trusted)
     live = not args.json and live_line_allowed(args.color, sys.stdout)
     view = LiveView(stream="stdout", live=live, colors=use_colors(args.color, sys.stdout))
     follower = _Follower(paths, view, json=bool(args.json))
@@ -104,7 +106,7 @@ class _Follower:
     running: int = 0  # the running iteration
 
     async def run(self) -> int:
-        tail = JournalTail(self.paths.journal)
+        tail = JournalTail(self.paths.journal, root=self.paths.trusted)
         if not self.paths.journal.exists():
             print(f"waiting for session {self.paths.session_id} to start", file=sys.stderr)
         catching_up = True
@@ -113,8 +115,9 @@ class _Follower:
             if catching_up and records:
                 records = self._catch_up(records)
                 catching_up = False
-            for number, record in enumerate(records, start=1):
-                self._take(record, last=number == len(records))
+            ended = max((i for i, r in enumerate(records) if _ends(r)), default=-1)
+            for number, record in enumerate(records):
+                self._take(record, last=number > ended)  # an iteration it starts runs
             if self.state.termination is not None and self.ctx is not None:
                 return exit_code_for(self.state.termination)
             if self.ctx is None and self.paths.journal.exists() and not is_running(self.paths):
@@ -164,7 +167,8 @@ class _Follower:
             apply(self.state, record, self.ctx)
 
     def _take(self, record: JournalRecord, *, last: bool) -> None:
-        """Show ``record``; ``last``: the newest one read (an iteration it starts runs)."""
+        """Show ``record``; ``last``: nothing read after it ends it (an iteration it
+        starts runs)."""
         self._apply(record)
         if self.json:
             sys.stdout.write(encode_record(record).decode())
@@ -173,8 +177,9 @@ class _Follower:
         match record:
             case IterationStart():
                 self.running = record.iteration
+                folder = self.paths.attempt_dir(record.iteration, record.attempt)
                 self.events = EventsTail(
-                    self.paths.iteration_dir(record.iteration) / EVENTS_FILE_NAME, record.hat
+                    folder / EVENTS_FILE_NAME, record.hat, root=self.paths.trusted
                 )
                 self.view.start()
                 self.view.iteration_started(
@@ -189,6 +194,9 @@ class _Follower:
             case EventsPublished():
                 topics = ", ".join(e.topic for e in record.events)
                 self._say(f"  published outside any iteration (routed): {topics}")
+            case EventMalformed():
+                where = f"line {record.line}: " if record.line is not None else ""
+                self._say(f"  #{record.iteration} {record.hat} dropped {where}{record.problem}")
             case HatExhausted():
                 dropped = len(record.dropped)
                 self._say(f"  hat {record.hat} reached max_activations: {dropped} event(s) dropped")
@@ -214,6 +222,11 @@ class _Follower:
     def _say(self, line: str, *, quiet: bool = False) -> None:
         if not quiet:
             self.view.print(line)
+
+
+def _ends(record: JournalRecord) -> bool:
+    """Whether ``record`` ends what runs (an iteration, or the session)."""
+    return isinstance(record, IterationEnd | SessionEnd)
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -13,7 +13,9 @@ process makes meanwhile (a hat's bus request, the theme heartbeat), kept in memo
 iterations) is journaled and routed (:mod:`loop.engine.outside`).
 
 A session killed at any moment resumes from its journal: a completed iteration is
-never run twice; an iteration without its ``iteration.end`` is run again.
+never run twice; an iteration without its ``iteration.end`` is run again, as a new
+attempt with files of its own, once what the killed run left running is stopped
+(:mod:`loop.engine.stale`).
 
 The driver reads no clock of its own: ``clock`` (monotonic: runtime, durations) and
 ``wall_clock`` (timestamps of records and events) are given to the :class:`Engine`.
@@ -33,10 +35,12 @@ import anyio.lowlevel
 import structlog
 
 from loop._faults import crash_point
+from loop._fs import make_folders, stat_nofollow
+from loop.backends._procs import SpawnedProcess
 from loop.backends.base import Backend, BackendRequest, OutputObserver
 from loop.bus import EventBus
 from loop.config import LoadedConfig
-from loop.engine.collect import collect_events
+from loop.engine.collect import collect_events, malformed_records
 from loop.engine.decide import (
     Selection,
     budget_spent,
@@ -63,17 +67,24 @@ from loop.engine.lifecycle import (
 )
 from loop.engine.outside import OutsideEvents
 from loop.engine.progress import RunSummary
-from loop.engine.records import iteration_end, session_end, session_start
+from loop.engine.records import (
+    child_start,
+    hat_exhausted,
+    iteration_end,
+    session_end,
+    session_start,
+)
 from loop.engine.resume import LimitOverrides, resume_records
 from loop.engine.schedule import schedule_of
 from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
+from loop.engine.stale import stop_stale
 from loop.engine.state import LoopState, RouteContext, apply, fold
 from loop.engine.waits import LimitWaits
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
 from loop.exits import exit_code_for
 from loop.extensions import Extension
-from loop.records import HatExhausted, IterationEnd, IterationStart, JournalRecord, Override
+from loop.records import IterationEnd, IterationStart, JournalRecord, Override, Resume
 from loop.tools.calls import IterationCalls, collecting, local_offset, merge_calls
 
 __all__ = ["YIELD_INTERVAL", "Engine"]
@@ -99,7 +110,6 @@ class Engine:
         resume: continue the session's journal instead of starting it.
         env: variables for every child process (the tools' settings).
         clock: a monotonic clock, in seconds (runtime limit, durations, yielding).
-        wall_clock: seconds since the epoch (the records' and events' timestamps).
         observer: sees the hats' output as it arrives (``-v``), where backends report it.
         wall_clock: seconds since the epoch (the records' and events' timestamps, the
             deadlines of waits for rate limits).
@@ -158,10 +168,14 @@ class Engine:
         self.schedule = schedule_of(config)
         self._gate = CommitGate(commit_order) if commit_order is not None else None
         self.state = LoopState()
+        self._root = paths.trusted  # no file of the session is reached through a link
         self.journal = Journal(
-            paths.journal, durable=config.loop.durable, redactor=journal_redactor(config)
+            paths.journal,
+            durable=config.loop.durable,
+            redactor=journal_redactor(config),
+            root=self._root,
         )
-        self._lock = SessionLock(paths.lock)
+        self._lock = SessionLock(paths.lock, root=self._root)
         self._extra_env = dict(env or {})
         self._collecting: list[Event] | None = None
         self._hooks = Hooks(self.extensions)
@@ -173,12 +187,12 @@ class Engine:
             children=ChildVariables(
                 self.extensions, session_id=paths.session_id, session_dir=paths.dir
             ),
-            session_id=paths.session_id,
-            iterations=paths.dir / "iterations",
+            paths=paths,
             workdir=self.workdir,
             clock=clock,
             observer=observer,
             on_start=self._started,
+            on_child=self._child_started,
         )
         self._next_yield = 0.0
         self._base_elapsed = 0.0
@@ -246,13 +260,14 @@ class Engine:
 
     # -- set-up -----------------------------------------------------------------------
 
-    def _start_session(self) -> SessionStarted:
+    async def _start_session(self) -> SessionStarted:
         """Start or resume the session's journal; what ``loop.started``/``resumed`` says."""
-        if self.resume and not self.paths.journal.exists():  # refuse before creating anything
+        root = self._root
+        if self.resume and stat_nofollow(self.paths.journal, root=root) is None:
             raise SessionError(f"session {self.paths.session_id} has no journal to resume")
-        self.paths.dir.mkdir(parents=True, exist_ok=True)
+        make_folders(self.paths.dir, root=root)
         self._lock.acquire()
-        contents = read_journal(self.paths.journal)
+        contents = read_journal(self.paths.journal, root=root)
         now = self.wall_clock()
         start = session_start(self.config, self.paths.session_id, now)
         resumed_at: int | None = None
@@ -276,10 +291,12 @@ class Engine:
             self.journal.open(truncate_to=contents.good_size)
             self._base_elapsed = self.state.elapsed
             resumed_at = self.state.iteration
-            # the first iteration after a resume may have been in flight: it starts clean
-            self._caller.rerun = resumed_at + 1
+            # what the stopped run left running goes first: no stale writer in a new attempt
+            stopped = await stop_stale(self.state.attempts, self.paths)
             for record in appended:  # resume, and the limits changed from here on
-                self._record(record)
+                self._record(
+                    replace(record, stopped=stopped) if isinstance(record, Resume) else record
+                )
             override = next((r for r in appended if isinstance(r, Override)), None)
         else:
             if contents.records or contents.torn:
@@ -291,7 +308,7 @@ class Engine:
                 raise SessionError(f"session {sid} already exists; use --resume to continue it")
             self.journal.open()
             self._record(start)
-        mark_latest(self.paths.sessions_dir, self.paths.session_id)
+        mark_latest(self.paths.sessions_dir, self.paths.session_id, root=root)
         self._caller.env = session_env(self._extra_env, session_dir=self.paths.dir)
         return SessionStarted(
             start=start,
@@ -307,7 +324,7 @@ class Engine:
     async def run(self) -> RunSummary:
         """Run (or resume) the session until a termination reason; always journal the end."""
         try:
-            started = self._start_session()
+            started = await self._start_session()
         except BaseException:  # refused before the run: leave nothing held
             self.journal.close()
             self._lock.release()
@@ -429,26 +446,27 @@ class Engine:
 
     async def _exhaust(self, selection: Selection) -> None:
         hat = selection.hat
-        now = self.wall_clock()
-        event = Event(
-            topic=f"{hat}.exhausted",
-            source="loop",
-            payload=f"hat {hat!r} reached max_activations "
-            f"({self.specs[hat].max_activations}); its events were dropped",
-            ts=now,
-        )
-        dropped = tuple(p.seq for p in selection.triggers)
-        self._record(HatExhausted(hat=hat, dropped=dropped, event=event, ts=now))
-        log.warning("hat exhausted", hat=hat, dropped=len(dropped))
-        await self._publish_own(event)
+        limit = self.specs[hat].max_activations
+        record = hat_exhausted(hat, limit, selection.triggers, self.wall_clock())
+        self._record(record)
+        log.warning("hat exhausted", hat=hat, dropped=len(record.dropped))
+        await self._publish_own(record.event)
 
     async def _started(self, request: BackendRequest, backend: Backend) -> None:
         """An attempt of an iteration starts: the displays follow it."""
         await self._publish_own(started_event(request, backend, self.state, self.wall_clock()))
 
-    def events_path(self, iteration: int) -> str:
-        """The events file of ``iteration``, as text."""
-        return self._caller.events_path(iteration)
+    def new_attempt(self, iteration: int, hat: str) -> int:
+        """The number of ``iteration``'s next attempt; for a hat with a child process,
+        its folder and empty events file are made (never one already there)."""
+        attempt = self.state.next_attempt(iteration)
+        if self.backends[hat].uses_files:
+            attempt = self.paths.make_attempt(iteration, attempt)
+        return attempt
+
+    def _child_started(self, iteration: int, attempt: int, child: SpawnedProcess) -> None:
+        """Journal who a backend's child is, for a resume to stop it if it outlives us."""
+        self._record(child_start(iteration, attempt, child, self.wall_clock()))
 
     async def _iteration(self, selection: Selection, lane: Lane | None = None) -> str | None:
         """Run one iteration and commit it. ``lane``: one activation among others (parallel
@@ -468,16 +486,25 @@ class Engine:
         backend = self.backends[hat]
         if lane is None:  # a lane's start was journaled when it was planned
             seqs = tuple([p.seq for p in triggers])
+            attempt = self.new_attempt(iteration, hat)
+            now = self.wall_clock()
             self._record(
-                IterationStart(iteration=iteration, hat=hat, triggers=seqs, ts=self.wall_clock())
+                IterationStart(iteration=iteration, hat=hat, triggers=seqs, attempt=attempt, ts=now)
             )
+        else:
+            attempt = lane.attempt
         crash_point("iteration.start")
         published: list[Event] = []
         for ext in self._hooks.starters:
             await self._publish_collected(await ext.on_iteration_start(iteration, hat), published)
         before = len(calls)  # the engine's calls so far come before the agent's
         call = self._waits.call(
-            partial(self._caller.call, hat, iteration, activation, triggers),
+            partial(
+                self._caller.call,
+                *(hat, iteration, activation, triggers),
+                attempt=attempt,
+                notices=self.state.notices.get(hat, ()),
+            ),
             state=self.state,
             limits=self.limits,
             iteration=iteration,
@@ -492,11 +519,12 @@ class Engine:
             self._notes.append(called.stop)
             return "rate_limited"
         request, result, started = called.request, called.result, called.started
-        events_path = self.events_path(iteration)
         now = self.wall_clock()
         emitted, events, agent_calls, problems = collect_events(
-            hat, result.output, events_path, now
+            hat, result.output, request.events_file, now, root=self._root
         )
+        for malformed in malformed_records(hat, iteration, attempt, problems, now):
+            self._record(malformed)
         loop = self.config.loop
         outcome = decide_outcome(
             self.specs[hat],
@@ -508,7 +536,7 @@ class Engine:
             cancellation_event=loop.cancellation_event,
             strict=loop.strict_publishes,
         )
-        outcome.notes.extend(problems)
+        outcome.notes.extend(f"emit file {p}" for p in problems)
         if lane is not None:  # commits go one at a time, in the order the activations end
             if not await lane.take_turn():
                 return None  # cancelled as the loop stops while it waited

@@ -10,13 +10,16 @@ import contextlib
 import os
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 
 import anyio
 import structlog
 
 from loop import locations
+from loop._fs import open_file, remove_file
 from loop.backends._process import STOP_SECONDS
+from loop.backends._procs import SpawnedProcess
 from loop.backends.base import (
     Backend,
     BackendRequest,
@@ -25,9 +28,10 @@ from loop.backends.base import (
     effective_timeout,
 )
 from loop.config import LoadedConfig
-from loop.engine.collect import EVENTS_FILE_NAME
+from loop.engine.collect import malformed_notice
 from loop.engine.hooks import Hooks
 from loop.engine.prompt import templates_for
+from loop.engine.session_dir import SessionPaths
 from loop.engine.state import PendingEvent
 from loop.errors import BackendUnavailable, InputError
 from loop.extensions import Extension, RunningIteration
@@ -38,11 +42,11 @@ __all__ = [
     "HatCaller",
     "call_backend",
     "call_with_timeout",
+    "clean_events_file",
     "engine_deadline",
     "hat_limits",
     "hat_timeout",
     "idle_limits",
-    "prepare_events_file",
     "session_env",
 ]
 
@@ -78,7 +82,9 @@ class ChildVariables:
         self._session_dir = session_dir.resolve()
         self._given: dict[int, RunningIteration] = {}
 
-    def give(self, hat: str, iteration: int, activation: int, events_file: Path) -> dict[str, str]:
+    def give(
+        self, hat: str, iteration: int, activation: int, events_file: Path, attempt: int = 1
+    ) -> dict[str, str]:
         """The variables the extensions add for ``iteration`` (none without contributors)."""
         if not self.contributors:
             return {}
@@ -89,6 +95,7 @@ class ChildVariables:
             iteration=iteration,
             activation=activation,
             events_file=events_file,
+            attempt=attempt,
         )
         self._given[iteration] = running
         added: dict[str, str] = {}
@@ -108,19 +115,15 @@ class ChildVariables:
                 log.exception("extension failed to release a child environment", extension=ext.name)
 
 
-def prepare_events_file(events_file: Path, *, uses_files: bool, rerun: bool) -> None:
-    """Give the iteration a clean events file; only backends with a child need one made.
-
-    A re-run of an in-flight iteration must not see the lines its killed run wrote, so
-    an old file is always removed; the folder and an empty file are created only for
-    backends whose child process writes there (``uses_files``).
-    """
+def clean_events_file(events_file: Path, *, root: Path, uses_files: bool) -> None:
+    """Empty the attempt's events file for another call of the same attempt (after a
+    rate-limit wait): the earlier call's child is gone, its lines are void. Reached
+    without following links; an in-process hat's file is removed (it makes a new one)."""
     if uses_files:
-        events_file.parent.mkdir(parents=True, exist_ok=True)
-        events_file.write_bytes(b"")
-    elif rerun:  # only a re-run can find old lines
+        os.close(open_file(events_file, os.O_WRONLY | os.O_TRUNC, root=root))
+    else:
         with contextlib.suppress(FileNotFoundError):
-            events_file.unlink()
+            remove_file(events_file, root=root, missing_ok=True, durable=False)
 
 
 # How much later than a self-stopping backend's timeout the engine's scope fires: the
@@ -206,13 +209,14 @@ class HatCaller:
         backends: the backend of each hat.
         hooks: the extensions' hooks (prompt sections, flush).
         children: what the extensions add to a child's environment.
-        session_id: the session's id.
-        iterations: the session's ``iterations`` folder.
+        paths: the session's files (each attempt's folder, reached without links).
         workdir: where the hats run.
         clock: the engine's monotonic clock.
         observer: sees the hats' output as it arrives (``-v``), where backends report it.
         on_start: called with each request just before its backend runs (the engine
-            publishes ``loop.iteration.started``: after a wait, each attempt starts anew).
+            publishes ``loop.iteration.started``: after a wait, each call starts anew).
+        on_child: told ``(iteration, attempt, child)`` for each child process a backend
+            starts (the engine journals it: a resume stops it if it outlives the run).
     """
 
     def __init__(
@@ -222,31 +226,26 @@ class HatCaller:
         *,
         hooks: Hooks,
         children: ChildVariables,
-        session_id: str,
-        iterations: Path,
+        paths: SessionPaths,
         workdir: Path,
         clock: Callable[[], float],
         observer: OutputObserver | None = None,
         on_start: Callable[[BackendRequest, Backend], Awaitable[None]] | None = None,
+        on_child: Callable[[int, int, SpawnedProcess], None] | None = None,
     ) -> None:
         self.backends = backends
         self.observer = observer
         self.on_start = on_start
         self.hooks = hooks
         self.children = children
-        self.session_id = session_id
-        self.iterations = iterations
+        self.paths = paths
+        self.on_child = on_child
         self.workdir = workdir
         self.clock = clock
         self.templates = templates_for(config)
         self.timeouts, self.deadlines = hat_limits(config, backends)
         self.idle = idle_limits(config, backends)
         self.env: dict[str, str] = {}  # the session's variables, set once it is open
-        self.rerun: int | None = None  # an iteration that was in flight when a run stopped
-
-    def events_path(self, iteration: int) -> str:
-        """The events file of ``iteration``, as text."""
-        return f"{self.iterations}/{iteration:06d}/{EVENTS_FILE_NAME}"
 
     def request(
         self,
@@ -255,29 +254,36 @@ class HatCaller:
         activation: int,
         triggers: tuple[PendingEvent, ...],
         *,
+        attempt: int = 1,
+        notices: tuple[str, ...] = (),
         rerun: bool = False,
     ) -> BackendRequest:
-        """The backend call of an iteration: its prompt, events file, environment, timeout.
+        """The backend call of an attempt: its prompt, events file, environment, timeout.
 
-        The events file is :meth:`events_path` (the engine reads it as text; the backend
-        gets a :class:`~pathlib.Path`).
+        The events file is the attempt's own (its folder was made with the attempt, see
+        :meth:`~loop.engine.session_dir.SessionPaths.make_attempt`); ``rerun``: another
+        call of the same attempt, whose file is emptied first. ``notices``: the hat's
+        emitted lines that its last iteration dropped, told in the prompt.
         """
         context = self.hooks.sections(hat)
+        if notices:
+            context.append(malformed_notice(notices))
         trigger_events = tuple([p.event for p in triggers])
         prompt = self.templates[hat].render(iteration, trigger_events, context)
-        events_file = Path(self.events_path(iteration))
+        events_file = Path(self.paths.events_path(iteration, attempt))
         uses_files = self.backends[hat].uses_files
-        prepare_events_file(
-            events_file, uses_files=uses_files, rerun=rerun or iteration == self.rerun
-        )
+        if rerun:
+            clean_events_file(events_file, root=self.paths.trusted, uses_files=uses_files)
         env = self.env
         if uses_files and self.children.contributors:  # the child's variables, given for it
-            env = {**self.children.give(hat, iteration, activation, events_file), **env}
+            given = self.children.give(hat, iteration, activation, events_file, attempt)
+            env = {**given, **env}
+        on_child = self.on_child
         return BackendRequest(
             hat=hat,
             prompt=prompt,
             iteration=iteration,
-            session_id=self.session_id,
+            session_id=self.paths.session_id,
             activation=activation,
             events_file=events_file,
             workdir=self.workdir,
@@ -286,6 +292,9 @@ class HatCaller:
             triggers=trigger_events,
             observer=self.observer,
             idle_timeout_seconds=self.idle[hat],
+            attempt=attempt,
+            root=self.paths.trusted,
+            on_child=partial(on_child, iteration, attempt) if on_child and uses_files else None,
         )
 
     async def call(
@@ -295,11 +304,16 @@ class HatCaller:
         activation: int,
         triggers: tuple[PendingEvent, ...],
         rerun: bool,
+        *,
+        attempt: int = 1,
+        notices: tuple[str, ...] = (),
     ) -> tuple[BackendRequest, BackendResult, float]:
         """One call of the hat's backend: the request, the result, when it started."""
         backend = self.backends[hat]
         started = self.clock()
-        request = self.request(hat, iteration, activation, triggers, rerun=rerun)
+        request = self.request(
+            hat, iteration, activation, triggers, attempt=attempt, notices=notices, rerun=rerun
+        )
         if self.on_start is not None:
             await self.on_start(request, backend)
         if not backend.instant:

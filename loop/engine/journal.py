@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loop._faults import crash_armed
-from loop._fs import fsync_dir, write_all
+from loop._fs import fsync_dir, open_file, write_all
 from loop.config import LoadedConfig
-from loop.errors import SessionError
+from loop.errors import InputError, SessionError
 from loop.records import IterationStart, JournalRecord, encode_record, parse_record
 from loop.redact import Redactor, redact_line
 
@@ -41,17 +41,25 @@ class JournalContents:
     torn: bool
 
 
-def read_journal(path: Path) -> JournalContents:
-    """Read every complete record, validated.
+def read_journal(path: Path, *, root: Path | None = None) -> JournalContents:
+    """Read every complete record, validated; the file is opened without following a
+    link (from ``root``, see :mod:`loop._fs`).
 
     Raises:
         SessionError: a line other than a torn last one is not a valid record (names
             the file, the line and what is wrong), or the file cannot be read.
+        PathError: a link is at the journal or on the way to it.
+        StoreError: something else than a regular file is there.
     """
     try:
-        data = path.read_bytes()
+        fd = open_file(path, os.O_RDONLY, root=root)
     except FileNotFoundError:
         return JournalContents([], 0, False)
+    except OSError as exc:
+        raise SessionError(f"{path}: cannot read journal: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            data = fh.read()
     except OSError as exc:
         raise SessionError(f"{path}: cannot read journal: {exc.strerror or exc}") from exc
     *lines, tail = data.split(b"\n")  # tail: what follows the last newline
@@ -72,18 +80,40 @@ class Journal:
     """Appends records, one ``write`` per line, and syncs commit points when durable."""
 
     def __init__(
-        self, path: Path, *, durable: bool = True, redactor: Redactor | None = None
+        self,
+        path: Path,
+        *,
+        durable: bool = True,
+        redactor: Redactor | None = None,
+        root: Path | None = None,
     ) -> None:
-        """``redactor``: the secrets to keep out of the file (as in a recording)."""
+        """``redactor``: the secrets to keep out of the file (as in a recording); ``root``:
+        the folder the file is reached from without following links."""
         self.path = path
         self.durable = durable
         self.redactor = redactor
+        self.root = root
         self._fd: int | None = None
         self._size = 0  # bytes of whole lines: where a failed write is cut back to
 
     def open(self, *, truncate_to: int | None = None) -> None:
-        """Open for appending, first cutting a torn tail at ``truncate_to`` if given."""
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        """Open for appending, first cutting a torn tail at ``truncate_to`` if given.
+
+        The file is opened without following a link (from ``root``): a link planted
+        there is refused, never appended to or cut.
+
+        Raises:
+            PathError: a link at the journal or on the way; StoreError: not a file.
+        """
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
+        try:
+            self._fd = open_file(self.path, flags, root=self.root)
+        except InputError:
+            raise
+        except OSError as exc:
+            raise SessionError(
+                f"{self.path}: cannot open the journal: {exc.strerror or exc}"
+            ) from exc
         self._size = os.fstat(self._fd).st_size
         if truncate_to is not None and self._size > truncate_to:
             os.ftruncate(self._fd, truncate_to)

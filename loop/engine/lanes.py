@@ -53,6 +53,7 @@ class Engine(Protocol):
     _scheduled: list[Override]
 
     def _record(self, record: JournalRecord) -> None: ...
+    def new_attempt(self, iteration: int, hat: str) -> int: ...
     def _elapsed(self) -> float: ...
     def _apply_scheduled(self) -> None: ...
     async def _exhaust(self, selection: Selection) -> None: ...
@@ -122,6 +123,7 @@ class Lane:
     hard: bool = False  # cancelled as the loop stops: nothing of it is committed
     request: BackendRequest | None = None
     holding: bool = False
+    attempt: int = 1  # which run of its iteration (a crash may have stopped one)
 
     @property
     def iteration(self) -> int:
@@ -312,7 +314,10 @@ class ParallelLoop:
             activation=engine.state.activations.get(hat, 0) + inflight,
         )
         self.lanes[number] = lane
-        start = IterationStart(iteration=number, hat=hat, triggers=seqs, ts=engine.wall_clock())
+        lane.attempt = engine.new_attempt(number, hat)  # its own folder and events file
+        start = IterationStart(
+            iteration=number, hat=hat, triggers=seqs, attempt=lane.attempt, ts=engine.wall_clock()
+        )
         engine._record(start)
         await engine._publish_own(
             Event(topic=ACTIVATION_STARTED, source="loop", payload=start, ts=start.ts)

@@ -6,14 +6,50 @@ import time
 from collections.abc import Sequence
 
 from loop._version import __version__
+from loop.backends._procs import SpawnedProcess
 from loop.backends.base import BackendResult
 from loop.config import LoadedConfig
 from loop.engine.decide import Outcome
 from loop.engine.state import PendingEvent
 from loop.events import Event
-from loop.records import IterationEnd, SessionEnd, SessionStart, ToolCall
+from loop.records import (
+    ChildStarted,
+    HatExhausted,
+    IterationEnd,
+    SessionEnd,
+    SessionStart,
+    ToolCall,
+)
 
-__all__ = ["iteration_end", "session_end", "session_start"]
+__all__ = ["child_start", "hat_exhausted", "iteration_end", "session_end", "session_start"]
+
+
+def child_start(iteration: int, attempt: int, child: SpawnedProcess, now: float) -> ChildStarted:
+    """The ``child.start`` record of a child a backend started for an attempt."""
+    return ChildStarted(
+        iteration=iteration,
+        attempt=attempt,
+        pid=child.pid,
+        pgid=child.pgid,
+        start_ticks=child.start_ticks,
+        boot_id=child.boot_id,
+        tag=child.tag,
+        ts=now,
+    )
+
+
+def hat_exhausted(
+    hat: str, max_activations: int | None, triggers: Sequence[PendingEvent], now: float
+) -> HatExhausted:
+    """A hat reached ``max_activations``: the events it was selected for are dropped, and
+    ``<hat>.exhausted`` says so."""
+    event = Event(
+        topic=f"{hat}.exhausted",
+        source="loop",
+        payload=f"hat {hat!r} reached max_activations ({max_activations}); its events were dropped",
+        ts=now,
+    )
+    return HatExhausted(hat=hat, dropped=tuple(p.seq for p in triggers), event=event, ts=now)
 
 
 def session_start(config: LoadedConfig, session_id: str, now: float) -> SessionStart:

@@ -1,8 +1,13 @@
 """A session's folder as the engine keeps it: the layout, the run lock, the latest pointer.
 
 ``<sessions_dir>/<session_id>/`` holds the append-only journal, the lock a running
-process holds, and one folder per iteration (its events file, prompt, MCP config);
+process holds, and one folder per attempt at an iteration
+(``iterations/NNNNNN/attempt-K/``: its events file, prompt, agent config files);
 ``<sessions_dir>/latest`` names the most recent session.
+
+Agents may write in the session's folder, so none of these files is reached through a
+link: every one is opened with :mod:`loop._fs`'s no-follow primitives from the
+session's trusted root (:attr:`SessionPaths.trusted`).
 """
 
 from __future__ import annotations
@@ -10,14 +15,17 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop._fs import atomic_write
-from loop.errors import SessionError
+from loop._fs import atomic_write, open_file, open_folder, read_text
+from loop.errors import InputError, SessionError
 
 __all__ = [
+    "ATTEMPT_PREFIX",
+    "EVENTS_FILE_NAME",
     "JOURNAL_NAME",
     "LATEST",
     "SessionLock",
@@ -30,12 +38,26 @@ JOURNAL_NAME = "journal.jsonl"
 LATEST = "latest"
 
 
+ATTEMPT_PREFIX = "attempt-"
+EVENTS_FILE_NAME = "events.jsonl"  # in the attempt's folder; LOOP_EVENTS_FILE names it
+
+
 @dataclass(frozen=True)
 class SessionPaths:
-    """The files of one session."""
+    """The files of one session.
+
+    ``root``: the folder they are reached from without following links (the project
+    folder when the sessions folder is inside it); ``None``: the sessions folder itself.
+    """
 
     sessions_dir: Path
     session_id: str
+    root: Path | None = None
+
+    @property
+    def trusted(self) -> Path:
+        """The folder below which no link is followed."""
+        return self.root if self.root is not None else self.sessions_dir
 
     @property
     def dir(self) -> Path:
@@ -53,29 +75,72 @@ class SessionPaths:
         return self.dir / "lock"
 
     def iteration_dir(self, iteration: int) -> Path:
-        """The folder of one iteration (events file, prompt, MCP config)."""
+        """The folder of one iteration: one folder per attempt in it."""
         return self.dir / "iterations" / f"{iteration:06d}"
+
+    def attempt_dir(self, iteration: int, attempt: int) -> Path:
+        """The folder of one attempt at an iteration (events file, prompt, MCP config)."""
+        return self.iteration_dir(iteration) / f"{ATTEMPT_PREFIX}{attempt}"
+
+    def events_path(self, iteration: int, attempt: int) -> str:
+        """The attempt's events file, as text (the engine's hot path builds no Path)."""
+        return f"{self._iterations}/{iteration:06d}/{ATTEMPT_PREFIX}{attempt}/{EVENTS_FILE_NAME}"
+
+    @functools.cached_property
+    def _iterations(self) -> str:
+        return f"{self.dir}/iterations"
+
+    def make_attempt(self, iteration: int, attempt: int) -> int:
+        """Create the folder of ``iteration``'s ``attempt`` and its empty events file,
+        both new; return the attempt's number.
+
+        A folder already there (a crash came after its creation and before its
+        ``iteration.start`` reached the disk) is never reused: the number moves past
+        it. Nothing is reached through a link.
+
+        Raises:
+            PathError: a link on the way; StoreError: a file where a folder belongs.
+        """
+        with open_folder(self.iteration_dir(iteration), root=self.trusted, create=True) as fd:
+            while True:
+                try:
+                    os.mkdir(f"{ATTEMPT_PREFIX}{attempt}", 0o777, dir_fd=fd)
+                    break
+                except FileExistsError:
+                    attempt += 1
+        events = self.attempt_dir(iteration, attempt) / EVENTS_FILE_NAME
+        os.close(open_file(events, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=self.trusted))
+        return attempt
 
 
 class SessionLock:
     """An ``flock`` on the session's lock file: one live runner per session.
 
-    The kernel releases it when the holder dies, even by ``kill -9``.
+    The kernel releases it when the holder dies, even by ``kill -9``. The file is
+    opened without following links (from ``root``): a link there is refused, never
+    written through.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, root: Path | None = None) -> None:
         self.path = path
+        self.root = root
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        """Take the lock or raise ``SessionError`` naming the holder."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        """Take the lock or raise ``SessionError`` naming the holder.
+
+        Raises:
+            SessionError: another process holds it.
+            PathError: a link is at the lock or on the way to it.
+            StoreError: something else than a regular file is there.
+        """
+        fd = open_file(self.path, os.O_RDWR | os.O_CREAT, root=self.root)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EAGAIN, errno.EACCES):
-                holder = _read_pid(self.path)
+                holder = _read_pid(self.path, self.root)
                 raise SessionError(
                     f"session {self.path.parent.name} is already running"
                     + (f" (pid {holder})" if holder else "")
@@ -94,18 +159,19 @@ class SessionLock:
             self._fd = None
 
 
-def _read_pid(path: Path) -> str | None:
+def _read_pid(path: Path, root: Path | None) -> str | None:
     try:
-        return path.read_text().strip() or None
-    except OSError:
+        text = read_text(path, root=root).strip()
+    except (OSError, InputError):
         return None
+    return text[:20] if text.isdigit() else None
 
 
-def is_locked(path: Path) -> bool:
-    """Whether a live process holds the lock at ``path``."""
+def is_locked(path: Path, *, root: Path | None = None) -> bool:
+    """Whether a live process holds the lock at ``path`` (a link there: none can)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+        fd = open_file(path, os.O_RDONLY, root=root)
+    except (OSError, InputError):  # missing, a link, not a file: no runner holds it
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -118,6 +184,6 @@ def is_locked(path: Path) -> bool:
         os.close(fd)
 
 
-def mark_latest(sessions_dir: Path, session_id: str) -> None:
-    """Record ``session_id`` as the most recent session."""
-    atomic_write(sessions_dir / LATEST, session_id + "\n", durable=False)
+def mark_latest(sessions_dir: Path, session_id: str, *, root: Path | None = None) -> None:
+    """Record ``session_id`` as the most recent session (a link there is replaced)."""
+    atomic_write(sessions_dir / LATEST, session_id + "\n", root=root, durable=False)

@@ -16,6 +16,8 @@ from functools import cached_property
 from loop.engine.routing import HatSpec, hat_specs, route
 from loop.events import Event, is_reserved
 from loop.records import (
+    ChildStarted,
+    EventMalformed,
     EventsPublished,
     HatExhausted,
     HatTopology,
@@ -31,7 +33,16 @@ from loop.records import (
 )
 from loop.topics import DEFAULT_COMPLETION_EVENT
 
-__all__ = ["HatUsage", "InFlight", "LoopState", "PendingEvent", "RouteContext", "apply", "fold"]
+__all__ = [
+    "HatUsage",
+    "InFlight",
+    "LoopState",
+    "OpenAttempt",
+    "PendingEvent",
+    "RouteContext",
+    "apply",
+    "fold",
+]
 
 
 @dataclass(slots=True)
@@ -51,6 +62,16 @@ class InFlight:
     hat: str
     triggers: tuple[int, ...]
     commits: int = 0
+
+
+@dataclass(slots=True)
+class OpenAttempt:
+    """An attempt at an iteration that started and has not committed (in flight, or left
+    by a crash), and the child processes its backend started."""
+
+    iteration: int
+    attempt: int
+    children: list[ChildStarted] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -155,6 +176,11 @@ class LoopState:
 
     iteration: int = 0
     in_flight: dict[int, InFlight] = field(default_factory=dict)
+    # attempts since the last commit, oldest first: a resume stops what they left running
+    attempts: list[OpenAttempt] = field(default_factory=list)
+    # per hat: what its next prompt tells it (its last iteration's malformed emit lines)
+    notices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    malformed: dict[int, list[str]] = field(default_factory=dict)  # by iteration, uncommitted
     next_seq: int = 1
     pending: list[PendingEvent] = field(default_factory=list)
     activations: dict[str, int] = field(default_factory=dict)
@@ -181,6 +207,10 @@ class LoopState:
     settings: LimitSettings | None = None  # the limits of the last override, if any
     backends: dict[str, str] = field(default_factory=dict)  # hats' backends overridden
 
+    def next_attempt(self, iteration: int) -> int:
+        """The number of ``iteration``'s next attempt (1, unless a crash interrupted one)."""
+        return 1 + max((a.attempt for a in self.attempts if a.iteration == iteration), default=0)
+
 
 def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
     hat = ctx.route(event)
@@ -203,6 +233,13 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
             _apply_iteration_end(state, record, ctx)
         case IterationStart():
             state.in_flight[record.iteration] = InFlight(record.hat, record.triggers, state.commits)
+            state.attempts.append(OpenAttempt(record.iteration, record.attempt))
+            state.malformed.pop(record.iteration, None)  # an earlier attempt's are void
+        case ChildStarted():
+            _attempt(state, record.iteration, record.attempt).children.append(record)
+        case EventMalformed():
+            where = f"line {record.line}: " if record.line is not None else ""
+            state.malformed.setdefault(record.iteration, []).append(where + record.problem)
         case SessionStart():
             _route_into(state, record.start_event, ctx)
         case HatExhausted():
@@ -225,20 +262,44 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
                 state.waited = 0.0
             state.termination = None
             state.in_flight.clear()  # what was in flight runs again
+            state.malformed.clear()
         case SessionEnd():
             state.termination = record.reason
             state.in_flight.clear()
     return state
 
 
+def _attempt(state: LoopState, iteration: int, attempt: int) -> OpenAttempt:
+    for open_attempt in reversed(state.attempts):
+        if open_attempt.iteration == iteration and open_attempt.attempt == attempt:
+            return open_attempt
+    state.attempts.append(OpenAttempt(iteration, attempt))  # its start was lost: a torn line
+    return state.attempts[-1]
+
+
+def _close_attempts(state: LoopState, number: int, hat: str) -> None:
+    """Iteration ``number`` committed: its attempts are closed (nothing of theirs is
+    stopped on a resume), and what its emit file held that was dropped is ``hat``'s
+    notice for its next prompt (the previous one was told)."""
+    if state.attempts:  # parallel hats commit out of number order: only this one's go
+        state.attempts = [a for a in state.attempts if a.iteration != number]
+    problems = state.malformed.pop(number, None) if state.malformed else None
+    if problems:
+        state.notices[hat] = tuple(problems)
+    elif state.notices:
+        state.notices.pop(hat, None)
+
+
 def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteContext) -> None:
     hat = record.hat
-    state.iteration = max(state.iteration, record.iteration)
-    flight = state.in_flight.pop(record.iteration, None)
+    number = record.iteration
+    state.iteration = max(state.iteration, number)
+    flight = state.in_flight.pop(number, None)
     state.commits += 1
     started_at = flight.commits if flight is not None else state.commits
     if state.waiting is not None:
         state.waiting, state.waited = None, 0.0
+    _close_attempts(state, number, hat)
     state.last_hat = hat
     state.activations[hat] = state.activations.get(hat, 0) + 1
     state.elapsed = max(state.elapsed, record.elapsed)

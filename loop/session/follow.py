@@ -9,8 +9,10 @@ the last look; :class:`EventsTail` the events an iteration's events file gained;
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from loop._fs import open_file
 from loop.engine.collect import read_events_file
 from loop.engine.session_dir import SessionPaths, is_locked
 from loop.errors import SessionError
@@ -23,11 +25,13 @@ __all__ = ["EventsTail", "JournalTail", "is_running"]
 class JournalTail:
     """The records a journal gained since the last :meth:`read`, whole lines only.
 
-    A line still being written (no line end yet) is read once it is complete.
+    A line still being written (no line end yet) is read once it is complete. The
+    journal is opened without following a link (from ``root``, see :mod:`loop._fs`).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, root: Path | None = None) -> None:
         self.path = path
+        self.root = root
         self._pos = 0  # bytes of the complete lines read
         self._line = 0  # their number
 
@@ -37,9 +41,11 @@ class JournalTail:
         Raises:
             SessionError: a complete line is not a valid record (names the file and the
                 line), or the journal cannot be read.
+            PathError: a link is at the journal or on the way to it.
         """
         try:
-            with self.path.open("rb") as fh:
+            fd = open_file(self.path, os.O_RDONLY, root=self.root)
+            with os.fdopen(fd, "rb") as fh:
                 fh.seek(self._pos)
                 data = fh.read()
         except FileNotFoundError:
@@ -63,14 +69,15 @@ class JournalTail:
 class EventsTail:
     """The events an iteration's events file gained since the last :meth:`read`."""
 
-    def __init__(self, path: Path, hat: str) -> None:
+    def __init__(self, path: Path, hat: str, *, root: Path | None = None) -> None:
         self.path = path
         self.hat = hat
+        self.root = root
         self._seen = 0
 
     def read(self) -> list[Event]:
         """The new events (malformed lines skipped: the engine reports them at the end)."""
-        events = read_events_file(self.path, self.hat, 0.0).events
+        events = read_events_file(self.path, self.hat, 0.0, root=self.root).events
         new = events[self._seen :]
         self._seen = max(self._seen, len(events))
         return new
@@ -78,4 +85,4 @@ class EventsTail:
 
 def is_running(paths: SessionPaths) -> bool:
     """Whether a process runs the session now (it holds the session's lock)."""
-    return is_locked(paths.lock)
+    return is_locked(paths.lock, root=paths.trusted)

@@ -10,10 +10,12 @@ is read.
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 from typing import Any
 
 from loop import _json
+from loop._fs import link_error, stat_nofollow
 from loop.engine.journal import read_journal
 from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import InputError, PathError, SessionError
@@ -54,19 +56,32 @@ __all__ = ["load_session", "resolve_session"]
 # -- finding the file ---------------------------------------------------------------------
 
 
-def resolve_session(target: str | None, sessions_dir: Path) -> Path:
+def _journal_of(sessions_dir: Path, sid: str, root: Path | None) -> Path | None:
+    """Session ``sid``'s journal, reached without links from ``root``; ``None``: none."""
+    journal = sessions_dir / sid / JOURNAL_NAME
+    st = stat_nofollow(journal, root=root or sessions_dir)
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise link_error(journal)
+    return journal if st is not None and stat.S_ISREG(st.st_mode) else None
+
+
+def resolve_session(target: str | None, sessions_dir: Path, root: Path | None = None) -> Path:
     """The file ``target`` names: a journal or recording, a session folder, or a session id.
 
-    ``None`` is the most recent session in ``sessions_dir``.
+    ``None`` is the most recent session in ``sessions_dir``. A session named by id (or
+    ``latest``) is reached without following links (from ``root``, the sessions folder
+    by default); a file or folder named by path is the user's choice.
 
     Raises:
-        InputError: nothing of that name, or no session at all.
+        InputError: nothing of that name, or no session at all; a link on the way to a
+            session's journal (PathError).
     """
     if target is None:
-        sid = latest_session(sessions_dir)
-        if sid is None:
+        sid = latest_session(sessions_dir, root=root)
+        journal = None if sid is None else _journal_of(sessions_dir, sid, root)
+        if journal is None:
             raise InputError(f"no session in {sessions_dir}: give a session id or a file")
-        return sessions_dir / sid / JOURNAL_NAME
+        return journal
     path = Path(target)
     if path.is_dir():
         if (path / JOURNAL_NAME).is_file():
@@ -75,11 +90,12 @@ def resolve_session(target: str | None, sessions_dir: Path) -> Path:
     if path.exists():
         return path
     try:
-        sid = find_session(sessions_dir, target)
+        sid = find_session(sessions_dir, target, root=root)
     except PathError:
         raise InputError(f"{target}: no such file") from None
-    if sid is not None and (sessions_dir / sid / JOURNAL_NAME).is_file():
-        return sessions_dir / sid / JOURNAL_NAME
+    journal = None if sid is None else _journal_of(sessions_dir, sid, root)
+    if journal is not None:
+        return journal
     raise InputError(
         f"unknown session {target!r}: no such file, and no session of that id in {sessions_dir}"
     )

@@ -64,6 +64,7 @@ from loop.session.recording import (
     published_record,
     start_record,
 )
+from loop.session.target import open_target
 
 __all__ = ["DEFAULT_MAX_BYTES", "MIN_MAX_BYTES", "Recorder", "RecorderClosed", "Redactor"]
 
@@ -222,46 +223,20 @@ class Recorder(Extension):
     # -- the file ---------------------------------------------------------------------
 
     def _open(self) -> bool:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND
-        if not self.append:
-            flags |= os.O_TRUNC if self.force else os.O_EXCL
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, flags, 0o644)
-            size = os.fstat(fd).st_size
-            if size and self.append:
-                size = self._cut_torn_tail(fd, size)
-        except OSError as exc:
+        try:  # never through a link planted at the file (see loop.session.target)
+            fd, size = open_target(self.path, append=self.append, force=self.force)
+        except (OSError, InputError) as exc:
             self._disabled = True
+            why = exc.message if isinstance(exc, InputError) else exc.strerror or str(exc)
             log.warning(
                 "recording: cannot open the file; the loop goes on without it",
                 file=str(self.path),
-                error=exc.strerror or str(exc),
+                error=why,
             )
             return False
         self._fd = fd
         self.bytes = size
         return True
-
-    def _cut_torn_tail(self, fd: int, size: int) -> int:
-        """Drop a torn last line left by a crash, so appended records start on a new line."""
-        good = 0
-        with self.path.open("rb") as fh:
-            end = size
-            while end > 0:  # back from the end, a block at a time, to the last newline
-                start = max(0, end - 65536)
-                fh.seek(start)
-                block = fh.read(end - start)
-                if end == size and block.endswith(b"\n"):
-                    return size
-                cut = block.rfind(b"\n")
-                if cut >= 0:
-                    good = start + cut + 1
-                    break
-                end = start
-        os.ftruncate(fd, good)
-        log.warning("recording: dropped a torn last line before appending", file=str(self.path))
-        return good
 
     def flush(self) -> None:
         """Write the buffered lines with one ``write`` (the loop is about to wait or end).
@@ -406,8 +381,11 @@ class Recorder(Extension):
                 self._put(started.override)
 
     def _same_session(self, session_id: str) -> bool:
+        if self._fd is None:
+            return False
         try:
-            with self.path.open("rb") as fh:
+            with os.fdopen(os.dup(self._fd), "rb") as fh:  # the file opened, never a link
+                fh.seek(0)
                 first = _json.loads(fh.readline())
         except (OSError, ValueError):
             return False
@@ -439,7 +417,10 @@ class Recorder(Extension):
         that are not JSON are skipped)."""
         iterations: set[int] = set()
         published: set[float] = set()
-        with self.path.open("rb") as fh:
+        if self._fd is None:
+            return iterations, published
+        with os.fdopen(os.dup(self._fd), "rb") as fh:  # the file opened, never a link
+            fh.seek(0)
             for raw in fh:
                 try:
                     data = _json.loads(raw)

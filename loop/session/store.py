@@ -10,13 +10,14 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
+import stat
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from loop._fs import check_name
+from loop._fs import check_name, link_error, list_folder, read_text, stat_nofollow
 from loop._prefix import MIN_PREFIX, matches, shown
 from loop.engine.decide import limits_from
 from loop.engine.journal import read_journal
@@ -62,30 +63,64 @@ def validate_session_id(session_id: str) -> str:
     return session_id
 
 
-def latest_session(sessions_dir: Path) -> str | None:
-    """The most recent session id, or ``None`` when there is none."""
-    with contextlib.suppress(OSError):
-        sid = (sessions_dir / LATEST).read_text().strip()
-        if sid and (sessions_dir / sid / JOURNAL_NAME).exists():
+def _journal_stat(sessions_dir: Path, sid: str, root: Path | None) -> float | None:
+    """The modification time of session ``sid``'s journal, if it is a regular file."""
+    st = stat_nofollow(sessions_dir / sid / JOURNAL_NAME, root=root or sessions_dir)
+    return st.st_mtime if st is not None and stat.S_ISREG(st.st_mode) else None
+
+
+def latest_session(sessions_dir: Path, *, root: Path | None = None) -> str | None:
+    """The most recent session id, or ``None`` when there is none.
+
+    ``latest`` is read without following a link and its content is checked exactly as
+    a session id given on the command line (an absolute path or ``..`` is refused);
+    when it names no session, the newest journal decides. ``root``: see
+    :class:`~loop.engine.session_dir.SessionPaths`.
+
+    Raises:
+        PathError: ``latest`` is a link, or does not hold a valid session id, or the
+            journal of the session it names is a link.
+        StoreError: ``latest`` is not a regular file, or not UTF-8.
+    """
+    pointer = sessions_dir / LATEST
+    try:
+        sid = read_text(pointer, root=root or sessions_dir).strip()
+    except FileNotFoundError:
+        sid = ""
+    if sid:
+        try:
+            validate_session_id(sid)
+        except PathError as exc:
+            raise PathError(f"{pointer}: {exc.message}") from None
+        journal = sessions_dir / sid / JOURNAL_NAME
+        st = stat_nofollow(journal, root=root or sessions_dir)
+        if st is not None and stat.S_ISLNK(st.st_mode):  # named, and refused: never skipped
+            raise link_error(journal)
+        if st is not None and stat.S_ISREG(st.st_mode):
             return sid
-    ids = list_sessions(sessions_dir)
+    ids = list_sessions(sessions_dir, root=root)
     return ids[-1] if ids else None
 
 
-def list_sessions(sessions_dir: Path) -> list[str]:
-    """Every session id, oldest first (by the journal's modification time)."""
-    if not sessions_dir.is_dir():
-        return []
-    found = [  # a hidden folder is no session (a prune cut short leaves one)
-        p
-        for p in sessions_dir.iterdir()
-        if not p.name.startswith(".") and (p / JOURNAL_NAME).exists()
-    ]
-    found.sort(key=lambda p: ((p / JOURNAL_NAME).stat().st_mtime, p.name))
-    return [p.name for p in found]
+def list_sessions(sessions_dir: Path, *, root: Path | None = None) -> list[str]:
+    """Every session id, oldest first (by the journal's modification time).
+
+    Only folders with a valid session id and a journal that is a regular file count (a
+    hidden folder is no session: a prune cut short leaves one); links are never
+    followed (from ``root``).
+    """
+    found: list[tuple[float, str]] = []
+    for entry in list_folder(sessions_dir, root=root or sessions_dir):
+        name = entry.name
+        if entry.kind != "folder" or name.startswith(".") or not _ID.fullmatch(name):
+            continue
+        mtime = _journal_stat(sessions_dir, name, root)
+        if mtime is not None:
+            found.append((mtime, name))
+    return [name for _, name in sorted(found)]
 
 
-def find_session(sessions_dir: Path, given: str) -> str | None:
+def find_session(sessions_dir: Path, given: str, *, root: Path | None = None) -> str | None:
     """The session ``given`` names: its id, or a unique prefix of one (``None``: none).
 
     An exact id wins over a prefix. A prefix shorter than :data:`MIN_PREFIX` is not
@@ -96,17 +131,18 @@ def find_session(sessions_dir: Path, given: str) -> str | None:
             (the message lists them).
     """
     validate_session_id(given)
-    if (sessions_dir / given / JOURNAL_NAME).exists():
+    if _journal_stat(sessions_dir, given, root) is not None:
         return given
-    found = matches(given, list_sessions(sessions_dir)) if len(given) >= MIN_PREFIX else []
+    ids = list_sessions(sessions_dir, root=root) if len(given) >= MIN_PREFIX else []
+    found = matches(given, ids)
     if len(found) > 1:
         raise InputError(f"session id prefix {given!r} is ambiguous: {shown(found)}")
     return found[0] if found else None
 
 
-def require_session(sessions_dir: Path, given: str) -> str:
+def require_session(sessions_dir: Path, given: str, *, root: Path | None = None) -> str:
     """:func:`find_session`, or an :class:`InputError` (exit 2) for an unknown session."""
-    sid = find_session(sessions_dir, given)
+    sid = find_session(sessions_dir, given, root=root)
     if sid is None:
         short = (
             f" (a prefix needs at least {MIN_PREFIX} characters)" if len(given) < MIN_PREFIX else ""
@@ -168,16 +204,19 @@ class SessionStatus(BaseModel):
         return self.model_dump(mode="json")
 
 
-def session_status(sessions_dir: Path, session_id: str) -> SessionStatus:
-    """Derive a session's status from its directory alone."""
+def session_status(
+    sessions_dir: Path, session_id: str, *, root: Path | None = None
+) -> SessionStatus:
+    """Derive a session's status from its directory alone (no link followed from
+    ``root``: a link at the journal is an error naming it, never read)."""
     validate_session_id(session_id)
-    paths = SessionPaths(sessions_dir, session_id)
-    if not paths.journal.exists():
+    paths = SessionPaths(sessions_dir, session_id, root=root)
+    if stat_nofollow(paths.journal, root=paths.trusted) is None:
         return SessionStatus(session_id=session_id, status="not_found")
-    contents = read_journal(paths.journal)
+    contents = read_journal(paths.journal, root=paths.trusted)
     start = next((r for r in contents.records if isinstance(r, SessionStart)), None)
     state = LoopState() if start is None else fold(contents.records, RouteContext.from_start(start))
-    status = _state_of(state.termination, locked=is_locked(paths.lock))
+    status = _state_of(state.termination, locked=is_locked(paths.lock, root=paths.trusted))
     resume = None
     if status not in ("running", "completed", "cancelled"):
         limits = None
@@ -224,13 +263,13 @@ def _state_of(termination: str | None, *, locked: bool) -> SessionState:
     return "limit_reached" if exit_code_for(termination) == EXIT_LIMIT else "failed"
 
 
-def list_statuses(sessions_dir: Path) -> list[SessionStatus]:
+def list_statuses(sessions_dir: Path, *, root: Path | None = None) -> list[SessionStatus]:
     """Every session's status, oldest first; one whose journal cannot be read is listed
     as ``unreadable`` with the reason, and the others still are."""
     out: list[SessionStatus] = []
-    for sid in list_sessions(sessions_dir):
+    for sid in list_sessions(sessions_dir, root=root):
         try:
-            out.append(session_status(sessions_dir, sid))
+            out.append(session_status(sessions_dir, sid, root=root))
         except (LoopError, OSError) as exc:
             reason = exc.message if isinstance(exc, LoopError) else str(exc)
             out.append(

@@ -100,7 +100,10 @@ def emit_event(ctx: ToolContext, inp: EmitEventInput) -> EmitEventOutput:
             "emit_event works only for an agent inside a loop iteration",
         )
     try:
-        append_event(ctx.events_file, inp.topic, inp.payload, inp.target)
+        folder = ctx.events_file.parent  # written by this process: never through a link
+        append_event(
+            ctx.events_file, inp.topic, inp.payload, inp.target, root=ctx.trusted_root(folder)
+        )
     except OSError as exc:
         raise ToolError(
             "emit_failed",
@@ -123,7 +126,8 @@ def _where(ctx: ToolContext, requested: str | None) -> tuple[Path, str | None]:
         sessions_dir = ctx.session_dir.parent
         return sessions_dir, requested or ctx.session_dir.name
     sessions_dir = ctx.sessions_dir
-    return sessions_dir, requested or os.environ.get(ENV_SESSION_ID) or latest_session(sessions_dir)
+    latest = requested or os.environ.get(ENV_SESSION_ID)
+    return sessions_dir, latest or latest_session(sessions_dir, root=ctx.trusted_root(sessions_dir))
 
 
 def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStatus:
@@ -138,9 +142,10 @@ def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStat
     if session_id is None:
         return SessionStatus(session_id=None, status="not_found")
     try:
+        root = ctx.trusted_root(sessions_dir)
         if inp.session_id is not None:  # an id, or a unique prefix of one
-            session_id = find_session(sessions_dir, session_id) or session_id
-        status = session_status(sessions_dir, session_id)
+            session_id = find_session(sessions_dir, session_id, root=root) or session_id
+        status = session_status(sessions_dir, session_id, root=root)
     except SessionError as exc:
         raise ToolError("session_error", exc.message, details={"session_id": session_id}) from exc
     except PathError:

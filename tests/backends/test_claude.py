@@ -104,8 +104,10 @@ def test_prepare_writes_mcp_config_in_iteration_folder(make_request: MakeRequest
     server_env = json.loads(path.read_text())["mcpServers"]["hatloop"]["env"]
     assert server_env == {
         "LOOP_EVENTS_FILE": str(request.events_file),
+        "LOOP_ITERATION_DIR": str(request.iteration_dir),
         "LOOP_SESSION_ID": "s-test",
         "LOOP_ITERATION": "1",
+        "LOOP_ATTEMPT": "1",
         "LOOP_HAT": "planner",
         "LOOP_SESSION_DIR": "/s",
         "LOOP_EXPERIENCES_DIR": "/e",

@@ -105,8 +105,8 @@ def test_read_settings_allows_comments() -> None:
 
 
 def test_prepare_home_merges_settings_and_links_the_rest(tmp_path: Path) -> None:
-    """The session home has the user's settings plus hatloop's server; the rest are links;
-    the user's own folder is left as it was."""
+    """The attempt's home has the user's settings plus hatloop's server; the rest are
+    links; the user's own folder is left as it was."""
     user = tmp_path / "user" / ".gemini"
     user.mkdir(parents=True)
     user_settings = '{"security": {"auth": {"selectedType": "oauth-personal"}},\n'
@@ -128,16 +128,18 @@ def test_prepare_home_merges_settings_and_links_the_rest(tmp_path: Path) -> None
     assert (user / "settings.json").read_text() == user_settings
 
 
-def test_prepare_sets_trust_and_the_session_home(make_request: MakeRequest, tmp_path: Path) -> None:
-    """By default the run trusts the folder and reads its settings from <session>/gemini-home."""
+def test_prepare_sets_trust_and_the_attempt_home(make_request: MakeRequest, tmp_path: Path) -> None:
+    """By default the run trusts the folder and reads its settings from a home of the
+    attempt's own (<attempt folder>/gemini-home): its settings name the attempt's files."""
     session = tmp_path / "session"
     request = make_request(env={"LOOP_SESSION_DIR": str(session)})
     backend = GeminiBackend(GeminiConfig(env={"HOME": str(tmp_path / "nohome")}))
     argv, env = backend.prepare(request)
     assert argv[-2:] == ["-p", ""]
     assert env["GEMINI_CLI_TRUST_WORKSPACE"] == "true"
-    assert env["GEMINI_CLI_HOME"] == str(session / "gemini-home")
-    server = json.loads((session / "gemini-home/.gemini/settings.json").read_text())
+    home = request.iteration_dir / "gemini-home"
+    assert env["GEMINI_CLI_HOME"] == str(home)
+    server = json.loads((home / ".gemini/settings.json").read_text())
     assert server["mcpServers"]["hatloop"]["env"]["LOOP_EVENTS_FILE"] == str(request.events_file)
 
 
@@ -346,7 +348,7 @@ async def test_real_cli_uses_the_session_http_endpoint_with_its_token(
     events = [json.loads(x) for x in request.events_file.read_text().splitlines()]
     assert [e["topic"] for e in events] == ["work.done"]
     assert server.refused == []  # every request carried the token
-    settings = (tmp_path / "s" / "gemini-home" / ".gemini" / "settings.json").read_text()
+    settings = (request.iteration_dir / "gemini-home" / ".gemini" / "settings.json").read_text()
     assert server.token not in settings
 
 

@@ -91,7 +91,8 @@ async def test_each_child_gets_its_own_variables_and_they_are_released_before_th
     assert grants.released == [first, grants.given[2]]
     assert (first.session_id, first.hat, first.activation) == ("s", "a", 0)
     assert first.session_dir == (tmp_path / ".loop/sessions/s").resolve()
-    assert first.events_file == first.session_dir / "iterations/000001/events.jsonl"
+    assert first.events_file == first.session_dir / "iterations/000001/attempt-1/events.jsonl"
+    assert first.attempt == 1
 
 
 async def test_in_process_hats_never_ask_for_a_child_environment(tmp_path: Path) -> None:

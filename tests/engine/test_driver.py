@@ -305,7 +305,7 @@ async def test_prompt_in_a_file_and_the_output_cap(tmp_path: Path) -> None:
     assert summary.reason == "completed"
     assert int(next(e for e in cap.events if e.topic == "LOOP_COMPLETE").payload) > 100
     assert (
-        (tmp_path / ".loop/sessions/f/iterations/000001/prompt.md")
+        (tmp_path / ".loop/sessions/f/iterations/000001/attempt-1/prompt.md")
         .read_text()
         .startswith("# hatloop · iteration 1")
     )

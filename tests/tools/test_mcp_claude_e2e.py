@@ -168,7 +168,7 @@ def test_the_agent_had_the_tools_from_its_first_turn(run: Run) -> None:
     first = run.requests[0].body
     offered = [t["name"] for t in first.get("tools", [])]
     assert "mcp__hatloop__createTask" in offered and "mcp__hatloop__emit_event" in offered
-    folder = run.root / ".loop" / "sessions" / SESSION / "iterations" / "000001"
+    folder = run.root / ".loop" / "sessions" / SESSION / "iterations" / "000001" / "attempt-1"
     server = json.loads((folder / "claude-mcp.json").read_text())["mcpServers"]["hatloop"]
     if run.transport == "endpoint":
         assert server == {

@@ -263,8 +263,8 @@ async def test_a_loop_serves_its_agents_and_stops_serving_at_the_end(tmp_path: P
     ]
     first, second = (json.loads((tmp_path / f"seen-{i}.json").read_text()) for i in (1, 2))
     assert first["status"] == {"session_id": "served", "status": "running"}
-    assert first["events_file"].endswith("served/iterations/000001/events.jsonl")
-    assert second["events_file"].endswith("served/iterations/000002/events.jsonl")
+    assert first["events_file"].endswith("served/iterations/000001/attempt-1/events.jsonl")
+    assert second["events_file"].endswith("served/iterations/000002/attempt-1/events.jsonl")
     assert "old_token_status" not in first
     assert second["old_token_status"] == 401
     assert first["url"] == second["url"]  # one endpoint for the whole session

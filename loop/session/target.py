@@ -1,0 +1,103 @@
+"""The file a recording goes to: the user names it, an agent may plant something there.
+
+The folder is the user's choice (``--record-session PATH``); the file itself is never a
+link, a FIFO or a file with other hard links. A character device (``/dev/null``,
+``/dev/full``) is the user's choice too.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+import structlog
+
+from loop._fs import link_error
+from loop.errors import InputError, PathError
+
+__all__ = ["cut_torn_tail", "open_recording", "open_target"]
+
+log = structlog.get_logger("loop.recorder")
+
+
+def open_recording(path: Path, flags: int) -> int:
+    """Open the recording without following a link (an agent may plant one in the
+    project) or blocking on a FIFO; a file with other hard links is refused (writing it
+    would change another file); a character device (``/dev/null``) is the user's choice.
+
+    Raises:
+        PathError: a link, or a file with other hard links.
+        InputError: a FIFO, a socket or a folder.
+        OSError: as ``os.open``.
+    """
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise link_error(path) from exc
+        raise
+    try:
+        _check_recording(path, os.fstat(fd))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _check_recording(path: Path, st: os.stat_result) -> None:
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        raise PathError(
+            f"refusing to write {path}: it has {st.st_nlink} hard links, so writing "
+            "it would change another file too"
+        )
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+        raise InputError(f"{path}: not a regular file; --record-session needs a file")
+
+
+def open_target(path: Path, *, append: bool, force: bool) -> tuple[int, int]:
+    """Open the recording to write (see :func:`open_recording`): a new file, or with
+    ``force`` an existing one cut (only after it was checked), or with ``append`` one
+    whose torn last line is cut; the descriptor and the file's size.
+
+    Raises:
+        OSError, InputError: as :func:`open_recording` (``FileExistsError`` for a file
+            already there without ``force`` or ``append``).
+    """
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+    if not (append or force):
+        flags |= os.O_EXCL
+    path.parent.mkdir(parents=True, exist_ok=True)  # the folder is the user's choice
+    fd = open_recording(path, flags)
+    try:
+        if force and not append:
+            os.ftruncate(fd, 0)
+        size = os.fstat(fd).st_size
+        if size and append:
+            size = cut_torn_tail(fd, size, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, size
+
+
+def cut_torn_tail(fd: int, size: int, path: Path) -> int:
+    """Drop a torn last line left by a crash, so appended records start on a new line;
+    the file's new size."""
+    good = 0
+    end = size
+    while end > 0:  # back from the end, a block at a time, to the last newline
+        start = max(0, end - 65536)
+        block = os.pread(fd, end - start, start)
+        if end == size and block.endswith(b"\n"):
+            return size
+        cut = block.rfind(b"\n")
+        if cut >= 0:
+            good = start + cut + 1
+            break
+        end = start
+    os.ftruncate(fd, good)
+    log.warning("recording: dropped a torn last line before appending", file=str(path))
+    return good
