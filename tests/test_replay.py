@@ -292,6 +292,22 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path, Path], Path], str]] = {
         lambda rec, d: edit(rec, lambda rs: rs[0].update(schema_version=1), name="v1.jsonl"),
         r"v1\.jsonl:1: schema version 1, an older format that holds no tool calls.*re-record it",
     ),
+    "schema version true": (  # a bool is no version, though Python counts it as 1
+        lambda rec, d: edit(rec, lambda rs: rs[0].update(schema_version=True), name="t.jsonl"),
+        r"t\.jsonl:1: unknown schema version True",
+    ),
+    "schema version 1.0": (
+        lambda rec, d: edit(rec, lambda rs: rs[0].update(schema_version=1.0), name="f.jsonl"),
+        r"f\.jsonl:1: unknown schema version 1\.0",
+    ),
+    "schema version 2.0": (  # the current version, but not an integer
+        lambda rec, d: edit(rec, lambda rs: rs[0].update(schema_version=2.0), name="g2.jsonl"),
+        r"g2\.jsonl:1: unknown schema version 2\.0",
+    ),
+    "schema version missing": (
+        lambda rec, d: edit(rec, lambda rs: rs[0].pop("schema_version"), name="n.jsonl"),
+        r"n\.jsonl:1: unknown schema version None",
+    ),
     "header not first": (
         lambda rec, d: edit(rec, lambda rs: rs.pop(0), name="h.jsonl"),
         r"h\.jsonl:1: expected a header record first, found 'iteration'",

@@ -154,7 +154,7 @@ class RecordingReader:
         if data.get("kind") != "header":
             raise self._error(f"expected a header record first, found {data.get('kind')!r}", number)
         version = data.get("schema_version")
-        if version == 1:
+        if type(version) is int and version == 1:  # not True, not 1.0: those are no version
             raise self._error(
                 "schema version 1, an older format that holds no tool calls, so what its "
                 f"agents did with hatloop's tools cannot be replayed (this hatloop reads "

@@ -5,12 +5,21 @@ there), then runs the domain's operations through the CLI and through MCP. Every
 operation either refuses with one clean error or succeeds without following the link;
 afterwards the victim's bytes and the outside folder are unchanged and the victim's
 content was never shown. Add session-level rows (the journal, the lock, ``latest``,
-iteration files) to ``CASES`` with their own preparation, and ``commands`` for what
-is no tool (``run --resume``...).
+iteration files) are rows too: an interrupted session is prepared (a real run killed
+with SIGKILL in its first iteration), the link is planted, then ``run --resume``,
+``status``, ``sessions`` and ``show`` run (``commands``: they are no tools).
 """
 
 from __future__ import annotations
 
+import atexit
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +86,49 @@ def finalized(p: Project) -> None:
     """Experience ``s1`` finalized."""
     exported(p)
     p.tool("export_experience_finalize", session_id="s1")
+
+
+# A session whose run was killed (SIGKILL) in its first iteration: its journal holds the
+# iteration's start, its first attempt's folder exists; a resume runs the iteration again.
+# The worker reads its prompt file and completes the loop (TOML strings written as JSON).
+WORKER = "import sys; open(sys.argv[1]).read(); print(sys.argv[2])"
+SESSION_CONFIG = f"""
+[loop]
+prompt = "red team"
+max_iterations = 3
+
+[hats.worker]
+triggers = ["task.start"]
+publishes = ["LOOP_COMPLETE"]
+backend = {{ type = "command", prompt_via = "file", command = [
+  {json.dumps(sys.executable)}, "-c", {json.dumps(WORKER)}, "{{prompt_file}}",
+  {json.dumps('<event topic="LOOP_COMPLETE">ok</event>')}
+] }}
+"""
+
+
+@functools.cache
+def _interrupted_template() -> Path:
+    """The project folder of an interrupted session, made once (a real run, killed)."""
+    folder = Path(tempfile.mkdtemp(prefix="hatloop-interrupted-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    (folder / "loop.toml").write_text(SESSION_CONFIG)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+    env["HATLOOP_CRASH_AT"] = "iteration.start:1"
+    argv = [sys.executable, "-m", "loop", "run", "-q", "--session-id", "s1"]
+    killed = subprocess.run(argv, cwd=folder, env=env, capture_output=True, check=False)
+    assert killed.returncode == -9, killed.stderr
+    return folder
+
+
+def interrupted(p: Project) -> None:
+    """Session ``s1``, killed in its first iteration (``iterations/000001/attempt-1``)."""
+    shutil.copytree(_interrupted_template(), p.root, dirs_exist_ok=True)
+
+
+def configured(p: Project) -> None:
+    """The loop configuration only: no session yet."""
+    (p.root / "loop.toml").write_text(SESSION_CONFIG)
 
 
 TASK_OPS: list[Call] = [("createTask", {"name": "new"}), ("listTasks", {})]
@@ -166,6 +218,35 @@ CASES = [
     ),
 ]
 
+
+# a session's files: the pointer to the latest, its folder, journal, lock and iteration
+# folders (the killed attempt's, the one a resume makes next), the recording
+S = ".loop/sessions"
+A = f"{S}/s1/iterations/000001"
+SESSION_OPS: list[Call] = [("get_session_status", {}), ("get_session_status", {"session_id": "s1"})]
+RESUME = (
+    ("run", "-q", "--resume", "s1"),
+    ("run", "-q", "--resume"),
+    ("status",),
+    ("status", "s1"),
+    ("sessions",),
+    ("show", "s1"),
+    ("show",),
+)
+RECORD = (("run", "-q", "--session-id", "s2", "--record-session", "rec.jsonl", "--force"),)
+CASES += [
+    LinkCase(f"{S}/latest", "file", interrupted, SESSION_OPS, commands=RESUME),
+    LinkCase(f"{S}/s1", "dir", interrupted, SESSION_OPS, commands=RESUME),
+    LinkCase(f"{S}/s1/journal.jsonl", "file", interrupted, SESSION_OPS, commands=RESUME),
+    LinkCase(f"{S}/s1/lock", "file", interrupted, SESSION_OPS, commands=RESUME),
+    LinkCase(f"{S}/s1/iterations", "dir", interrupted, SESSION_OPS, commands=RESUME),
+    LinkCase(A, "dir", interrupted, SESSION_OPS, commands=RESUME),
+    LinkCase(f"{A}/attempt-1/events.jsonl", "file", interrupted, [], commands=RESUME),
+    LinkCase(f"{A}/attempt-2", "dir", interrupted, [], commands=RESUME),
+    LinkCase(f"{A}/attempt-2/events.jsonl", "file", interrupted, [], commands=RESUME),
+    LinkCase(f"{A}/attempt-2/prompt.md", "file", interrupted, [], commands=RESUME),
+    LinkCase("rec.jsonl", "file", configured, [], commands=RECORD),
+]
 
 # every link to a file is also planted dangling: a write through it would create a file
 CASES += [
