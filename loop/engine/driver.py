@@ -24,6 +24,7 @@ The driver reads no clock of its own: ``clock`` (monotonic: runtime, durations) 
 from __future__ import annotations
 
 import os
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -175,7 +176,8 @@ class Engine:
             redactor=journal_redactor(config),
             root=self._root,
         )
-        self._lock = SessionLock(paths.lock, root=self._root)
+        self._run_id = secrets.token_hex(8)  # in the lock: this run's agents check it
+        self._lock = SessionLock(paths.lock, root=self._root, run_id=self._run_id)
         self._extra_env = dict(env or {})
         self._collecting: list[Event] | None = None
         self._hooks = Hooks(self.extensions)
@@ -309,7 +311,9 @@ class Engine:
             self.journal.open()
             self._record(start)
         mark_latest(self.paths.sessions_dir, self.paths.session_id, root=root)
-        self._caller.env = session_env(self._extra_env, session_dir=self.paths.dir)
+        self._caller.env = session_env(
+            self._extra_env, session_dir=self.paths.dir, run_id=self._run_id
+        )
         return SessionStarted(
             start=start,
             session_dir=self.paths.dir,

@@ -53,13 +53,17 @@ __all__ = [
 log = structlog.get_logger("loop.engine")
 
 
-def session_env(extra: Mapping[str, str], *, session_dir: Path) -> dict[str, str]:
+def session_env(
+    extra: Mapping[str, str], *, session_dir: Path, run_id: str | None = None
+) -> dict[str, str]:
     """The variables every child process of a session gets (:attr:`BackendRequest.env`):
-    ``extra`` (the tools' settings), the session's folder, this Python, first on PATH."""
+    ``extra`` (the tools' settings), the session's folder, the run's id (its tool calls
+    are made only while this run holds the session), this Python, first on PATH."""
     path = os.environ.get("PATH", "")
     return {
         **extra,
         locations.ENV_SESSION_DIR: str(session_dir.resolve()),
+        **({locations.ENV_RUN_ID: run_id} if run_id else {}),
         locations.ENV_PYTHON: sys.executable,
         "PATH": str(Path(sys.executable).parent) + (os.pathsep + path if path else ""),
     }

@@ -121,9 +121,10 @@ class SessionLock:
     written through.
     """
 
-    def __init__(self, path: Path, *, root: Path | None = None) -> None:
+    def __init__(self, path: Path, *, root: Path | None = None, run_id: str = "") -> None:
         self.path = path
         self.root = root
+        self.run_id = run_id  # written after the pid: the agents this run starts check it
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -147,7 +148,7 @@ class SessionLock:
                 ) from exc
             raise
         os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        os.write(fd, f"{os.getpid()} {self.run_id}".strip().encode() + b"\n")
         self._fd = fd
 
     def release(self) -> None:
@@ -161,10 +162,10 @@ class SessionLock:
 
 def _read_pid(path: Path, root: Path | None) -> str | None:
     try:
-        text = read_text(path, root=root).strip()
+        text = read_text(path, root=root).split(maxsplit=1)
     except (OSError, InputError):
         return None
-    return text[:20] if text.isdigit() else None
+    return text[0][:20] if text and text[0].isdigit() else None
 
 
 def is_locked(path: Path, *, root: Path | None = None) -> bool:

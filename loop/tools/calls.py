@@ -28,6 +28,9 @@ gives the tool again. Outside a session ids are random and the time is the clock
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
+import os
 import threading
 import time
 import uuid
@@ -42,11 +45,18 @@ from pydantic import BaseModel
 
 from loop import _fs, _json
 from loop.errors import LoopError, ToolError
-from loop.locations import ENV_EVENTS_FILE, ENV_ITERATION, ENV_SESSION_ID
+from loop.locations import (
+    ENV_EVENTS_FILE,
+    ENV_ITERATION,
+    ENV_RUN_ID,
+    ENV_SESSION_DIR,
+    ENV_SESSION_ID,
+)
 from loop.records import CallError, ToolCall, ToolCallLine, encode_record
 
 __all__ = [
     "ENV_ITERATION",
+    "ENV_RUN_ID",
     "ENV_SESSION_ID",
     "FILE_CHANNELS",
     "Call",
@@ -194,6 +204,9 @@ class FileCalls:
         events_file: the iteration's events file (``LOOP_EVENTS_FILE``).
         channel: ``cli`` or ``mcp``.
         clock: the calls' clock (a replay gives the recorded time); the system's if unset.
+        run: the session's folder and the id of the run that started the agent
+            (``LOOP_SESSION_DIR``, ``LOOP_RUN_ID``): a call is made only while that run
+            holds the session, so an agent that outlived a killed loop changes nothing.
     """
 
     session_id: str
@@ -201,6 +214,7 @@ class FileCalls:
     events_file: Path
     channel: Channel
     clock: CallClock | None = None
+    run: tuple[Path, str] | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], channel: Channel) -> FileCalls | None:
@@ -212,7 +226,9 @@ class FileCalls:
         )
         if not sid or not events or not number or not number.isdigit():
             return None
-        return cls(sid, int(number), Path(events), channel)
+        folder, run = env.get(ENV_SESSION_DIR), env.get(ENV_RUN_ID)
+        owner = (Path(folder), run) if folder and run else None
+        return cls(sid, int(number), Path(events), channel, run=owner)
 
     def record(
         self, tool: str, args: dict[str, Any], channel: Channel | None, invoke: Invoke
@@ -222,10 +238,17 @@ class FileCalls:
         Raises:
             ToolError: the call's own error (journaled first), or ``not_journaled`` when
                 the events file cannot be written: a call the session cannot keep is
-                not made.
+                not made; ``run_stopped`` when the run that started the agent has
+                stopped (the call is not made).
         """
         path = self.events_file
         outcome: _Outcome | None = None
+        if self.run is not None and not run_holds_session(*self.run):
+            raise ToolError(
+                "run_stopped",
+                f"{tool} was not run: the loop run that started this agent has stopped "
+                f"(session {self.session_id}); a resumed run starts its own agent",
+            )
         try:
             with _fs.file_lock(path):
                 place = _journaled_calls(path) + 1
@@ -242,6 +265,26 @@ class FileCalls:
                 f"({reason or err})",
             ) from err
         return outcome.give()
+
+
+def run_holds_session(session_dir: Path, run_id: str) -> bool:
+    """Whether the run ``run_id`` still runs the session: its lock is held (the kernel
+    drops it when the run dies, even by ``kill -9``) and names that run."""
+    try:
+        fd = _fs.open_file(session_dir / "lock", os.O_RDONLY)
+    except (OSError, LoopError):
+        return False
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:  # held: by whom?
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                return False
+            return run_id in os.pread(fd, 256, 0).decode("ascii", "replace").split()
+        fcntl.flock(fd, fcntl.LOCK_UN)  # nobody holds it: the run is gone
+        return False
+    finally:
+        os.close(fd)
 
 
 def _journaled_calls(path: Path) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from loop.engine.session_dir import SessionLock
 from loop.errors import ToolError
 from loop.tasks.tools import TOOLS as TASK_TOOLS
 from loop.tools.base import ToolContext
@@ -169,6 +170,40 @@ def test_a_call_that_cannot_be_journaled_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / "tasks.json").exists()
 
 
+def test_a_call_is_made_only_while_the_run_that_started_the_agent_holds_the_session(
+    tmp_path: Path,
+) -> None:
+    """An agent that outlived its loop (``kill -9``) changes nothing: while its run holds
+    the session's lock its calls are made; another run holding it, or none, refuses them."""
+    session = tmp_path / "session"
+    session.mkdir()
+    events = tmp_path / "it" / "events.jsonl"
+    events.parent.mkdir()
+
+    def call(run: str) -> Any:
+        ctx = ToolContext(
+            root=tmp_path,
+            tasks_file=tmp_path / "tasks.json",
+            calls=FileCalls("s", 1, events, "cli", run=(session, run)),
+        )
+        return TASKS["createTask"].run(ctx, {"name": run})
+
+    lock = SessionLock(session / "lock", run_id="run-a")
+    lock.acquire()
+    try:
+        assert call("run-a").task.name == "run-a"
+        with pytest.raises(ToolError) as other:
+            call("run-b")  # a resumed run holds the session now, not this agent's
+        assert other.value.code == "run_stopped"
+    finally:
+        lock.release()
+    with pytest.raises(ToolError) as gone:
+        call("run-a")  # the run is gone: nobody holds the session
+    assert gone.value.code == "run_stopped"
+    assert [t["name"] for t in json.loads((tmp_path / "tasks.json").read_text())] == ["run-a"]
+    assert len(lines(events)) == 1
+
+
 def test_the_sessions_own_tools_are_not_journaled(tmp_path: Path) -> None:
     """emit_event's event is the iteration's (one events line, no tool.call line)."""
     ctx = context(tmp_path)
@@ -184,6 +219,10 @@ def test_the_environment_names_the_iteration() -> None:
     for key in env:
         assert FileCalls.from_env({k: v for k, v in env.items() if k != key}, "cli") is None
     assert FileCalls.from_env({**env, "LOOP_ITERATION": "x"}, "cli") is None
+    run = {"LOOP_SESSION_DIR": "/s", "LOOP_RUN_ID": "r1"}
+    assert FileCalls.from_env({**env, **run}, "cli") == FileCalls(
+        "s", 7, Path("/x/events.jsonl"), "cli", run=(Path("/s"), "r1")
+    )
 
 
 def test_concurrent_processes_are_numbered_in_the_order_they_ran(tmp_path: Path) -> None:
