@@ -171,9 +171,11 @@ def _prune(args: argparse.Namespace) -> int:
     if args.keep is not None and args.keep < 0:
         raise UsageError("--keep N: N must be 0 or more")
     older = parse_age(args.older_than) if args.older_than is not None else None
-    root, _trusted = sessions_root(args.sessions_dir)  # prune reads below root itself
+    root, trusted = sessions_root(args.sessions_dir)
     now = time.time()
-    result = prune(root, now=now, older_than=older, keep=args.keep, dry_run=args.dry_run)
+    result = prune(
+        root, now=now, older_than=older, keep=args.keep, dry_run=args.dry_run, root=trusted
+    )
     if args.json:
         print_json(
             {

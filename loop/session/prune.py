@@ -6,6 +6,10 @@ session that is running, or is resumed meanwhile, stays. A session folder is fir
 renamed to a hidden name in the same folder (one atomic step: from then on no command
 sees it), then deleted. A deletion cut short (a crash, a file that cannot be removed)
 leaves only a hidden ``.pruning-*`` folder, which the next prune finishes.
+
+Every file is reached from the trusted root without following links, as everywhere
+else: a session folder swapped for a link (to a folder outside) is never locked,
+entered or deleted through; the link itself is what gets renamed and removed.
 """
 
 from __future__ import annotations
@@ -14,13 +18,14 @@ import os
 import re
 import secrets
 import shutil
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop._fs import fsync_dir
+from loop._fs import list_folder, open_folder, rename, require_folder, stat_nofollow
 from loop.engine.session_dir import SessionLock, SessionPaths, is_locked
-from loop.errors import SessionError, UsageError
+from loop.errors import PathError, SessionError, StoreError, UsageError
 from loop.session.store import list_sessions
 
 __all__ = ["TRASH_PREFIX", "Candidate", "PruneResult", "parse_age", "prune", "select"]
@@ -76,40 +81,54 @@ class PruneResult:
     dry_run: bool
 
 
-def candidates(sessions_dir: Path) -> list[Candidate]:
-    """Every session with the time of its last journal write."""
+def candidates(sessions_dir: Path, *, root: Path | None = None) -> list[Candidate]:
+    """Every session with the time of its last journal write (``root``: as for
+    :class:`~loop.engine.session_dir.SessionPaths`)."""
     out = []
-    for sid in list_sessions(sessions_dir):
-        try:
-            out.append(Candidate(sid, (SessionPaths(sessions_dir, sid).journal).stat().st_mtime))
-        except FileNotFoundError:  # removed meanwhile
-            continue
+    for sid in list_sessions(sessions_dir, root=root):
+        st = stat_nofollow(SessionPaths(sessions_dir, sid).journal, root=root or sessions_dir)
+        if st is not None and stat.S_ISREG(st.st_mode):  # else removed meanwhile
+            out.append(Candidate(sid, st.st_mtime))
     return out
 
 
-def _finish_leftovers(sessions_dir: Path) -> None:
-    """Delete the hidden folders of a prune that was cut short."""
-    for entry in sessions_dir.iterdir():
-        if entry.name.startswith(TRASH_PREFIX) and entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
+def _delete(sessions_dir: Path, name: str, root: Path) -> None:
+    """Delete the entry ``name`` of the sessions folder: a folder with everything in it,
+    a link (never its target) or a file. Best effort: what stays, a next prune finishes."""
+    try:
+        with open_folder(sessions_dir, root=root) as fd:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(name, ignore_errors=True, dir_fd=fd)  # never follows links
+            else:
+                os.unlink(name, dir_fd=fd)
+    except OSError:
+        return
 
 
-def _remove_one(sessions_dir: Path, sid: str) -> None:
+def _finish_leftovers(sessions_dir: Path, root: Path) -> None:
+    """Delete the hidden entries of a prune that was cut short."""
+    for entry in list_folder(sessions_dir, root=root):
+        if entry.name.startswith(TRASH_PREFIX):
+            _delete(sessions_dir, entry.name, root)
+
+
+def _remove_one(sessions_dir: Path, sid: str, root: Path) -> None:
     """Remove one session, whole: lock it, rename it out of sight, delete it.
 
     Raises:
-        SessionError: it is running (its lock is held). OSError: it could not be renamed.
+        SessionError: it is running (its lock is held). PathError: its folder is a link
+        now (it was a folder when listed). OSError: it could not be renamed.
     """
-    paths = SessionPaths(sessions_dir, sid)
-    lock = SessionLock(paths.lock)
+    paths = SessionPaths(sessions_dir, sid, root=root)
+    lock = SessionLock(paths.lock, root=root)
     lock.acquire()  # a running session, or one resumed meanwhile, raises here
+    trash = sessions_dir / f"{TRASH_PREFIX}{sid}-{secrets.token_hex(4)}"
     try:
-        trash = sessions_dir / f"{TRASH_PREFIX}{sid}-{secrets.token_hex(4)}"
-        os.rename(paths.dir, trash)  # noqa: PTH104 - the atomic step, named as such
+        rename(paths.dir, trash, root=root)  # the atomic step: from now on nobody sees it
     finally:
         lock.release()
-    fsync_dir(sessions_dir)
-    shutil.rmtree(trash, ignore_errors=True)
+    _delete(sessions_dir, trash.name, root)
 
 
 def prune(
@@ -119,15 +138,25 @@ def prune(
     older_than: float | None,
     keep: int | None,
     dry_run: bool = False,
+    root: Path | None = None,
 ) -> PruneResult:
-    """Remove the sessions :func:`select` picks, except the running ones."""
+    """Remove the sessions :func:`select` picks, except the running ones.
+
+    ``root``: the folder every file is reached from without following links (default:
+    ``sessions_dir`` itself).
+
+    Raises:
+        UsageError: neither ``older_than`` nor ``keep``. PathError, StoreError: the
+        sessions folder is a link or not a folder.
+    """
     if older_than is None and keep is None:
         raise UsageError("sessions prune: give --older-than AGE, --keep N, or both")
-    if not sessions_dir.is_dir():
+    trusted = root or sessions_dir
+    if not require_folder(sessions_dir, root=trusted):
         return PruneResult([], [], {}, 0, dry_run)
     if not dry_run:
-        _finish_leftovers(sessions_dir)
-    found = candidates(sessions_dir)
+        _finish_leftovers(sessions_dir, trusted)
+    found = candidates(sessions_dir, root=trusted)
     chosen = select(found, now=now, older_than=older_than, keep=keep)
     removed: list[Candidate] = []
     running: list[str] = []
@@ -135,12 +164,15 @@ def prune(
     for cand in chosen:
         if dry_run:
             lock = SessionPaths(sessions_dir, cand.session_id).lock
-            (running.append(cand.session_id) if is_locked(lock) else removed.append(cand))
+            locked = is_locked(lock, root=trusted)
+            (running.append(cand.session_id) if locked else removed.append(cand))
             continue
         try:
-            _remove_one(sessions_dir, cand.session_id)
+            _remove_one(sessions_dir, cand.session_id, trusted)
         except SessionError:
             running.append(cand.session_id)
+        except (PathError, StoreError) as exc:  # swapped for a link or a file meanwhile
+            failed[cand.session_id] = str(exc)
         except OSError as exc:
             failed[cand.session_id] = exc.strerror or str(exc)
         else:

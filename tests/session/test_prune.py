@@ -71,7 +71,7 @@ def test_a_session_that_cannot_be_moved_stays_whole(
     now = time.time()
     folder = _session(tmp_path, "old", 30, now)
 
-    def refuse(src: object, dst: object) -> None:
+    def refuse(src: object, dst: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(os, "rename", refuse)
@@ -110,3 +110,82 @@ def test_sessions_prune_from_the_command_line(tmp_path: Path) -> None:
     assert bare.stderr.strip() == (
         "error: sessions prune: give --older-than AGE, --keep N, or both"
     )
+
+
+def _victim(tmp_path: Path) -> tuple[Path, dict[str, bytes]]:
+    """A folder outside the sessions folder that looks like a session, and its bytes."""
+    outside = tmp_path / "outside"
+    (outside / "iterations").mkdir(parents=True)
+    files = {"journal.jsonl": b"{}\n", "lock": b"4242\n", "iterations/keep.txt": b"mine\n"}
+    for name, data in files.items():
+        (outside / name).write_bytes(data)
+    return outside, files
+
+
+def _intact(outside: Path, files: dict[str, bytes]) -> None:
+    found = sorted(str(p.relative_to(outside)) for p in outside.rglob("*") if p.is_file())
+    assert found == sorted(files)
+    assert all((outside / name).read_bytes() == data for name, data in files.items())
+
+
+def test_a_session_folder_that_is_a_link_is_never_entered(tmp_path: Path) -> None:
+    """A link planted among the sessions (to an old-looking folder outside) is no session:
+    nothing is locked, entered or deleted through it; the victim keeps every byte."""
+    now = time.time()
+    sessions = tmp_path / "sessions"
+    _session(sessions, "old", 30, now)
+    outside, files = _victim(tmp_path)
+    os.utime(outside / "journal.jsonl", (now - 40 * DAY, now - 40 * DAY))
+    (sessions / "planted").symlink_to(outside, target_is_directory=True)
+    (sessions / ".pruning-planted-0a1b2c3d").symlink_to(outside, target_is_directory=True)
+    result = prune(sessions, now=now, older_than=DAY, keep=None)
+    assert [c.session_id for c in result.removed] == ["old"]
+    _intact(outside, files)
+    assert (sessions / "planted").is_symlink()  # not a session: left alone
+    assert not os.path.lexists(sessions / ".pruning-planted-0a1b2c3d")  # the link itself went
+
+
+def test_a_session_swapped_for_a_link_while_pruning_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The session folder is listed, then swapped for a link before it is removed (an
+    agent racing the prune): the prune names it as failed and touches nothing outside."""
+    import loop.session.prune as prune_module
+
+    now = time.time()
+    sessions = tmp_path / "sessions"
+    folder = _session(sessions, "old", 30, now)
+    outside, files = _victim(tmp_path)
+    listed = prune_module.candidates
+
+    def swap_after_listing(sessions_dir: Path, **kwargs: Path | None) -> list[Candidate]:
+        found = listed(sessions_dir, **kwargs)
+        folder.rename(tmp_path / "moved-away")
+        folder.symlink_to(outside, target_is_directory=True)
+        return found
+
+    monkeypatch.setattr(prune_module, "candidates", swap_after_listing)
+    result = prune(sessions, now=now, older_than=DAY, keep=None)
+    assert result.removed == [] and list(result.failed) == ["old"]
+    assert "symbolic link" in result.failed["old"]
+    _intact(outside, files)
+
+
+def test_a_sessions_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
+    """`.loop/sessions` itself planted as a link outside: one-line error, exit 2, and
+    the folder outside keeps every byte."""
+    outside, files = _victim(tmp_path / "elsewhere")
+    inner = outside / "old"
+    _session(outside, "old", 30, time.time())
+    files |= {
+        "old/journal.jsonl": b"{}\n",
+        "old/iterations/000001/events.jsonl": b"{}\n",
+    }
+    project = tmp_path / "project"
+    (project / ".loop").mkdir(parents=True)
+    (project / ".loop/sessions").symlink_to(outside, target_is_directory=True)
+    res = loop("sessions", "prune", "--keep", "0", cwd=project)
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "symbolic link" in res.stderr
+    assert inner.is_dir()
+    _intact(outside, files)
