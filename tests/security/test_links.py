@@ -167,6 +167,7 @@ class LinkCase:
         return f"{self.at}->{self.kind}"
 
 
+PRUNE = ("sessions", "prune", "--keep", "0")  # last: it removes what it may
 W = ".loop/works"
 H = f"{W}/artifacts/theme_histories"
 E = ".loop/experiences/experience_s1"
@@ -214,7 +215,7 @@ CASES = [
         "dir",
         nothing,
         [("get_session_status", {})],
-        commands=(("status",), ("sessions",), ("status", "s1")),
+        commands=(("status",), ("sessions",), ("status", "s1"), PRUNE),
     ),
 ]
 
@@ -232,6 +233,7 @@ RESUME = (
     ("sessions",),
     ("show", "s1"),
     ("show",),
+    PRUNE,
 )
 RECORD = (("run", "-q", "--session-id", "s2", "--record-session", "rec.jsonl", "--force"),)
 CASES += [
