@@ -34,7 +34,7 @@ from loop.engine.lifecycle import ACTIVATION_STARTED
 from loop.engine.routing import HatSpec
 from loop.engine.schedule import Running, Schedule, aggregators_of, issued, plan_step, wave_notice
 from loop.engine.state import LoopState
-from loop.engine.waits import Called
+from loop.engine.waits import Called, LimitWaits
 from loop.errors import BackendUnavailable, ReplayDivergence
 from loop.events import Event
 from loop.records import IterationStart, JournalRecord, Override
@@ -51,6 +51,7 @@ class Engine(Protocol):
     wall_clock: Callable[[], float]
     _caller: HatCaller
     _scheduled: list[Override]
+    _waits: LimitWaits
 
     def _record(self, record: JournalRecord) -> None: ...
     def new_attempt(self, iteration: int, hat: str) -> int: ...
@@ -234,6 +235,9 @@ class ParallelLoop:
 
     async def _run(self) -> None:
         clock = self.engine.clock
+        held = self.engine.state.waiting
+        if held is not None:  # resumed while activations waited out a limit: nothing runs
+            await self.engine._waits.wait(held)  # before the last of their deadlines
         async with anyio.create_task_group() as tg:
             self._tg = tg
             async with self.lock:

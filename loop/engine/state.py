@@ -202,10 +202,18 @@ class LoopState:
     tokens: int = 0
     usage_per_hat: dict[str, HatUsage] = field(default_factory=dict)
     resumes: int = 0
-    waiting: Wait | None = None  # the last wait of the iteration in flight
-    waited: float = 0.0  # seconds of waits planned for it (max_wait_seconds bounds them)
+    # each iteration in flight's last wait for a rate or usage limit, and the seconds of
+    # waits planned for it in all (max_wait_seconds bounds them); a commit ends them
+    waits: dict[int, Wait] = field(default_factory=dict)
+    waited: dict[int, float] = field(default_factory=dict)
     settings: LimitSettings | None = None  # the limits of the last override, if any
     backends: dict[str, str] = field(default_factory=dict)  # hats' backends overridden
+
+    @property
+    def waiting(self) -> Wait | None:
+        """The wait that ends last, of those the iterations in flight are in (the
+        session waits at least until then); ``None`` when none waits."""
+        return max(self.waits.values(), key=lambda w: (w.until, w.iteration), default=None)
 
     def next_attempt(self, iteration: int) -> int:
         """The number of ``iteration``'s next attempt (1, unless a crash interrupted one)."""
@@ -248,8 +256,9 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
             state.seen_topics.add(record.event.topic)
             _route_into(state, record.event, ctx)
         case Wait():
-            state.waiting = record
-            state.waited += record.seconds
+            number = record.iteration
+            state.waits[number] = record
+            state.waited[number] = state.waited.get(number, 0.0) + record.seconds
         case Override():
             state.settings = record.settings()
             state.backends.update(record.backends)
@@ -259,13 +268,19 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
         case Resume():
             state.resumes += 1
             if state.termination == "rate_limited":  # the loop gave up waiting: go on anew
-                state.waited = 0.0
+                state.waited.clear()
             state.termination = None
             state.in_flight.clear()  # what was in flight runs again
+            for number, wait in list(state.waits.items()):  # its waits hold until their end
+                if wait.until <= record.ts:
+                    del state.waits[number]
             state.malformed.clear()
         case SessionEnd():
             state.termination = record.reason
             state.in_flight.clear()
+            if record.reason != "interrupted":  # a stop ends the waits; Ctrl-C keeps them
+                state.waits.clear()
+                state.waited.clear()
     return state
 
 
@@ -297,8 +312,9 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
     flight = state.in_flight.pop(number, None)
     state.commits += 1
     started_at = flight.commits if flight is not None else state.commits
-    if state.waiting is not None:
-        state.waiting, state.waited = None, 0.0
+    if state.waits:  # its waits are over; another iteration in flight keeps its own
+        state.waits.pop(number, None)
+        state.waited.pop(number, None)
     _close_attempts(state, number, hat)
     state.last_hat = hat
     state.activations[hat] = state.activations.get(hat, 0) + 1

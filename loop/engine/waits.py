@@ -87,12 +87,11 @@ class LimitWaits:
     ) -> Called:
         """Call ``attempt`` (``True``: a re-run) until no limit refuses it, waiting between.
 
-        A wait journaled before a kill (``state.waiting`` for this iteration) is waited
+        A wait journaled before a kill (``state.waits`` of this iteration) is waited
         out first, until its own deadline. ``record`` journals a wait (and folds it into
         ``state``).
         """
-        waiting = state.waiting
-        pending = waiting if waiting is not None and waiting.iteration == iteration else None
+        pending = state.waits.get(iteration)
         rerun = False
         while True:
             if pending is not None:
@@ -114,12 +113,12 @@ class LimitWaits:
         self, state: LoopState, limits: Limits, limit: RateLimit, iteration: int, elapsed: float
     ) -> tuple[WaitPlan, int]:
         """The wait for ``iteration`` that hit ``limit``, and its attempt number."""
-        last = state.waiting
-        attempt = (last.attempt if last is not None and last.iteration == iteration else 0) + 1
+        last = state.waits.get(iteration)
+        attempt = (last.attempt if last is not None else 0) + 1
         plan = plan_wait(
             limit,
             attempt=attempt,
-            waited=state.waited,
+            waited=state.waited.get(iteration, 0.0),
             now=self.wall_clock(),
             max_wait=limits.max_wait_seconds,
             runtime_left=limits.max_runtime_seconds - elapsed,

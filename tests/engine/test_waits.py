@@ -8,10 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from loop.backends.base import Backend, BackendRequest, BackendResult, RateLimit
+from loop.backends.scripted import ScriptedBackend
 from loop.engine.decide import BACKOFF_BASE, BACKOFF_CAP, RESET_MARGIN, plan_wait
 from loop.engine.journal import read_journal
-from loop.engine.state import fold
+from loop.engine.state import RouteContext, fold
 from loop.records import IterationEnd, Resume, SessionEnd, Wait
 from loop.testing import FakeClock, make_config, run_hats, tag
 from tests.engine.test_decide import CTX, end_record, start_record
@@ -84,19 +87,37 @@ def _wait(n: int, attempt: int, seconds: float = 30.0) -> Wait:
 def test_the_journal_keeps_the_wait_across_a_resume_until_the_iteration_commits() -> None:
     """waiting/waited fold from Wait records; a commit clears them; not a failure."""
     state = fold([start_record(), _wait(1, 1), _wait(1, 2, 60.0)], CTX)
-    assert state.waiting is not None and state.waiting.attempt == 2 and state.waited == 90.0
+    assert state.waiting is not None and state.waiting.attempt == 2 and state.waited == {1: 90.0}
     assert state.consecutive_failures == 0 and state.failed_iterations == 0
     state = fold([start_record(), _wait(1, 1), Resume(pid=1, iteration=0, ts=NOW)], CTX)
-    assert state.waiting is not None and state.waited == 30.0  # a kill: the wait goes on
+    assert state.waiting is not None and state.waited == {1: 30.0}  # a kill: the wait goes on
     gave_up = [
         start_record(),
         _wait(1, 1),
         SessionEnd(reason="rate_limited", iterations=0, elapsed=1, ts=NOW),
         Resume(pid=1, iteration=0, ts=NOW),
     ]
-    assert fold(gave_up, CTX).waited == 0.0  # resumed after giving up: a fresh budget
+    assert fold(gave_up, CTX).waited == {}  # resumed after giving up: a fresh budget
     done = fold([start_record(), _wait(1, 1), end_record(1, "planner", [], [1])], CTX)
-    assert done.waiting is None and done.waited == 0.0
+    assert done.waiting is None and done.waited == {}
+
+
+def test_iterations_in_flight_at_once_keep_a_wait_each() -> None:
+    """Parallel hats: each activation's wait and budget are its own; one's commit ends
+    only its own; the session waits until the wait that ends last."""
+    state = fold([start_record(), _wait(1, 1, 90.0), _wait(2, 1, 30.0), _wait(2, 2, 30.0)], CTX)
+    assert {n: w.attempt for n, w in state.waits.items()} == {1: 1, 2: 2}
+    assert state.waited == {1: 90.0, 2: 60.0}
+    assert state.waiting is not None and state.waiting.iteration == 1  # it ends last
+    both = [start_record(), _wait(1, 1, 90.0), _wait(2, 1, 30.0)]
+    one_done = fold([*both, end_record(1, "planner", [], [1])], CTX)
+    assert list(one_done.waits) == [2] and one_done.waited == {2: 30.0}
+    killed = fold([*both, Resume(pid=1, iteration=0, ts=NOW + 60)], CTX)
+    assert list(killed.waits) == [1]  # 2's deadline had passed when the session resumed
+    interrupted = SessionEnd(reason="interrupted", iterations=0, elapsed=1, ts=NOW)
+    assert list(fold([*both, interrupted], CTX).waits) == [1, 2]  # Ctrl-C: resume waits on
+    stopped = SessionEnd(reason="max_runtime", iterations=0, elapsed=1, ts=NOW)
+    assert fold([*both, stopped], CTX).waiting is None  # a stop ends them
 
 
 class Limited(Backend):
@@ -217,3 +238,166 @@ def test_a_kill_during_the_wait_resumes_still_waiting_until_the_same_deadline(
     records = read_journal(journal).records
     assert len([r for r in records if isinstance(r, Wait)]) == 1  # the same wait, not a new one
     assert [r.iteration for r in records if isinstance(r, IterationEnd)] == [1]
+
+
+def two_reviewers(folder: Path) -> Any:
+    """A coordinator fans out two perspectives to a reviewer of concurrency 2; a
+    synthesizer waits for both."""
+    return make_config(
+        {
+            "coordinator": {"triggers": ["task.start"], "publishes": ["review.perspective"]},
+            "reviewer": {
+                "triggers": ["review.perspective"],
+                "publishes": ["review.done"],
+                "concurrency": 2,
+            },
+            "synthesizer": {
+                "triggers": ["review.done"],
+                "publishes": ["LOOP_COMPLETE"],
+                "aggregate": {"mode": "wait_for_all"},
+            },
+        },
+        folder=folder,
+    )
+
+
+def wave_backends(reviewer: Backend) -> dict[str, Backend]:
+    return {
+        "coordinator": ScriptedBackend(
+            [tag("review.perspective", "a") + tag("review.perspective", "b")]
+        ),
+        "reviewer": reviewer,
+        "synthesizer": ScriptedBackend([tag("LOOP_COMPLETE")]),
+    }
+
+
+class LimitedOnce(Backend):
+    """Refuses the first call of each iteration with a rate limit, then answers."""
+
+    kind = "limited"
+    uses_files = False
+    instant = True
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+        self.refused: set[int] = set()
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        if request.iteration not in self.refused:
+            self.refused.add(request.iteration)
+            result = BackendResult.failed("refused: 429")
+            result.limited = RATE
+            return result
+        return BackendResult(output=self.output)
+
+
+async def test_parallel_activations_limited_at_once_each_wait_and_all_commit(
+    tmp_path: Path,
+) -> None:
+    """Two reviewers run at once and both hit a rate limit: both waits are journaled
+    and in the session's state together (neither overwrites the other), each is waited
+    out, both activations commit, and the aggregator completes the loop."""
+    cfg = two_reviewers(tmp_path)
+    clock = FakeClock(NOW)
+    both_waiting = anyio.Event()
+    sleeping: list[float] = []
+    seen: dict[int, Wait] = {}
+
+    async def sleep(seconds: float) -> None:  # holds each wait until both are waiting
+        sleeping.append(seconds)
+        if len(sleeping) == 2:
+            journal = tmp_path / ".loop/sessions/p/journal.jsonl"
+            records = read_journal(journal).records
+            seen.update(fold(records, RouteContext.from_start(records[0])).waits)  # type: ignore[arg-type]
+            both_waiting.set()
+        with anyio.fail_after(30):
+            await both_waiting.wait()
+        await clock.sleep(seconds)
+
+    backends = wave_backends(LimitedOnce(tag("review.done", "ok")))
+    summary, _ = await run_hats(
+        cfg, backends, workdir=tmp_path, session_id="p", clock=clock, wall_clock=clock, sleep=sleep
+    )
+    assert (summary.reason, summary.iterations, summary.failed_iterations) == ("completed", 4, 0)
+    ends, waits = ends_and_waits(tmp_path, "p")
+    reviewers = sorted(e.iteration for e in ends if e.hat == "reviewer")
+    assert sorted(w.iteration for w in waits) == reviewers and len(reviewers) == 2
+    assert sorted(seen) == reviewers  # both waits held at once
+    assert all(clock.now >= w.until for w in waits)
+    records = read_journal(tmp_path / ".loop/sessions/p/journal.jsonl").records
+    assert fold(records, RouteContext.from_start(records[0])).waits == {}  # type: ignore[arg-type]
+
+
+class Killed(Exception):
+    """Stands for a kill -9 in an in-process test (the journal is cut where it hit)."""
+
+
+class Answering(Backend):
+    """Answers at once; notes the (fake) time of each call."""
+
+    kind = "answering"
+    uses_files = False
+    instant = True
+
+    def __init__(self, output: str, clock: FakeClock) -> None:
+        self.output, self.clock = output, clock
+        self.calls: list[float] = []
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        self.calls.append(self.clock.now)
+        return BackendResult(output=self.output)
+
+
+async def test_a_parallel_session_killed_while_activations_wait_resumes_waiting(
+    tmp_path: Path,
+) -> None:
+    """Killed while two activations wait out limits with different deadlines: the
+    resumed session starts nothing before the later deadline, then re-runs both."""
+    cfg = two_reviewers(tmp_path)
+    clock = FakeClock(NOW)
+    journal = tmp_path / ".loop/sessions/k/journal.jsonl"
+    sleeps = 0
+    cut = 0
+
+    async def sleep(seconds: float) -> None:  # the second wait journaled: "kill -9"
+        nonlocal sleeps, cut
+        sleeps += 1
+        if sleeps == 2:
+            cut = journal.stat().st_size
+            raise Killed
+        await anyio.sleep_forever()  # the first waits until the kill
+
+    limited = LimitedOnce(tag("review.done", "ok"))
+    try:
+        await run_hats(
+            cfg,
+            wave_backends(limited),
+            workdir=tmp_path,
+            session_id="k",
+            clock=clock,
+            wall_clock=clock,
+            sleep=sleep,
+        )
+    except Killed:
+        pass
+    with journal.open("r+b") as fh:  # what a kill -9 leaves: the journal up to the wait
+        fh.truncate(cut)
+    waits = [r for r in read_journal(journal).records if isinstance(r, Wait)]
+    assert len(waits) == 2 and len({w.iteration for w in waits}) == 2
+    last = max(w.until for w in waits)
+    reviewer = Answering(tag("review.done", "ok"), clock)
+    summary, _ = await run_hats(
+        cfg,
+        wave_backends(reviewer),
+        workdir=tmp_path,
+        session_id="k",
+        resume=True,
+        clock=clock,
+        wall_clock=clock,
+        sleep=clock.sleep,
+    )
+    assert summary.reason == "completed", summary.notes
+    assert len(reviewer.calls) == 2 and min(reviewer.calls) >= last  # not before the deadline
+    records = read_journal(journal).records
+    assert len([r for r in records if isinstance(r, Wait)]) == 2  # no new wait
+    assert len([r for r in records if isinstance(r, IterationEnd) and r.hat == "reviewer"]) == 2
