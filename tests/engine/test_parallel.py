@@ -295,9 +295,7 @@ def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: 
         proc.wait(timeout=60)
     assert proc.returncode == -9
     held = [int((signals / f"pid-{n}").read_text()) for n in (1, 3)]
-    for pid in held:  # the killed loop could not stop them: end them as a resume would
-        if _alive(pid):
-            os.killpg(pid, signal.SIGKILL)
+    assert all(_alive(pid) for pid in held)  # the killed loop could not stop them
     before = [json.loads(x) for x in journal_path.read_text().splitlines()]
     started = {r["iteration"] for r in before if r["kind"] == "iteration.start"}
     ended = {r["iteration"]: r for r in before if r["kind"] == "iteration.end"}
@@ -317,6 +315,9 @@ def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: 
     )
     assert resumed.returncode == 0, resumed.stderr
     after = [json.loads(x) for x in journal_path.read_text().splitlines()]
+    resume = next(r for r in after if r["kind"] == "resume")
+    assert set(held) <= set(resume["stopped"])  # the resume stopped both orphans first
+    assert not any(_alive(pid) for pid in held)
     ends = [r for r in after if r["kind"] == "iteration.end"]
     reviewers = [r for r in ends if r["hat"] == "reviewer"]
     assert len(reviewers) == 3  # the committed one once, the two uncommitted once each
