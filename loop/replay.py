@@ -441,7 +441,7 @@ async def replay_recording(path: Path, extensions: Sequence[Extension] = ()) -> 
                 handle_signals=False,
                 scheduled_overrides=reader.overrides,  # a resume's limits, at its point
                 call_clock=recorded_clock(reader.iteration),
-                commit_order=reader.commit_order or None,  # parallel hats: as recorded
+                commit_order=reader.recorded_order,  # parallel hats: as recorded
             )
             with anyio.CancelScope() as scope:
                 comparer = _Comparer(

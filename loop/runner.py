@@ -18,6 +18,7 @@ from loop.bus import EventBus
 from loop.config import LoadedConfig
 from loop.engine.decide import unheld_by_budgets
 from loop.engine.driver import Engine
+from loop.engine.lanes import RecordedOrder
 from loop.engine.progress import ProgressReporter, RunSummary
 from loop.engine.resume import LimitOverrides
 from loop.engine.session_dir import SessionPaths
@@ -73,7 +74,7 @@ class RunOptions:
     limit_overrides: LimitOverrides = field(default_factory=LimitOverrides)
     scheduled_overrides: Sequence[Override] = ()
     call_clock: Callable[[int, int], tuple[float, int]] | None = None
-    commit_order: Sequence[int] | None = None
+    commit_order: RecordedOrder | None = None
 
 
 def build_backends(config: LoadedConfig) -> dict[str, Backend]:

@@ -56,7 +56,7 @@ from loop.engine.decide import (
 from loop.engine.hooks import Hooks
 from loop.engine.invoke import ChildVariables, HatCaller, session_env
 from loop.engine.journal import Journal, journal_redactor, read_journal
-from loop.engine.lanes import CommitGate, Lane, ParallelLoop
+from loop.engine.lanes import CommitGate, Lane, ParallelLoop, RecordedOrder
 from loop.engine.lifecycle import (
     ITERATION_DONE,
     LOOP_RESUMED,
@@ -143,7 +143,7 @@ class Engine:
         limit_overrides: LimitOverrides | None = None,
         scheduled_overrides: Sequence[Override] = (),
         call_clock: Callable[[int, int], tuple[float, int]] | None = None,
-        commit_order: Sequence[int] | None = None,
+        commit_order: RecordedOrder | None = None,
     ) -> None:
         self.config = config
         self.observer = observer

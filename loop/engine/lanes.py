@@ -62,7 +62,7 @@ class Engine(Protocol):
     async def _iteration(self, selection: Selection, lane: Lane | None = None) -> str | None: ...
 
 
-__all__ = ["CommitGate", "Lane", "ParallelLoop"]
+__all__ = ["CommitGate", "Lane", "ParallelLoop", "RecordedOrder"]
 
 log = structlog.get_logger("loop.engine")
 
@@ -70,20 +70,42 @@ log = structlog.get_logger("loop.engine")
 RESUMED = 0  # in a commit order: the session was resumed (what was in flight was lost)
 
 
+@dataclass(frozen=True)
+class RecordedOrder:
+    """How a recorded session with parallel hats went: ``commits``, the iterations in
+    the order they committed, with :data:`RESUMED` where the session was killed and
+    resumed; ``resume_starts``, for each resume, how many activations had started before
+    it (those in flight then were lost to the kill)."""
+
+    commits: Sequence[int]
+    resume_starts: Sequence[int] = ()
+
+
 class CommitGate:
     """Commits in a given order (a replay: the recording's); a commit out of that order
     is a divergence. :data:`RESUMED` in the order: the recorded session was killed and
-    resumed there, so the activations in flight are dropped, uncommitted, as the kill
-    dropped them, and the resumed session's numbering goes on."""
+    resumed there, once as many activations had started as had in the recording, so
+    the activations in flight are dropped, uncommitted, as the kill dropped them, and
+    the resumed session's numbering goes on."""
 
-    def __init__(self, order: Sequence[int]) -> None:
-        self.order = list(order)
+    def __init__(self, order: RecordedOrder) -> None:
+        self.order = list(order.commits)
+        self.resume_starts = list(order.resume_starts)
+        self.resumes = 0  # how many resumes were passed
         self.next = 0
         self.moved = anyio.Event()
 
     def expected(self) -> int | None:
         """The iteration whose commit comes next (None: past the recorded ones)."""
         return self.order[self.next] if self.next < len(self.order) else None
+
+    def resume_due(self, started: int) -> bool:
+        """Whether the recorded session was resumed here, now that ``started``
+        activations have started."""
+        if self.expected() != RESUMED:
+            return False
+        needed = self.resume_starts[self.resumes] if self.resumes < len(self.resume_starts) else 0
+        return started >= needed
 
     async def wait(self, lane: Lane, lanes: dict[int, Lane]) -> None:
         """Wait until ``lane`` may commit (or is cancelled).
@@ -105,7 +127,9 @@ class CommitGate:
             await moved.wait()
 
     def advance(self) -> None:
-        """The expected commit happened."""
+        """The expected commit (or resume) happened."""
+        if self.expected() == RESUMED:
+            self.resumes += 1
         self.next += 1
         self.moved.set()
         self.moved = anyio.Event()
@@ -201,6 +225,7 @@ class ParallelLoop:
         self.wake_at: float | None = None
         self.changed = anyio.Event()
         self.issued = engine.state.iteration
+        self.started = 0  # activations started by this process
         self._tg: anyio.abc.TaskGroup | None = None
         caller = engine._caller
         started = caller.on_start
@@ -255,7 +280,7 @@ class ParallelLoop:
         """Plan and act on it (the caller holds the turn)."""
         engine = self.engine
         while True:
-            if self.gate is not None and self.gate.expected() == RESUMED:
+            if self.gate is not None and self.gate.resume_due(self.started):
                 for lane in self.lanes.values():  # lost to the kill the recording survived
                     lane.cancel("lost: the recorded session was killed here", hard=True)
                 if self.lanes:
@@ -296,6 +321,15 @@ class ParallelLoop:
                 else:
                     await self._start(selection)
             self.changed.set()
+            if self.gate is not None and self.gate.expected() == RESUMED:
+                if self.gate.resume_due(self.started):
+                    continue  # the recorded session was killed here: as it was
+                if not plan.start:  # nothing more starts, and nothing can commit
+                    raise ReplayDivergence(
+                        "the schedule differs: the recorded session started "
+                        f"{self.gate.resume_starts[self.gate.resumes]} activation(s) before "
+                        f"it was resumed, the replay {self.started}"
+                    )
             if not exhausted:  # dropped events change the state: plan again
                 return
 
@@ -308,6 +342,7 @@ class ParallelLoop:
         running = [lane.running for lane in self.lanes.values()]
         number = max(self.issued, issued(engine.state, running)) + 1
         self.issued = number
+        self.started += 1
         hat = selection.hat
         seqs = tuple([p.seq for p in selection.triggers])
         inflight = sum(1 for lane in self.lanes.values() if lane.selection.hat == hat)

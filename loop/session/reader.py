@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from loop import _json
 from loop.config import base_digest, config_digest, config_from_snapshot
+from loop.engine.lanes import RESUMED, RecordedOrder
 from loop.errors import RecordingError
 from loop.records import HatTopology, Override, validation_message
 from loop.session.recording import (
@@ -34,14 +35,12 @@ from loop.session.recording import (
     parse_line,
 )
 
-__all__ = ["RESUMED", "RecordingReader"]
+__all__ = ["RESUMED", "RecordingReader"]  # RESUMED: see loop.engine.lanes
 
 
 def _versions() -> str:
     return " and ".join(map(str, READABLE_VERSIONS))
 
-
-RESUMED = 0  # in a commit order: the session was resumed here (its activations lost)
 
 log = structlog.get_logger("loop.replay")
 
@@ -77,6 +76,7 @@ class RecordingReader:
         # "end 3 hat"); empty for a sequential one, which has no start lines
         self.schedule: list[str] = []
         self.commit_order: list[int] = []  # a parallel session's iterations, as committed
+        self.resume_starts: list[int] = []  # activations started before each resume
         self.warnings: list[str] = []
         self.torn = False
         self._index: dict[int, tuple[int, int, int]] = {}  # iteration -> offset, size, line
@@ -132,7 +132,7 @@ class RecordingReader:
         if header is None:
             raise self._error("empty recording (no records)")
         if not any(s.startswith("start") for s in self.schedule):  # sequential
-            self.schedule, self.commit_order = [], []
+            self.schedule, self.commit_order, self.resume_starts = [], [], []
         if bad is not None:
             self.torn = True
             self.warnings.append(
@@ -200,6 +200,7 @@ class RecordingReader:
             if record.marker == "resumed":  # what was in flight was lost: a replay drops it
                 self.schedule.append("resume")
                 self.commit_order.append(RESUMED)
+                self.resume_starts.append(sum(1 for s in self.schedule if s.startswith("start")))
         elif isinstance(record, Override):
             self.overrides.append(record)
         elif isinstance(record, PublishedRecord):
@@ -228,6 +229,13 @@ class RecordingReader:
             raise self._error(f"invalid record: {exc}", number) from None
 
     # -- on demand ------------------------------------------------------------------
+
+    @property
+    def recorded_order(self) -> RecordedOrder | None:
+        """How a session with parallel hats committed (``None``: a sequential one)."""
+        if not self.commit_order:
+            return None
+        return RecordedOrder(self.commit_order, self.resume_starts)
 
     @property
     def iterations(self) -> int:

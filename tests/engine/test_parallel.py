@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from loop.backends.command import CommandBackend
 from loop.engine.journal import read_journal
 from loop.records import IterationEnd, IterationStart, JournalRecord
@@ -436,3 +438,54 @@ async def test_the_aggregate_timeout_cancels_what_still_runs_and_says_so(tmp_pat
     assert synthesis.count("findings of perspective") == 3 - len(timed_out)
     for e in timed_out:
         assert f"iteration {e.iteration} (reviewer) failed: timed out" in synthesis
+
+
+@pytest.mark.parametrize(
+    "crash_at",
+    [
+        "iteration.start:2",  # the first reviewer's start journaled, nothing of it run
+        "iteration.start:4",  # all three started
+        "iteration.end:2",  # a reviewer's end about to be journaled
+        "iteration.committed:3",  # two reviewers committed
+        "iteration.recorded:2",  # a reviewer committed, its recording line maybe not
+        "publish:2",  # while publishing a reviewer's events
+    ],
+)
+def test_a_wave_killed_at_any_point_resumes_and_its_recording_replays(
+    crash_at: str, tmp_path: Path
+) -> None:
+    """kill -9 at each point of a wave: the resume commits each perspective once and
+    the aggregator once, and the recording (killed, then resumed) replays."""
+    import subprocess
+
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    (tmp_path / "loop.toml").write_text(_wave_toml(signals, "solo"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+    run = [sys.executable, "-m", "loop", "run", "-q", "--record-session", "rec.jsonl"]
+    killed = subprocess.run(
+        [*run, "--session-id", "s"],
+        cwd=tmp_path,
+        env=env | {"HATLOOP_CRASH_AT": crash_at},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert killed.returncode == -9, killed.stderr
+    resumed = subprocess.run(
+        [*run, "--resume", "s"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    ends = [r for r in journal(tmp_path, "s") if isinstance(r, IterationEnd)]
+    reviewers = sorted(str(t.payload) for r in ends if r.hat == "reviewer" for t in r.triggers)
+    assert reviewers == ["perspective-1", "perspective-2", "perspective-3"]
+    assert [r.hat for r in ends].count("synthesizer") == 1
+    result = replay_file(tmp_path / "rec.jsonl")
+    assert result.ok, result.divergence and result.divergence.render()
