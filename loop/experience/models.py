@@ -38,7 +38,7 @@ _SESSION_ID_HELP = "the export's only key; names experiences/experience_<session
 class SessionInput(BaseModel):
     """Input of ``get_export_status`` and ``export_experience_finalize``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     session_id: str = Field(description=_SESSION_ID_HELP)
 
@@ -58,7 +58,7 @@ class StatusOutput(BaseModel):
 class InitInput(BaseModel):
     """Input of ``export_experience_init``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     session_id: str | None = Field(
         default=None, description="e.g. 20250101-120000-feature; a UUID when omitted"
@@ -85,7 +85,7 @@ class InitOutput(BaseModel):
 class ConversationInput(BaseModel):
     """One conversation; extra keys (timestamp, context...) are kept in the file."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
     user_input: str = Field(min_length=1)
     ai_response: str = Field(min_length=1)
@@ -95,7 +95,7 @@ class ConversationInput(BaseModel):
 class ConversationsInput(BaseModel):
     """Input of ``export_experience_conversations``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     session_id: str = Field(description=_SESSION_ID_HELP)
     conversations_batch: list[ConversationInput] = Field(
@@ -125,7 +125,7 @@ class ConversationsOutput(BaseModel):
 class ThoughtsInput(BaseModel):
     """Input of ``export_experience_thoughts``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     session_id: str = Field(description=_SESSION_ID_HELP)
     thoughts: dict[str, Any] = Field(
@@ -157,7 +157,7 @@ class FinalizeOutput(BaseModel):
 class ExperienceFilters(BaseModel):
     """Filters of ``list_experiences``; every given filter must match."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     ai_name: str | None = Field(default=None, description="case-insensitive substring")
     ai_context: str | None = Field(default=None, description="case-insensitive substring")
@@ -173,7 +173,7 @@ class ExperienceFilters(BaseModel):
 class ListInput(BaseModel):
     """Input of ``list_experiences``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     base_directory: str | None = Field(
         default=None, description="folder holding experience_* (inside the configured roots)"
@@ -206,7 +206,7 @@ class ListOutput(BaseModel):
 class ValidateInput(BaseModel):
     """Input of ``validate_experience``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     directory_path: str = Field(description="an experience_* directory inside the roots")
 
@@ -249,7 +249,7 @@ class DirectoryValidationResult(BaseModel):
 class GuideInput(BaseModel):
     """Input of the two guide tools."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     lang: Literal["en", "ja"] = Field(default="en", description="en (English) or ja (Japanese)")
 

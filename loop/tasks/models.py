@@ -116,7 +116,7 @@ def _order_field() -> Any:
 class CreateTaskInput(BaseModel):
     """Arguments of ``createTask``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     name: str = Field(description="short name of the task")
     description: str | None = Field(default=None, description="details: goal, done criteria")
@@ -127,6 +127,8 @@ class CreateTaskInput(BaseModel):
 class CreateTaskOutput(BaseModel):
     """Result of ``createTask``."""
 
+    model_config = ConfigDict(defer_build=True)
+
     task: Task
     message: str | None = _optional("for a root task: break it down into subtasks")
 
@@ -134,7 +136,7 @@ class CreateTaskOutput(BaseModel):
 class GetTaskInput(BaseModel):
     """Arguments of ``getTask``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str = Field(description="task id")
 
@@ -142,13 +144,15 @@ class GetTaskInput(BaseModel):
 class GetTaskOutput(BaseModel):
     """Result of ``getTask``."""
 
+    model_config = ConfigDict(defer_build=True)
+
     task: Task
 
 
 class ListTasksInput(BaseModel):
     """Arguments of ``listTasks``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     parent_id: str | None = Field(
         default=None, description="only the direct subtasks of this task; unset: every task"
@@ -158,13 +162,15 @@ class ListTasksInput(BaseModel):
 class ListTasksOutput(BaseModel):
     """Result of ``listTasks``."""
 
+    model_config = ConfigDict(defer_build=True)
+
     tasks: list[Task]
 
 
 class UpdateTaskInput(BaseModel):
     """Arguments of ``updateTask``; only the fields given change."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str = Field(description="task id")
     name: str | None = Field(default=None, description="new name")
@@ -185,6 +191,8 @@ class UpdateTaskInput(BaseModel):
 class UpdateTaskOutput(BaseModel):
     """Result of ``updateTask``."""
 
+    model_config = ConfigDict(defer_build=True)
+
     task: Task
     reset_tasks: list[Task] = Field(
         default_factory=list,
@@ -195,7 +203,7 @@ class UpdateTaskOutput(BaseModel):
 class DeleteTaskInput(BaseModel):
     """Arguments of ``deleteTask``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str = Field(description="task id")
     cascade: bool = Field(
@@ -206,6 +214,8 @@ class DeleteTaskInput(BaseModel):
 class DeleteTaskOutput(BaseModel):
     """Result of ``deleteTask``: the id, plus every id removed (the task and its subtree)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     deleted_ids: list[str]
 
@@ -213,13 +223,15 @@ class DeleteTaskOutput(BaseModel):
 class StartTaskInput(BaseModel):
     """Arguments of ``startTask``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str = Field(description="task id")
 
 
 class StartTaskOutput(BaseModel):
     """Result of ``startTask``: the task, the deepest subtask started, and the hierarchy."""
+
+    model_config = ConfigDict(defer_build=True)
 
     task: Task
     subtask: Task | None = _optional("the deepest subtask started: work on this one")
@@ -247,7 +259,7 @@ def _require_resolution(data: Any) -> Any:
 class CompleteTaskInput(BaseModel):
     """Arguments of ``completeTask``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     id: str = Field(description="task id")
     resolution: str = Field(description="what was done and how it ended (required)")
@@ -260,6 +272,8 @@ class CompleteTaskInput(BaseModel):
 
 class CompleteTaskOutput(BaseModel):
     """Result of ``completeTask``."""
+
+    model_config = ConfigDict(defer_build=True)
 
     next_task_id: str | None = _optional("the next unfinished leaf task; absent when none is left")
     message: str

@@ -25,7 +25,7 @@ __all__ = [
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class _Parented(_In):
@@ -115,6 +115,8 @@ class FeedbackInput(_In):
 
 
 class _Out(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     message: str = Field(description="what happened and what to do next, for the agent")
     repaired: list[str] = Field(
         default_factory=list, description="interrupted starts this call undid first"
