@@ -40,7 +40,6 @@ __all__ = [
     "BACKSTOP_SECONDS",
     "ChildVariables",
     "HatCaller",
-    "call_backend",
     "call_with_timeout",
     "clean_events_file",
     "engine_deadline",
@@ -183,23 +182,22 @@ def idle_limits(config: LoadedConfig, backends: Mapping[str, Backend]) -> dict[s
     return limits
 
 
-async def call_backend(backend: Backend, request: BackendRequest) -> BackendResult:
-    """Run the backend; an exception is a failed iteration, except "cannot run at all"."""
-    try:
-        return await backend.run(request)
-    except (BackendUnavailable, InputError):  # cannot run at all / bad input: stop
-        raise
-    except Exception as exc:
-        log.exception("backend raised", hat=request.hat)
-        return BackendResult.failed(f"backend error: {type(exc).__name__}: {exc}")
-
-
 async def call_with_timeout(
     backend: Backend, request: BackendRequest, timeout: float
 ) -> BackendResult:
-    """:func:`call_backend` under the iteration's timeout (a failed iteration when it fires)."""
+    """Run the backend under the iteration's timeout. An exception is a failed iteration,
+    except "cannot run at all" and bad input, which stop the loop; so is the timeout.
+
+    One coroutine for the call, the timeout and the failure: every backend takes it.
+    """
     with anyio.move_on_after(timeout) as scope:
-        return await call_backend(backend, request)
+        try:
+            return await backend.run(request)
+        except (BackendUnavailable, InputError):  # cannot run at all / bad input: stop
+            raise
+        except Exception as exc:
+            log.exception("backend raised", hat=request.hat)
+            return BackendResult.failed(f"backend error: {type(exc).__name__}: {exc}")
     assert scope.cancelled_caught
     return BackendResult.failed(f"timeout after {timeout:g}s", exit_code=None)
 

@@ -27,15 +27,14 @@ gives the tool again. Outside a session ids are random and the time is the clock
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -365,12 +364,22 @@ def in_process() -> IterationCalls | None:
     return _IN_PROCESS.get()
 
 
-@contextlib.contextmanager
-def collecting(calls: IterationCalls) -> Iterator[IterationCalls]:
+class collecting:  # lower case: used as the function it was
     """Make ``calls`` the iteration of every tool call this task makes meanwhile (and the
-    worker threads it starts, which copy the context)."""
-    token = _IN_PROCESS.set(calls)
-    try:
-        yield calls
-    finally:
-        _IN_PROCESS.reset(token)
+    worker threads it starts, which copy the context).
+
+    A class rather than a generator: the engine enters one per iteration.
+    """
+
+    __slots__ = ("_calls", "_token")
+    _token: Token[IterationCalls | None]
+
+    def __init__(self, calls: IterationCalls) -> None:
+        self._calls = calls
+
+    def __enter__(self) -> IterationCalls:
+        self._token = _IN_PROCESS.set(self._calls)
+        return self._calls
+
+    def __exit__(self, *exc: object) -> None:
+        _IN_PROCESS.reset(self._token)
