@@ -98,7 +98,7 @@ class OutputReader:
         return ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class BackendRequest:
     """What a backend needs to run one iteration of one hat.
 
@@ -118,6 +118,10 @@ class BackendRequest:
     trusted as given). ``on_child`` is told who each child process the backend starts
     is (``run_process(on_start=...)``), so that a resume can stop it if it outlives
     the run.
+
+    A request is a value: a backend reads it and never changes it. It is not ``frozen``
+    because the engine builds one per iteration, and a frozen dataclass sets each field
+    through ``object.__setattr__``: about three times the cost of building it.
     """
 
     hat: str

@@ -86,12 +86,13 @@ def spent(state: LoopState) -> HatUsage:
     return total
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class IterationStarted:
     """An iteration's hat is about to run.
 
     ``spent`` is what the session cost before it; ``watched`` tells whether its backend
     reports output as it arrives (:attr:`~loop.backends.base.Backend.watches_output`).
+    A value (one per iteration: not ``frozen``, which would triple its cost to build).
     """
 
     iteration: int

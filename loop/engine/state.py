@@ -54,10 +54,11 @@ class PendingEvent:
     hat: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class InFlight:
     """An iteration that started and has not ended: its hat, the events it runs on, and
-    how many iterations had committed when it started."""
+    how many iterations had committed when it started. A value (one per iteration: not
+    ``frozen``, which would triple its cost to build)."""
 
     hat: str
     triggers: tuple[int, ...]

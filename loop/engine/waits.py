@@ -34,10 +34,11 @@ MAX_SLEEP = 60.0
 Sleep = Callable[[float], Awaitable[None]]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Called:
     """A backend call that was not refused by a limit, or the last one that was
-    (``stop`` says why the loop does not wait for it: it ends, ``rate_limited``)."""
+    (``stop`` says why the loop does not wait for it: it ends, ``rate_limited``). A
+    value (one per iteration: not ``frozen``, which would triple its cost to build)."""
 
     request: BackendRequest
     result: BackendResult
