@@ -83,8 +83,9 @@ class PromptTemplate:
         for block in context:
             if stripped := block.strip():
                 lines.append(f"{stripped}\n\n")
+        lines[0] += "\n"
         lines.append(self._tail)
-        return lines[0] + "\n" + "".join(lines[1:])
+        return "".join(lines)
 
 
 def templates_for(config: LoadedConfig) -> dict[str, PromptTemplate]:

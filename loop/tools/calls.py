@@ -341,6 +341,8 @@ class IterationCalls:
     def records(self) -> list[tuple[int, ToolCall]]:
         """``(place, record)`` of every call made so far, in the order they began."""
         with self._lock:
+            if not self._calls:  # most iterations: the engine's process made none
+                return []
             return sorted(self._calls, key=lambda c: c[0])
 
 
