@@ -524,8 +524,9 @@ class Engine:
             return "rate_limited"
         request, result, started = called.request, called.result, called.started
         now = self.wall_clock()
+        events_path = self.paths.events_path(iteration, attempt)  # as text: no Path formatted
         emitted, events, agent_calls, problems = collect_events(
-            hat, result.output, request.events_file, now, root=self._root
+            hat, result.output, events_path, now, root=self._root
         )
         for malformed in malformed_records(hat, iteration, attempt, problems, now):
             self._record(malformed)

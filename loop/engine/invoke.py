@@ -272,7 +272,7 @@ class HatCaller:
             context.append(malformed_notice(notices))
         trigger_events = tuple([p.event for p in triggers])
         prompt = self.templates[hat].render(iteration, trigger_events, context)
-        events_file = Path(self.paths.events_path(iteration, attempt))
+        events_file = self.paths.events_file(iteration, attempt)
         uses_files = self.backends[hat].uses_files
         if rerun:
             clean_events_file(events_file, root=self.paths.trusted, uses_files=uses_files)

@@ -86,9 +86,21 @@ class SessionPaths:
         """The attempt's events file, as text (the engine's hot path builds no Path)."""
         return f"{self._iterations}/{iteration:06d}/{ATTEMPT_PREFIX}{attempt}/{EVENTS_FILE_NAME}"
 
+    def events_file(self, iteration: int, attempt: int) -> Path:
+        """The attempt's events file (:meth:`events_path`), joined to the session's
+        ``iterations`` folder, which is built once: one per iteration, parsing only the
+        parts below it."""
+        return self._iterations_dir.joinpath(
+            f"{iteration:06d}", f"{ATTEMPT_PREFIX}{attempt}", EVENTS_FILE_NAME
+        )
+
     @functools.cached_property
     def _iterations(self) -> str:
         return f"{self.dir}/iterations"
+
+    @functools.cached_property
+    def _iterations_dir(self) -> Path:
+        return self.dir / "iterations"
 
     def make_attempt(self, iteration: int, attempt: int) -> int:
         """Create the folder of ``iteration``'s ``attempt`` and its empty events file,
