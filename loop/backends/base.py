@@ -18,6 +18,10 @@ attribute          default  meaning
                             file first (a child process may append to it)
 ``instant``        False    ``run`` answers without waiting on anything (no process, no
                             I/O): the engine need not flush buffered output before it
+``writes_events``  True     its run may append events or tool calls to the attempt's
+                            events file (an agent's ``emit``, a python hat's
+                            ``ctx.emit``, a replayed emit): the engine reads the file
+                            after the call; False: nothing writes it, none is read
 ``timeout_seconds`` None    its own limit; the hat runs for the tighter of it and the
                             hat's (``request.timeout_seconds`` is that tighter one)
 ``own_timeout``    False    ``run`` stops itself at ``request.timeout_seconds`` and
@@ -211,6 +215,7 @@ class Backend:
     kind: str
     uses_files: bool = True
     instant: bool = False
+    writes_events: bool = True
     timeout_seconds: float | None = None
     own_timeout: bool = False
     uses_loop_tools: bool = False

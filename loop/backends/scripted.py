@@ -24,6 +24,7 @@ class ScriptedBackend(Backend):
     kind = "scripted"
     uses_files = False  # no child process: no events folder to prepare
     instant = True  # awaits nothing
+    writes_events = False  # its outputs are its only channel: no events file to read
 
     def __init__(self, outputs: list[str]) -> None:
         self.outputs = list(outputs)

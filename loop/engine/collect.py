@@ -205,12 +205,16 @@ class Collected(NamedTuple):
 
 
 def collect_events(
-    hat: str, output: str, events_file: str | Path, now: float, *, root: Path | None = None
+    hat: str, output: str, events_file: str | Path | None, now: float, *, root: Path | None = None
 ) -> Collected:
     """The emit-file events, all events, the agent's tool calls, and what was wrong.
 
+    ``events_file``: ``None`` for a backend that writes none
+    (:attr:`~loop.backends.base.Backend.writes_events`): only the output's tags count.
     ``now``: the time given to events that carry none (every ``<event>`` tag).
     """
+    if events_file is None:
+        return Collected([], parse_event_tags(output, source=hat, ts=now), [], [])
     emitted, calls, problems = read_events_file(events_file, hat, now, root=root)
     events = emitted + parse_event_tags(output, source=hat, ts=now)
     return Collected(emitted, events, calls, problems)

@@ -476,9 +476,7 @@ class Engine:
         """Run one iteration and commit it. ``lane``: one activation among others (parallel
         hats): its number, its cancel scope, its turn to commit (:mod:`loop.engine.lanes`)."""
         iteration = self.state.iteration + 1 if lane is None else lane.iteration
-        calls = IterationCalls(
-            self.paths.session_id, iteration, lambda n: self.call_clock(iteration, n)
-        )
+        calls = IterationCalls(self.paths.session_id, iteration, self.call_clock)
         with collecting(calls):  # the tool calls this process makes meanwhile are its own
             return await self._run_iteration(selection, calls, iteration, lane)
 
@@ -524,12 +522,15 @@ class Engine:
             return "rate_limited"
         request, result, started = called.request, called.result, called.started
         now = self.wall_clock()
-        events_path = self.paths.events_path(iteration, attempt)  # as text: no Path formatted
+        events_path = (  # as text: no Path formatted
+            self.paths.events_path(iteration, attempt) if backend.writes_events else None
+        )
         emitted, events, agent_calls, problems = collect_events(
             hat, result.output, events_path, now, root=self._root
         )
-        for malformed in malformed_records(hat, iteration, attempt, problems, now):
-            self._record(malformed)
+        if problems:
+            for malformed in malformed_records(hat, iteration, attempt, problems, now):
+                self._record(malformed)
         loop = self.config.loop
         outcome = decide_outcome(
             self.specs[hat],
@@ -541,7 +542,8 @@ class Engine:
             cancellation_event=loop.cancellation_event,
             strict=loop.strict_publishes,
         )
-        outcome.notes.extend(f"emit file {p}" for p in problems)
+        if problems:
+            outcome.notes.extend(f"emit file {p}" for p in problems)
         if lane is not None:  # commits go one at a time, in the order the activations end
             if not await lane.take_turn():
                 return None  # cancelled as the loop stops while it waited

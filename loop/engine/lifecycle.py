@@ -81,6 +81,8 @@ def spent(state: LoopState) -> HatUsage:
     """What the session's committed iterations cost, all hats together (None: no backend
     reported that figure)."""
     total = HatUsage()
+    if not state.usage_per_hat:  # no backend reported anything
+        return total
     for usage in state.usage_per_hat.values():
         total.add(usage.cost_usd, usage.input_tokens, usage.output_tokens)
     return total

@@ -218,6 +218,8 @@ class LoopState:
 
     def next_attempt(self, iteration: int) -> int:
         """The number of ``iteration``'s next attempt (1, unless a crash interrupted one)."""
+        if not self.attempts:  # the last iteration committed: nothing was interrupted
+            return 1
         return 1 + max((a.attempt for a in self.attempts if a.iteration == iteration), default=0)
 
 

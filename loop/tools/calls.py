@@ -308,11 +308,12 @@ class IterationCalls:
     Args:
         session_id: the session.
         iteration: the iteration.
-        clock: the time of the n-th call (from 1); a replay gives the recorded ones.
+        clock: the time of the iteration's n-th call (from 1), ``(iteration, n)``; a
+            replay gives the recorded ones.
     """
 
     def __init__(
-        self, session_id: str, iteration: int, clock: Callable[[int], tuple[float, int]]
+        self, session_id: str, iteration: int, clock: Callable[[int, int], tuple[float, int]]
     ) -> None:
         self.session_id = session_id
         self.iteration = iteration
@@ -331,7 +332,7 @@ class IterationCalls:
         with self._lock:
             self._made += 1
             place = self._made
-        ts, offset = self._clock(place)
+        ts, offset = self._clock(self.iteration, place)
         call = Call(self.session_id, self.iteration, f"m{place}", ts, offset)
         outcome = _run(call, tool, channel or "bus", args, invoke)
         with self._lock:

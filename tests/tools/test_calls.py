@@ -255,7 +255,7 @@ def test_concurrent_processes_are_numbered_in_the_order_they_ran(tmp_path: Path)
 async def test_the_engines_calls_are_kept_in_memory_across_worker_threads() -> None:
     """Inside ``collecting``, a call this task makes, or a worker thread it starts, is the
     iteration's (the bus adapters run tools in threads); outside, none is."""
-    calls = IterationCalls("s", 2, lambda n: (100.0 + n, 0))
+    calls = IterationCalls("s", 2, lambda _iteration, n: (100.0 + n, 0))
     ctx = ToolContext(root=Path.cwd(), tasks_file=None)
     with collecting(calls):
         assert in_process() is calls
