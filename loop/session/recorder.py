@@ -64,7 +64,7 @@ from loop.session.recording import (
     published_record,
     start_record,
 )
-from loop.session.target import open_target
+from loop.session.target import check_target, open_target
 
 __all__ = ["DEFAULT_MAX_BYTES", "MIN_MAX_BYTES", "Recorder", "RecorderClosed", "Redactor"]
 
@@ -91,32 +91,6 @@ def _line(record: RecordingRecord | dict[str, Any], redactor: Redactor | None) -
         record = {k: v for k, v in vars(record).items() if v is not None}
     line = _json.dumps_record_line(record) if isinstance(record, dict) else encode_record(record)
     return redact_line(line, redactor)
-
-
-def _check_openable(path: Path) -> None:
-    """Open ``path`` for writing as the recorder will, and leave it as it was.
-
-    A new file is created and removed again; an existing one is opened for appending and
-    left untouched (a device such as ``/dev/null`` is accepted). A symbolic link, a pipe
-    and a socket are refused.
-
-    Raises:
-        InputError: one line saying why the file cannot be written.
-    """
-    if path.is_symlink():
-        raise InputError(f"{path}: is a symbolic link; --record-session needs a plain file")
-    existed = path.exists()
-    if existed and (path.is_fifo() or path.is_socket()):  # opening one would block or fail
-        raise InputError(f"{path}: is a pipe or a socket; --record-session needs a file")
-    flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_APPEND if existed else os.O_CREAT | os.O_EXCL)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write the recording: {exc.strerror or exc}") from None
-    os.close(fd)
-    if not existed:
-        path.unlink(missing_ok=True)
 
 
 class Recorder(Extension):
@@ -146,14 +120,7 @@ class Recorder(Extension):
             raise InputError(
                 f"--record-max-bytes {max_bytes}: the cap must be at least {MIN_MAX_BYTES} bytes"
             )
-        if path.is_dir():
-            raise InputError(f"{path}: is a folder; --record-session needs a file")
-        if path.exists() and not (force or append):
-            raise InputError(
-                f"{path}: recording already exists; pass --force to overwrite it "
-                "or choose another file"
-            )
-        _check_openable(path)
+        check_target(path, force=force, append=append)
         self.path = path
         self.max_bytes = max_bytes
         self.force = force
