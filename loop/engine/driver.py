@@ -23,7 +23,6 @@ The driver reads no clock of its own: ``clock`` (monotonic: runtime, durations) 
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -36,7 +35,6 @@ import anyio.lowlevel
 import structlog
 
 from loop._faults import crash_point
-from loop._fs import make_folders, stat_nofollow
 from loop.backends._procs import SpawnedProcess
 from loop.backends.base import Backend, BackendRequest, OutputObserver
 from loop.bus import EventBus
@@ -54,16 +52,13 @@ from loop.engine.decide import (
     select_next,
 )
 from loop.engine.hooks import Hooks
-from loop.engine.invoke import ChildVariables, HatCaller, session_env
-from loop.engine.journal import Journal, journal_redactor, read_journal
+from loop.engine.invoke import ChildVariables, HatCaller
+from loop.engine.journal import Journal, journal_redactor
 from loop.engine.lanes import CommitGate, Lane, ParallelLoop, RecordedOrder
 from loop.engine.lifecycle import (
     ITERATION_DONE,
     LOOP_RESUMED,
     LOOP_STARTED,
-    LOOP_TERMINATED,
-    SessionEnded,
-    SessionStarted,
     started_event,
 )
 from loop.engine.outside import OutsideEvents
@@ -72,20 +67,17 @@ from loop.engine.records import (
     child_start,
     hat_exhausted,
     iteration_end,
-    session_end,
-    session_start,
 )
-from loop.engine.resume import LimitOverrides, resume_records
+from loop.engine.resume import LimitOverrides
 from loop.engine.schedule import schedule_of
-from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
-from loop.engine.stale import stop_stale
-from loop.engine.state import LoopState, RouteContext, apply, fold
+from loop.engine.session_dir import SessionLock, SessionPaths
+from loop.engine.session_run import finish_session, start_session
+from loop.engine.state import LoopState, RouteContext, apply
 from loop.engine.waits import LimitWaits
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
-from loop.exits import exit_code_for
 from loop.extensions import Extension
-from loop.records import IterationEnd, IterationStart, JournalRecord, Override, Resume
+from loop.records import IterationEnd, IterationStart, JournalRecord, Override
 from loop.tools.calls import IterationCalls, collecting, local_offset, merge_calls
 
 __all__ = ["YIELD_INTERVAL", "Engine"]
@@ -260,75 +252,12 @@ class Engine:
         finally:
             self._collecting = None
 
-    # -- set-up -----------------------------------------------------------------------
-
-    async def _start_session(self) -> SessionStarted:
-        """Start or resume the session's journal; what ``loop.started``/``resumed`` says."""
-        root = self._root
-        if self.resume and stat_nofollow(self.paths.journal, root=root) is None:
-            raise SessionError(f"session {self.paths.session_id} has no journal to resume")
-        make_folders(self.paths.dir, root=root)
-        self._lock.acquire()
-        contents = read_journal(self.paths.journal, root=root)
-        now = self.wall_clock()
-        start = session_start(self.config, self.paths.session_id, now)
-        resumed_at: int | None = None
-        override: Override | None = None
-        if self.resume:
-            if not contents.records:
-                raise SessionError(f"session {self.paths.session_id} has no journal to resume")
-            self.state, settings, appended = resume_records(
-                contents.records,
-                self.route_ctx,
-                self.config,
-                self.limit_overrides,
-                pid=os.getpid(),
-                now=now,
-            )
-            self.limits = limits_from(settings, self.config.loop.stale_threshold)
-            if contents.torn:
-                log.warning(
-                    "journal had a torn last line; it was dropped", journal=str(self.paths.journal)
-                )
-            self.journal.open(truncate_to=contents.good_size)
-            self._base_elapsed = self.state.elapsed
-            resumed_at = self.state.iteration
-            # what the stopped run left running goes first: no stale writer in a new attempt
-            stopped = await stop_stale(self.state.attempts, self.paths)
-            for record in appended:  # resume, and the limits changed from here on
-                self._record(
-                    replace(record, stopped=stopped) if isinstance(record, Resume) else record
-                )
-            override = next((r for r in appended if isinstance(r, Override)), None)
-        else:
-            if contents.records or contents.torn:
-                sid = self.paths.session_id
-                if fold(contents.records, self.route_ctx).termination == "completed":
-                    raise SessionError(
-                        f"session {sid} already exists and has completed; choose another session id"
-                    )
-                raise SessionError(f"session {sid} already exists; use --resume to continue it")
-            self.journal.open()
-            self._record(start)
-        mark_latest(self.paths.sessions_dir, self.paths.session_id, root=root)
-        self._caller.env = session_env(
-            self._extra_env, session_dir=self.paths.dir, run_id=self._run_id
-        )
-        return SessionStarted(
-            start=start,
-            session_dir=self.paths.dir,
-            resumed_at=resumed_at,
-            cost_usd=self.state.cost_usd,
-            tokens=self.state.tokens,
-            override=override,
-        )
-
     # -- the run ----------------------------------------------------------------------
 
     async def run(self) -> RunSummary:
         """Run (or resume) the session until a termination reason; always journal the end."""
         try:
-            started = await self._start_session()
+            started = await start_session(self)
         except BaseException:  # refused before the run: leave nothing held
             self.journal.close()
             self._lock.release()
@@ -354,49 +283,10 @@ class Engine:
             raise
         finally:
             with anyio.CancelScope(shield=True):
-                end_failure = await self._finish(reason)
+                end_failure = await finish_session(self, reason)
         if end_failure is not None:  # the run itself went well: the journal's end did not
             raise end_failure
         return self.summary(reason, notes)
-
-    async def _finish(self, reason: str) -> SessionError | None:
-        """Journal the end, tell the subscribers, close every extension, release the session.
-
-        A journal that cannot take the end record (the disk filled up) does not stop the
-        rest: the recording still gets its footer and is closed. The error is returned,
-        for :meth:`run` to raise when no earlier error is already on its way out.
-        """
-        failure: SessionError | None = None
-        try:
-            try:  # published in the last moments: journaled, never lost
-                self._outside.journal(self.state.iteration, self.wall_clock())
-            except SessionError as exc:
-                failure = exc
-            end = session_end(
-                reason,
-                self.state.iteration,
-                self._elapsed(),
-                self.wall_clock(),
-                unrouted_topic=self.state.unrouted,
-            )
-            try:
-                self._record(end)
-            except SessionError as exc:
-                failure = failure or exc
-            self._outside.ended = True
-            ended = SessionEnded(end=end, exit_code=exit_code_for(reason))
-            await self._publish_own(
-                Event(topic=LOOP_TERMINATED, source="loop", payload=ended, ts=end.ts)
-            )
-        finally:
-            for ext in self.extensions:
-                try:
-                    await ext.aclose()
-                except Exception:  # one extension's close never keeps the others open
-                    log.exception("extension failed to close", extension=ext.name)
-            self.journal.close()
-            self._lock.release()
-        return failure
 
     async def _checkpoint(self) -> None:
         """Let a cancellation in; every :data:`YIELD_INTERVAL`, let the event loop run."""
