@@ -129,7 +129,7 @@ def test_every_target_has_a_verdict(quick_run: tuple[Path, dict[str, Any]]) -> N
     _, data = quick_run
     names = {t["name"] for t in data["targets"]}
     required = {
-        "iteration, recording on (not fsynced)",
+        "durable iteration vs raw fsync floor",
         "replay throughput",
         "replay peak RSS",
         "start-up: python -m loop --help",
@@ -142,3 +142,7 @@ def test_every_target_has_a_verdict(quick_run: tuple[Path, dict[str, Any]]) -> N
         if target["met"] is not None:
             assert isinstance(target["met"], bool)
             assert target["ratio"] is not None
+    # an older goal is shown for information: how it went, never a target's verdict
+    retired = next(t for t in data["targets"] if t["goal"] == "<= 25 us median")
+    assert retired["met"] is None
+    assert isinstance(retired["retired_met"], bool)
