@@ -20,8 +20,9 @@ attribute          default  meaning
                             I/O): the engine need not flush buffered output before it
 ``writes_events``  True     its run may append events or tool calls to the attempt's
                             events file (an agent's ``emit``, a python hat's
-                            ``ctx.emit``, a replayed emit): the engine reads the file
-                            after the call; False: nothing writes it, none is read
+                            ``ctx.emit``, a replayed emit): the engine names the file in
+                            the request and reads it after the call; False (with
+                            ``uses_files`` false): the request names none, none is read
 ``timeout_seconds`` None    its own limit; the hat runs for the tighter of it and the
                             hat's (``request.timeout_seconds`` is that tighter one)
 ``own_timeout``    False    ``run`` stops itself at ``request.timeout_seconds`` and
@@ -117,7 +118,9 @@ class BackendRequest:
 
     ``attempt`` numbers the runs of this iteration (a crash interrupted the earlier
     ones); each attempt has its own folder, :attr:`iteration_dir`, which holds
-    ``events_file``. ``root`` is the folder the attempt's files are reached from
+    ``events_file``: ``None`` for a backend with neither files nor events to write
+    (``uses_files`` and ``writes_events`` both false: the scripted backend), which has
+    no attempt folder either. ``root`` is the folder the attempt's files are reached from
     without following links (see :mod:`loop._fs`; ``None``: the attempt's folder is
     trusted as given). ``on_child`` is told who each child process the backend starts
     is (``run_process(on_start=...)``), so that a resume can stop it if it outlives
@@ -133,7 +136,7 @@ class BackendRequest:
     iteration: int
     session_id: str
     activation: int
-    events_file: Path
+    events_file: Path | None
     workdir: Path
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_seconds: float | None = None
@@ -146,7 +149,14 @@ class BackendRequest:
 
     @property
     def iteration_dir(self) -> Path:
-        """The attempt's own folder (the events file's): prompt and agent config go here."""
+        """The attempt's own folder (the events file's): prompt and agent config go here.
+
+        Raises:
+            ValueError: the request has no events file (its backend says it has no files
+                and writes no events).
+        """
+        if self.events_file is None:
+            raise ValueError(f"hat {self.hat!r}: its backend has no attempt folder")
         return self.events_file.parent
 
     def variables(self) -> dict[str, str]:
@@ -154,10 +164,11 @@ class BackendRequest:
         attempt's (``LOOP_EVENTS_FILE``, ``LOOP_ITERATION_DIR``, ``LOOP_SESSION_ID``,
         ``LOOP_ITERATION``, ``LOOP_ATTEMPT``, ``LOOP_HAT``), which ``python -m loop emit``
         and the tools read: a child writes where these say, never where it guesses."""
+        folder = self.iteration_dir
         return {
             **self.env,
             locations.ENV_EVENTS_FILE: str(self.events_file),
-            locations.ENV_ITERATION_DIR: str(self.events_file.parent),
+            locations.ENV_ITERATION_DIR: str(folder),
             locations.ENV_SESSION_ID: self.session_id,
             locations.ENV_ITERATION: str(self.iteration),
             locations.ENV_ATTEMPT: str(self.attempt),

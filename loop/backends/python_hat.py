@@ -79,6 +79,7 @@ class PythonBackend(Backend):
     async def run(self, request: BackendRequest) -> BackendResult:
         """Call the function; sync functions run in a worker thread."""
         func = resolve_target(self.target, request.workdir)
+        assert request.events_file is not None  # it writes events: the engine names the file
         ctx = HatContext(
             hat=request.hat,
             prompt=request.prompt,

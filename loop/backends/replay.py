@@ -68,9 +68,11 @@ class ReplayBackend(Backend):
                 f"replay: iteration {number} was recorded for hat {record.hat!r}, "
                 f"the engine chose {request.hat!r}"
             )
+        events_file = request.events_file
+        assert events_file is not None  # it writes events: the engine names the file
         for event in record.emitted:
             append_event(
-                request.events_file,
+                events_file,
                 event.topic,
                 event.payload,
                 event.target,

@@ -263,7 +263,8 @@ class HatCaller:
         """The backend call of an attempt: its prompt, events file, environment, timeout.
 
         The events file is the attempt's own (its folder was made with the attempt, see
-        :meth:`~loop.engine.session_dir.SessionPaths.make_attempt`); ``rerun``: another
+        :meth:`~loop.engine.session_dir.SessionPaths.make_attempt`), named for a backend
+        that has files or writes events (none for the others); ``rerun``: another
         call of the same attempt, whose file is emptied first. ``notices``: the hat's
         emitted lines that its last iteration dropped, told in the prompt.
         """
@@ -272,14 +273,17 @@ class HatCaller:
             context.append(malformed_notice(notices))
         trigger_events = tuple([p.event for p in triggers])
         prompt = self.templates[hat].render(iteration, trigger_events, context)
-        events_file = self.paths.events_file(iteration, attempt)
-        uses_files = self.backends[hat].uses_files
-        if rerun:
-            clean_events_file(events_file, root=self.paths.trusted, uses_files=uses_files)
+        backend = self.backends[hat]
+        uses_files = backend.uses_files
         env = self.env
-        if uses_files and self.children.contributors:  # the child's variables, given for it
-            given = self.children.give(hat, iteration, activation, events_file, attempt)
-            env = {**given, **env}
+        events_file: Path | None = None  # a backend with no files and no events: none
+        if uses_files or backend.writes_events:
+            events_file = self.paths.events_file(iteration, attempt)
+            if rerun:
+                clean_events_file(events_file, root=self.paths.trusted, uses_files=uses_files)
+            if uses_files and self.children.contributors:  # the child's variables, for it
+                given = self.children.give(hat, iteration, activation, events_file, attempt)
+                env = {**given, **env}
         on_child = self.on_child
         return BackendRequest(
             hat=hat,

@@ -129,13 +129,15 @@ class CallReplayer:
         agent = [c for c in record.tool_calls if c.channel in FILE_CHANNELS]
         if not agent:
             return
-        request.iteration_dir.mkdir(parents=True, exist_ok=True)
+        events_file = request.events_file
+        assert events_file is not None  # a replayed hat writes events: the engine names it
+        events_file.parent.mkdir(parents=True, exist_ok=True)
         for recorded in agent:
             call = self.paths.call(recorded)
             journal = FileCalls(
                 request.session_id,
                 request.iteration,
-                request.events_file,
+                events_file,
                 call.channel,
                 clock=_fixed(call.ts, call.utc_offset),
             )
@@ -143,7 +145,7 @@ class CallReplayer:
             if tool is None:  # a tool this hatloop does not have: journaled as refused
                 self._unknown(journal, call)
                 continue
-            ctx = replace(self.base, events_file=request.events_file, calls=journal)
+            ctx = replace(self.base, events_file=events_file, calls=journal)
             # an error is journaled with the call: the comparison says if it was recorded
             with contextlib.suppress(Exception):
                 tool.run(ctx, call.input)
