@@ -376,8 +376,8 @@ class Engine:
         hat, triggers = selection.hat, selection.triggers
         activation = self.state.activations.get(hat, 0) if lane is None else lane.activation
         backend = self.backends[hat]
+        seqs = tuple([p.seq for p in triggers])
         if lane is None:  # a lane's start was journaled when it was planned
-            seqs = tuple([p.seq for p in triggers])
             attempt = self.new_attempt(iteration, hat)
             now = self.wall_clock()
             self._record(
@@ -453,7 +453,8 @@ class Engine:
             prompt=request.prompt,
             result=result,
             outcome=outcome,
-            triggers=triggers,
+            triggers=request.triggers,
+            trigger_seqs=seqs,
             events=events,
             emitted=emitted,
             published=published,

@@ -37,6 +37,8 @@ class Hooks:
 
     def sections(self, hat: str) -> list[str]:
         """The extensions' blocks of context for ``hat``'s prompt."""
+        if not self.prompters:
+            return []
         return [s for ext in self.prompters if (s := ext.prompt_section(hat))]
 
     def blocker(self) -> str | None:

@@ -74,11 +74,9 @@ class PromptTemplate:
     def render(self, iteration: int, triggers: Sequence[Event], context: Sequence[str] = ()) -> str:
         """The prompt for ``iteration``, run on ``triggers``, with ``context`` blocks."""
         lines = [f"# hatloop · iteration {iteration} · hat `{self._hat}`", self._head]
-        for event in triggers:
+        for event in triggers:  # each line of the payload indented under its event
             lines.append(f"- `{event.topic}` from {event.source}:\n")
-            lines += [f"  {line}\n" for line in _payload(event).splitlines()] or [
-                "  (no payload)\n"
-            ]
+            lines.append("  " + "\n  ".join(_payload(event).splitlines()) + "\n")
         lines.append("\n")
         for block in context:
             if stripped := block.strip():

@@ -96,7 +96,8 @@ def iteration_end(
     prompt: str,
     result: BackendResult,
     outcome: Outcome,
-    triggers: Sequence[PendingEvent],
+    triggers: tuple[Event, ...],
+    trigger_seqs: tuple[int, ...],
     events: Sequence[Event],
     emitted: Sequence[Event],
     published: Sequence[Event],
@@ -106,6 +107,9 @@ def iteration_end(
     now: float,
 ) -> IterationEnd:
     """The journal's ``iteration.end`` record (the commit point; the recording's source).
+
+    ``triggers``: the events the iteration ran on (the request's), ``trigger_seqs``
+    their numbers (consumed when the outcome says so).
 
     ``backend_ok`` is the backend's own verdict (the engine may still fail an iteration
     whose backend succeeded, when the hat emitted nothing): replay serves it again.
@@ -122,11 +126,11 @@ def iteration_end(
         exit_code=result.exit_code,
         prompt=prompt,
         output=result.output,
-        triggers=tuple([p.event for p in triggers]),
+        triggers=triggers,
         events=tuple(events),
         emitted=tuple(emitted),
         published=tuple(published),
-        consumed=tuple([p.seq for p in triggers]) if outcome.consume else (),
+        consumed=trigger_seqs if outcome.consume else (),
         dropped=tuple(outcome.dropped),
         completed=outcome.completed,
         cancelled=outcome.cancelled,

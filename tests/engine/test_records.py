@@ -31,6 +31,7 @@ def _record(
         result=result,
         outcome=outcome,
         triggers=(),
+        trigger_seqs=(),
         events=[],
         emitted=[],
         published=[],

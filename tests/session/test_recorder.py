@@ -24,7 +24,6 @@ from loop.engine.decide import Outcome
 from loop.engine.journal import read_journal
 from loop.engine.progress import RunSummary
 from loop.engine.records import iteration_end
-from loop.engine.state import PendingEvent
 from loop.errors import InputError, SessionError
 from loop.events import Event
 from loop.extensions import Extension
@@ -804,7 +803,8 @@ def test_an_iteration_line_is_its_journal_record_with_a_timestamp(
         prompt=f"# prompt\n{output}",
         result=BackendResult(output=output, ok=ok, reason=reason, meta=meta),
         outcome=outcome,
-        triggers=(PendingEvent(seq=1, event=Event(topic="t.x", payload=output, ts=ts), hat="h"),),
+        triggers=(Event(topic="t.x", payload=output, ts=ts),),
+        trigger_seqs=(1,),
         events=events,
         emitted=events[:1],
         published=events,
