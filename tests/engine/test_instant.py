@@ -10,6 +10,7 @@ import pytest
 
 from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.bus import EventBus
+from loop.emit import append_event
 from loop.events import Event
 from loop.extensions import Extension
 from loop.records import IterationEnd
@@ -126,3 +127,58 @@ async def test_a_failing_flush_is_logged_and_the_loop_goes_on(tmp_path: Path) ->
     summary, _ = await run_hats(config, backends, workdir=tmp_path, extra=[broken])  # type: ignore[arg-type]
     assert (summary.reason, summary.iterations) == ("max_iterations", 6)
     assert broken.calls >= 6  # before each hat that waits
+
+
+class Silent(Backend):
+    """In-process, answers with a tag, and says it writes no events file."""
+
+    kind = "silent"
+    uses_files = False
+    writes_events = False
+
+    def __init__(self) -> None:
+        self.files: list[Path | None] = []
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """Note the request's events file; publish through the output."""
+        self.files.append(request.events_file)
+        return BackendResult(output=tag("pong.x", str(request.activation)))
+
+
+class Emitter(Backend):
+    """In-process, publishes through the events file only (``writes_events`` default)."""
+
+    kind = "emitter"
+    uses_files = False
+
+    def __init__(self) -> None:
+        self.files: list[Path | None] = []
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """Append one event to the file the engine names; say nothing."""
+        self.files.append(request.events_file)
+        assert request.events_file is not None
+        append_event(
+            request.events_file,
+            "ping.x",
+            str(request.activation),
+            None,
+            root=request.root,
+            create_folders=True,
+        )
+        return BackendResult(output="")
+
+
+async def test_only_a_backend_that_writes_events_is_given_an_events_file(tmp_path: Path) -> None:
+    """``writes_events``: the engine names the attempt's events file (and reads it after the
+    call) for a backend that may write one; one that says it writes none is given none."""
+    config, _ = ping_pong(tmp_path, n=4)
+    ping, pong = Emitter(), Silent()
+    summary, _ = await run_hats(config, {"ping": ping, "pong": pong}, workdir=tmp_path)
+    assert (summary.reason, summary.iterations) == ("max_iterations", 4)
+    assert pong.files == [None, None]
+    session_dir = Path(summary.session_dir)
+    assert [f.relative_to(session_dir).parts for f in ping.files if f is not None] == [
+        ("iterations", "000001", "attempt-1", "events.jsonl"),
+        ("iterations", "000003", "attempt-1", "events.jsonl"),
+    ]
