@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -368,7 +369,7 @@ async def test_a_parallel_session_killed_while_activations_wait_resumes_waiting(
         await anyio.sleep_forever()  # the first waits until the kill
 
     limited = LimitedOnce(tag("review.done", "ok"))
-    try:
+    with contextlib.suppress(Killed):
         await run_hats(
             cfg,
             wave_backends(limited),
@@ -378,8 +379,6 @@ async def test_a_parallel_session_killed_while_activations_wait_resumes_waiting(
             wall_clock=clock,
             sleep=sleep,
         )
-    except Killed:
-        pass
     with journal.open("r+b") as fh:  # what a kill -9 leaves: the journal up to the wait
         fh.truncate(cut)
     waits = [r for r in read_journal(journal).records if isinstance(r, Wait)]
