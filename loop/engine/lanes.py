@@ -218,7 +218,7 @@ class ParallelLoop:
         self.schedule = schedule
         self.gate = gate
         self.lanes: dict[int, Lane] = {}
-        self.lock = anyio.Lock()
+        self.lock = anyio.Lock(fast_acquire=True)  # no event-loop turn when it is free
         self.reason: str | None = None
         self.stopping: str | None = None  # an activation's stop (rate_limited...)
         self.notes: list[str] = []
