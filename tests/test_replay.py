@@ -19,6 +19,7 @@ from loop.config import config_digest
 from loop.engine import state as engine_state
 from loop.errors import RecordingError, ReplayDivergence
 from loop.replay import RecordingReader, replay_file, replay_recording
+from loop.session import reader as reader_module
 from tests.session.test_recorder import LOOP_TOML, record_session
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,6 +57,24 @@ async def test_a_fresh_recording_replays(recording: Path) -> None:
     assert result.partial is None
     assert result.summary().startswith("ok ")
     result.raise_for_divergence()
+
+
+async def test_kept_and_indexed_iterations_read_the_same(
+    recording: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An iteration the scan kept is the record read from disk when it is not kept."""
+    with RecordingReader(recording) as kept:
+        monkeypatch.setattr(reader_module, "KEEP_PARSED", 0)
+        with RecordingReader(recording) as indexed:
+            assert kept.iterations == indexed.iterations == 5
+            for number in range(1, 7):
+                assert kept.iteration(number) == indexed.iteration(number)
+            assert indexed.iteration(5) is not None
+            assert (kept.published, kept.schedule, kept.footer) == (
+                indexed.published,
+                indexed.schedule,
+                indexed.footer,
+            )
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "recordings").glob("*.jsonl")))
@@ -341,11 +360,15 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path, Path], Path], str]] = {
 }
 
 
+@pytest.mark.parametrize("keep", ["kept", "indexed"])
 @pytest.mark.parametrize("case", sorted(BAD_INPUTS))
 async def test_bad_input_is_a_one_line_error_naming_file_and_line(
-    case: str, recording: Path, tmp_path: Path
+    case: str, keep: str, recording: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Each kind of bad recording is a RecordingError with the file (and line)."""
+    """Each kind of bad recording is a RecordingError with the file (and line), whether
+    its scan keeps the parsed iterations or only indexes them."""
+    if keep == "indexed":
+        monkeypatch.setattr(reader_module, "KEEP_PARSED", 0)
     make, pattern = BAD_INPUTS[case]
     target = make(recording, tmp_path)
     with pytest.raises(RecordingError, match=pattern) as info:
@@ -390,8 +413,11 @@ async def test_replay_backend_serves_both_channels_and_runs_out(
     reader.close()
 
 
-async def test_replay_memory_stays_flat(tmp_path: Path) -> None:
-    """A recording of many large outputs replays without holding them all in memory."""
+async def test_replay_memory_stays_flat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recording of many large outputs replays without holding them all in memory:
+    past the records its scan keeps (a fixed budget of bytes), iterations are read from
+    disk as they are replayed."""
+    monkeypatch.setattr(reader_module, "KEEP_PARSED", 200_000)  # about one line of 100 KB
     big = "x" * 100_000
     outputs = [f'{big}<event topic="work.next">{i}</event>' for i in range(40)]
     outputs.append('<event topic="LOOP_COMPLETE">done</event>')

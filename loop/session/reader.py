@@ -1,7 +1,11 @@
 """Read a recording: one streaming pass builds an index; iterations are read on demand.
 
-:class:`RecordingReader` keeps the byte offset of each iteration record, never its
-contents, so memory stays flat however large the recording is. Bad input is a
+:class:`RecordingReader` keeps the byte offset of each iteration record, so memory
+stays bounded however large the recording is. The pass validates the first
+iteration records into their typed form and keeps them, as long as their lines fit in
+:data:`KEEP_PARSED` bytes, so a recording of that size is parsed exactly once; beyond
+it, the pass reads only each line's kind, number and hat, and the record is validated
+when it is read. Bad input is a
 :class:`~loop.errors.RecordingError` naming the file and the line; a torn last line
 (a crash mid-write) is a warning and the rest is read.
 """
@@ -45,6 +49,10 @@ def _versions() -> str:
 log = structlog.get_logger("loop.replay")
 
 READ_BUFFER = 256 * 1024  # bytes read per system call while scanning or replaying
+# Iteration lines (bytes) whose typed records the scan keeps: each one kept is parsed
+# once instead of twice (once to index it, once when it is replayed). Kept records take
+# about twice their line's size in memory.
+KEEP_PARSED = 16 * 1024 * 1024
 
 
 class _LineKey(BaseModel):
@@ -82,6 +90,8 @@ class RecordingReader:
         self._index: dict[int, tuple[int, int, int]] = {}  # iteration -> offset, size, line
         self._last = 0
         self._cache: tuple[int, IterationRecord] | None = None
+        self._parsed: dict[int, IterationRecord] = {}  # kept by the scan (KEEP_PARSED)
+        self._kept = 0  # bytes of the lines kept in _parsed
         self._fh: BinaryIO = self._open()
         try:
             self.header = self._scan()
@@ -117,7 +127,9 @@ class RecordingReader:
                 pass
             elif header is None:
                 header = self._read_header(raw, number)
-            else:
+            elif self._kept + size <= KEEP_PARSED and (record := _typed(raw)) is not None:
+                self._add_record(record, number, offset=offset, size=size, header=header)
+            else:  # the index only (or a bad line: the errors are said from here)
                 try:
                     key = _LineKey.model_validate_json(raw)
                 except ValidationError as exc:
@@ -188,14 +200,37 @@ class RecordingReader:
             if key.iteration is None or key.iteration < 1 or key.hat is None:
                 self._parse(raw, number)  # says exactly what is wrong
                 raise self._error("invalid record: iteration or hat", number)
-            self._check_iteration(key.iteration, key.hat, number, header)
-            self._index[key.iteration] = (offset, size, number)
-            self.schedule.append(f"end {key.iteration} {key.hat}")
-            self.commit_order.append(key.iteration)
-            self._last = max(self._last, key.iteration)
+            self._index_iteration(
+                key.iteration, key.hat, number, offset=offset, size=size, header=header
+            )
             return
-        record = self._parse(raw, number)
-        if isinstance(record, MarkerRecord):
+        self._add_record(self._parse(raw, number), number, offset=offset, size=size, header=header)
+
+    def _index_iteration(
+        self, iteration: int, hat: str, number: int, *, offset: int, size: int, header: HeaderRecord
+    ) -> None:
+        self._check_iteration(iteration, hat, number, header)
+        self._index[iteration] = (offset, size, number)
+        self.schedule.append(f"end {iteration} {hat}")
+        self.commit_order.append(iteration)
+        self._last = max(self._last, iteration)
+
+    def _add_record(
+        self,
+        record: RecordingRecord,
+        number: int,
+        *,
+        offset: int,
+        size: int,
+        header: HeaderRecord,
+    ) -> None:
+        if isinstance(record, IterationRecord):
+            self._index_iteration(
+                record.iteration, record.hat, number, offset=offset, size=size, header=header
+            )
+            self._parsed[record.iteration] = record
+            self._kept += size
+        elif isinstance(record, MarkerRecord):
             self.markers.append((number, record))
             if record.marker == "resumed":  # what was in flight was lost: a replay drops it
                 self.schedule.append("resume")
@@ -252,6 +287,8 @@ class RecordingReader:
         replay asks for each iteration twice, to serve it and to compare it)."""
         if self._cache is not None and self._cache[0] == number:
             return self._cache[1]
+        if (kept := self._parsed.get(number)) is not None:
+            return kept
         entry = self._index.get(number)
         if entry is None:
             return None
@@ -344,6 +381,14 @@ class RecordingReader:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _typed(raw: bytes) -> RecordingRecord | None:
+    """The line's typed record, or ``None`` if it is not a valid one."""
+    try:
+        return parse_line(raw)
+    except ValueError:
+        return None
 
 
 def _brief(hat: HatTopology | None) -> str:
