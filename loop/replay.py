@@ -452,7 +452,7 @@ async def replay_recording(path: Path, extensions: Sequence[Extension] = ()) -> 
             config = replay_config(reader, Path(tmp))
             paths = replay_paths(reader.header, tool_context(config, Path(tmp)))
             replayer = CallReplayer(all_tools(), tool_context(config, Path(tmp)), paths)
-            backend = ReplayBackend(reader, replayer)
+            backend = ReplayBackend(reader, replayer, writes_events=reader.file_events)
             options = RunOptions(
                 workdir=Path(tmp),
                 session_id=reader.header.session_id,  # the ids the tools derive from it

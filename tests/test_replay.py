@@ -77,6 +77,22 @@ async def test_kept_and_indexed_iterations_read_the_same(
             )
 
 
+async def test_the_replay_writes_an_events_file_only_if_its_recording_did(
+    recording: Path,
+) -> None:
+    """A recording whose iterations emitted through the events file (or made tool calls)
+    replays with a backend that writes it; one whose hats only wrote tags, without."""
+    with RecordingReader(recording) as reader:
+        assert not reader.file_events  # scripted hats: tags only
+    result = await replay_recording(recording)
+    assert result.ok, result.divergence
+    committed = REPO / "recordings" / "command.jsonl"
+    with RecordingReader(committed) as reader:
+        assert reader.file_events
+    result = await replay_recording(committed)
+    assert result.ok, result.divergence
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "recordings").glob("*.jsonl")))
 def test_committed_recordings_replay(name: str) -> None:
     """Every committed recording (default preset, command backend...) replays cleanly."""

@@ -46,9 +46,18 @@ class ReplayBackend(Backend):
     uses_files = False  # it makes the events folder itself, only when it has events to write
     instant = True  # reads the recording and returns: it never waits on anything
 
-    def __init__(self, source: RecordedIterations, apply_calls: ApplyCalls | None = None) -> None:
+    def __init__(
+        self,
+        source: RecordedIterations,
+        apply_calls: ApplyCalls | None = None,
+        *,
+        writes_events: bool = True,
+    ) -> None:
         self.source = source
         self.apply_calls = apply_calls
+        # False: no recorded iteration emitted events through the file or made tool
+        # calls, so this replay never writes the events file (and the engine reads none)
+        self.writes_events = writes_events
         self.served = 0
 
     async def run(self, request: BackendRequest) -> BackendResult:
@@ -68,17 +77,18 @@ class ReplayBackend(Backend):
                 f"replay: iteration {number} was recorded for hat {record.hat!r}, "
                 f"the engine chose {request.hat!r}"
             )
-        events_file = request.events_file
-        assert events_file is not None  # it writes events: the engine names the file
-        for event in record.emitted:
-            append_event(
-                events_file,
-                event.topic,
-                event.payload,
-                event.target,
-                root=request.root,
-                create_folders=True,
-            )
+        if record.emitted:
+            events_file = request.events_file
+            assert events_file is not None  # it writes events: the engine names the file
+            for event in record.emitted:
+                append_event(
+                    events_file,
+                    event.topic,
+                    event.payload,
+                    event.target,
+                    root=request.root,
+                    create_folders=True,
+                )
         if record.tool_calls and self.apply_calls is not None:
             self.apply_calls(request, record)
         self.served += 1

@@ -64,6 +64,8 @@ class _LineKey(BaseModel):
     kind: str
     iteration: int | None = None
     hat: str | None = None
+    emitted: object = None
+    tool_calls: object = None
 
 
 class RecordingReader:
@@ -87,6 +89,9 @@ class RecordingReader:
         self.resume_starts: list[int] = []  # activations started before each resume
         self.warnings: list[str] = []
         self.torn = False
+        # an iteration emitted events through the events file or made tool calls (which
+        # reach the engine through it): a replay's backend writes the file
+        self.file_events = False
         self._index: dict[int, tuple[int, int, int]] = {}  # iteration -> offset, size, line
         self._last = 0
         self._cache: tuple[int, IterationRecord] | None = None
@@ -203,6 +208,7 @@ class RecordingReader:
             self._index_iteration(
                 key.iteration, key.hat, number, offset=offset, size=size, header=header
             )
+            self.file_events = self.file_events or bool(key.emitted or key.tool_calls)
             return
         self._add_record(self._parse(raw, number), number, offset=offset, size=size, header=header)
 
@@ -230,6 +236,7 @@ class RecordingReader:
             )
             self._parsed[record.iteration] = record
             self._kept += size
+            self.file_events = self.file_events or bool(record.emitted or record.tool_calls)
         elif isinstance(record, MarkerRecord):
             self.markers.append((number, record))
             if record.marker == "resumed":  # what was in flight was lost: a replay drops it
