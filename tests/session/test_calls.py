@@ -53,6 +53,8 @@ def calls_of(path: Path) -> list[list[dict[str, Any]]]:
 # -- the tools agent: task, theme and experience tools over the CLI and MCP ----------------
 
 
+# the sync tests that use it ask for anyio_backend too: with it, anyio's plugin runs this
+# async fixture whichever test asks first (under xdist, a sync one may)
 @pytest.fixture(scope="module")
 async def tools_recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real run of the tools agent (recordings/agents/tools_agent.py), recorded."""
@@ -111,7 +113,7 @@ async def test_an_agents_cli_and_mcp_calls_are_recorded_and_replay_exactly(
 
 
 def test_an_edited_tool_result_diverges_with_a_readable_diff(
-    tools_recording: Path, capsys: pytest.CaptureFixture[str]
+    tools_recording: Path, capsys: pytest.CaptureFixture[str], anyio_backend: str
 ) -> None:
     """A recorded result the tools do not give again: the replay exits 4 and names the
     iteration, the call and the field, expected against actual."""
@@ -134,7 +136,7 @@ def test_an_edited_tool_result_diverges_with_a_readable_diff(
 
 
 def test_show_lists_an_iterations_calls(
-    tools_recording: Path, capsys: pytest.CaptureFixture[str]
+    tools_recording: Path, capsys: pytest.CaptureFixture[str], anyio_backend: str
 ) -> None:
     """`show --iteration N`: each call on a line, with its channel, input and outcome."""
     assert main(["show", str(tools_recording), "-i", "1"]) == 0
