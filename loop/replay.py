@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -419,7 +420,9 @@ def _final_check(reader: RecordingReader, result: ReplayResult, published: int) 
         )
 
 
-async def replay_recording(path: Path, extensions: Sequence[Extension] = ()) -> ReplayResult:
+async def replay_recording(
+    path: str | os.PathLike[str], extensions: Sequence[Extension] = ()
+) -> ReplayResult:
     """Replay ``path`` through the real engine and compare it with the recording.
 
     ``extensions``: extensions of your own that took part in the recorded run (the
@@ -433,6 +436,7 @@ async def replay_recording(path: Path, extensions: Sequence[Extension] = ()) -> 
         ConfigError: the recorded configuration is not valid for this hatloop.
     """
     started = time.perf_counter()
+    path = Path(path)
     with RecordingReader(path) as reader:
         reader.check_replayable()
         footer = reader.footer
@@ -483,6 +487,6 @@ async def replay_recording(path: Path, extensions: Sequence[Extension] = ()) -> 
     return result
 
 
-def replay_file(path: Path) -> ReplayResult:
+def replay_file(path: str | os.PathLike[str]) -> ReplayResult:
     """Synchronous :func:`replay_recording` (runs its own event loop on asyncio)."""
-    return anyio.run(replay_recording, path, backend="asyncio")
+    return anyio.run(replay_recording, Path(path), backend="asyncio")

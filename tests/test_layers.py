@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "loop._faults",
             "loop._fs",
+            "loop._gc",
             "loop._json",
             "loop._log",
             "loop._prefix",

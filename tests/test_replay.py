@@ -101,6 +101,16 @@ def test_committed_recordings_replay(name: str) -> None:
     assert result.actual_iterations == result.expected_iterations > 0
 
 
+def test_a_recording_is_named_by_a_string_too() -> None:
+    """The public API takes a path as text, as a person at a prompt writes it."""
+    name = str(REPO / "recordings" / "default.jsonl")
+    result = replay_file(name)
+    assert result.ok, result.divergence and result.divergence.render()
+    assert result.path == Path(name)
+    with RecordingReader(name) as reader:
+        assert reader.path == Path(name) and reader.iterations > 0
+
+
 async def test_an_edited_event_diverges(recording: Path) -> None:
     """A recorded event payload that the output does not produce is a divergence."""
 

@@ -12,6 +12,7 @@ when it is read. Bad input is a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
@@ -21,6 +22,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from loop import _json
+from loop._gc import collector_paused
 from loop.config import base_digest, config_digest, config_from_snapshot
 from loop.engine.lanes import RESUMED, RecordedOrder
 from loop.errors import RecordingError
@@ -76,8 +78,8 @@ class RecordingReader:
             unknown schema version or record kind (each names the file and the line).
     """
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
         self.footer: FooterRecord | None = None
         self.markers: list[tuple[int, MarkerRecord]] = []
         self.overrides: list[Override] = []  # a resume's changed limits, in order
@@ -99,7 +101,8 @@ class RecordingReader:
         self._kept = 0  # bytes of the lines kept in _parsed
         self._fh: BinaryIO = self._open()
         try:
-            self.header = self._scan()
+            with collector_paused():  # what the scan builds lives on (see loop._gc)
+                self.header = self._scan()
         except BaseException:
             self._fh.close()
             raise
