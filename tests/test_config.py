@@ -195,6 +195,7 @@ def test_parallel_hats_configure_the_schedule(tmp_path: Path) -> None:
     assert sched.of("reviewer") == HatSchedule(concurrency=3)
     assert sched.of("synthesizer").aggregate == Aggregate("quorum", 2, 30.0)
     assert sched.of("coordinator") == HatSchedule()
+    assert sched.producers == {"synthesizer": frozenset({"reviewer"})}  # its wave's hats
     (tmp_path / "none" / ".git").mkdir(parents=True)  # no loop.toml up to a repository's root
     default = load_config(root=tmp_path / "none")
     assert not schedule_of(default).parallel

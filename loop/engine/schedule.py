@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
 from loop.config import LoadedConfig
 from loop.engine.decide import Limits, Selection, budget_spent, check_limits
@@ -99,10 +99,13 @@ class HatSchedule:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """The loop's scheduling: ``max_parallel`` hats at once, each hat's settings."""
+    """The loop's scheduling: ``max_parallel`` hats at once, each hat's settings, and
+    each aggregating hat's producers (:func:`producers_of`, found once by
+    :func:`schedule_of`; a schedule built without them finds them at each pass)."""
 
     max_parallel: int = 1
     hats: Mapping[str, HatSchedule] = field(default_factory=dict)
+    producers: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def of(self, hat: str) -> HatSchedule:
         """The settings of ``hat`` (the sequential defaults when it has none)."""
@@ -153,7 +156,16 @@ def issued(state: LoopState, running: Iterable[Running]) -> int:
     return max([state.iteration, *(r.iteration for r in running)])
 
 
-def producers_of(hat: str, specs: Mapping[str, HatSpec]) -> frozenset[str]:
+class Wired(Protocol):
+    """A hat's declared wiring (a :class:`HatSpec`, or a configuration's topology)."""
+
+    @property
+    def triggers(self) -> Sequence[str]: ...
+    @property
+    def publishes(self) -> Sequence[str]: ...
+
+
+def producers_of(hat: str, specs: Mapping[str, Wired]) -> frozenset[str]:
     """The hats whose declared ``publishes`` can trigger ``hat`` (its wave's hats)."""
     triggers = specs[hat].triggers
     return frozenset(
@@ -184,7 +196,11 @@ def schedule_of(config: LoadedConfig) -> Schedule:
             group_by=hat.group_by or "event",
             aggregate=None if agg is None else Aggregate(agg.mode, agg.count, agg.timeout_seconds),
         )
-    return Schedule(max_parallel=config.loop.max_parallel, hats=hats)
+    topology = config.topology()
+    producers = {
+        name: producers_of(name, topology) for name, hs in hats.items() if hs.aggregate is not None
+    }
+    return Schedule(max_parallel=config.loop.max_parallel, hats=hats, producers=producers)
 
 
 def wave_notice(iteration: int, hat: str, reason: str, aggregator: str, now: float) -> Event:
@@ -315,8 +331,8 @@ class _Pass:
         return Selection(hat=hat, triggers=(pending,))
 
     def _members(self, hat: str) -> tuple[frozenset[str], list[Running]]:
-        producers = self._producers.get(hat)
-        if producers is None:
+        producers = self.schedule.producers.get(hat, self._producers.get(hat))
+        if producers is None:  # a schedule built without them
             producers = self._producers[hat] = producers_of(hat, self.specs)
         return producers, [r for r in self.running if r.hat in producers]
 
