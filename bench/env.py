@@ -38,8 +38,8 @@ def _python(venv_dir: Path) -> Path:
 
 
 def _importable(python: Path, module: str) -> bool:
-    proc = subprocess.run(
-        [str(python), "-c", f"import {module}"],
+    proc = subprocess.run(  # -I: not from the current folder (a checkout has loop/ in it)
+        [str(python), "-I", "-c", f"import {module}"],
         capture_output=True,
         check=False,
     )
