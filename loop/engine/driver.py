@@ -73,7 +73,6 @@ from loop.engine.schedule import schedule_of
 from loop.engine.session_dir import SessionLock, SessionPaths
 from loop.engine.session_run import finish_session, start_session
 from loop.engine.state import LoopState, RouteContext, apply
-from loop.engine.timeouts import Watchdog
 from loop.engine.waits import LimitWaits
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
@@ -175,7 +174,6 @@ class Engine:
         self._collecting: list[Event] | None = None
         self._hooks = Hooks(self.extensions)
         self._outside = OutsideEvents(self._record, self.extensions)
-        self._watchdog = Watchdog()
         self._caller = HatCaller(
             config,
             self.backends,
@@ -186,7 +184,6 @@ class Engine:
             paths=paths,
             workdir=self.workdir,
             clock=clock,
-            watchdog=self._watchdog,
             observer=observer,
             on_start=self._started,
             on_child=self._child_started,
@@ -310,21 +307,7 @@ class Engine:
             log.info("limits overridden", after_iteration=override.after_iteration)
 
     async def _loop(self, notes: list[str]) -> str:
-        """Run the iterations, with the watchdog of their timeouts beside them."""
         self._notes = notes
-        try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._watchdog.run, name="iteration timeouts")
-                try:
-                    reason = await self._iterations()
-                finally:
-                    tg.cancel_scope.cancel()
-        except BaseExceptionGroup as group:  # the loop's error, as itself
-            raise group.exceptions[0] from None
-        return reason
-
-    async def _iterations(self) -> str:
-        notes = self._notes
         if self.schedule.parallel:  # hats may run at once: the lanes drive the session
             return await ParallelLoop(self, self.schedule, self._gate).run(notes)
         while True:

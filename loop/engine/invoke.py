@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
+import anyio
 import structlog
 
 from loop import locations
@@ -32,7 +33,6 @@ from loop.engine.hooks import Hooks
 from loop.engine.prompt import templates_for
 from loop.engine.session_dir import SessionPaths
 from loop.engine.state import PendingEvent
-from loop.engine.timeouts import Watchdog
 from loop.errors import BackendUnavailable, InputError
 from loop.extensions import Extension, RunningIteration
 
@@ -183,15 +183,14 @@ def idle_limits(config: LoadedConfig, backends: Mapping[str, Backend]) -> dict[s
 
 
 async def call_with_timeout(
-    backend: Backend, request: BackendRequest, timeout: float, watchdog: Watchdog
+    backend: Backend, request: BackendRequest, timeout: float
 ) -> BackendResult:
-    """Run the backend under the iteration's timeout (kept by ``watchdog``). An exception
-    is a failed iteration, except "cannot run at all" and bad input, which stop the loop;
-    so is the timeout.
+    """Run the backend under the iteration's timeout. An exception is a failed iteration,
+    except "cannot run at all" and bad input, which stop the loop; so is the timeout.
 
     One coroutine for the call, the timeout and the failure: every backend takes it.
     """
-    with watchdog.limit(timeout) as scope:
+    with anyio.move_on_after(timeout) as scope:
         try:
             return await backend.run(request)
         except (BackendUnavailable, InputError):  # cannot run at all / bad input: stop
@@ -215,7 +214,6 @@ class HatCaller:
         paths: the session's files (each attempt's folder, reached without links).
         workdir: where the hats run.
         clock: the engine's monotonic clock.
-        watchdog: keeps the calls' timeouts.
         observer: sees the hats' output as it arrives (``-v``), where backends report it.
         on_start: called with each request just before its backend runs (the engine
             publishes ``loop.iteration.started``: after a wait, each call starts anew).
@@ -233,7 +231,6 @@ class HatCaller:
         paths: SessionPaths,
         workdir: Path,
         clock: Callable[[], float],
-        watchdog: Watchdog,
         observer: OutputObserver | None = None,
         on_start: Callable[[BackendRequest, Backend], Awaitable[None]] | None = None,
         on_child: Callable[[int, int, SpawnedProcess], None] | None = None,
@@ -247,7 +244,6 @@ class HatCaller:
         self.on_child = on_child
         self.workdir = workdir
         self.clock = clock
-        self.watchdog = watchdog
         self.templates = templates_for(config)
         self.timeouts, self.deadlines = hat_limits(config, backends)
         self.idle = idle_limits(config, backends)
@@ -329,7 +325,7 @@ class HatCaller:
         if not backend.instant:
             self.hooks.flush()  # the hat may take a while: nothing waits in a buffer meanwhile
         try:
-            result = await call_with_timeout(backend, request, self.deadlines[hat], self.watchdog)
+            result = await call_with_timeout(backend, request, self.deadlines[hat])
         finally:  # a late tool call of its agent is refused from here on
             self.children.release(iteration)
         return request, result, started
