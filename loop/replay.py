@@ -455,7 +455,7 @@ async def replay_recording(
         with tempfile.TemporaryDirectory(prefix="hatloop-replay-") as tmp:
             config = replay_config(reader, Path(tmp))
             paths = replay_paths(reader.header, tool_context(config, Path(tmp)))
-            replayer = CallReplayer(all_tools(), tool_context(config, Path(tmp)), paths)
+            replayer = CallReplayer(all_tools, tool_context(config, Path(tmp)), paths)
             backend = ReplayBackend(reader, replayer, writes_events=reader.file_events)
             options = RunOptions(
                 workdir=Path(tmp),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
@@ -109,6 +111,26 @@ def test_a_recording_is_named_by_a_string_too() -> None:
     assert result.path == Path(name)
     with RecordingReader(name) as reader:
         assert reader.path == Path(name) and reader.iterations > 0
+
+
+@pytest.mark.parametrize(("name", "loaded"), [("wave.jsonl", False), ("tools.jsonl", True)])
+def test_the_tools_are_loaded_only_for_a_recording_with_agent_calls(
+    name: str, loaded: bool
+) -> None:
+    """A recording whose agents made no tool call replays without importing the tool
+    domains (a fresh interpreter: the registry caches what it loaded)."""
+    code = (
+        "import sys; from loop.replay import replay_file; import loop.tools.registry as r; "
+        "res = replay_file(sys.argv[1]); print(res.ok, r._cache is not None)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(REPO / "recordings" / name)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert out.stdout.splitlines()[-1].split() == ["True", str(loaded)]
 
 
 async def test_an_edited_event_diverges(recording: Path) -> None:

@@ -114,15 +114,26 @@ class CallReplayer:
     """Makes a recorded iteration's agent calls again, through the tools, in its context.
 
     Args:
-        tools: the tools by name.
+        tools: gives the tools by name; called at the first recorded agent call, so a
+            replay of a recording without any imports no tool domain.
         base: the replay's tool context (the scratch folder's files).
         paths: the recorded run's locations mapped to the replay's.
     """
 
-    def __init__(self, tools: Mapping[str, Tool], base: ToolContext, paths: PathMap) -> None:
-        self.tools = tools
+    def __init__(
+        self, tools: Callable[[], Mapping[str, Tool]], base: ToolContext, paths: PathMap
+    ) -> None:
+        self._load_tools = tools
+        self._tools: Mapping[str, Tool] | None = None
         self.base = base
         self.paths = paths
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        """The tools by name (loaded on first use)."""
+        if self._tools is None:
+            self._tools = self._load_tools()
+        return self._tools
 
     def __call__(self, request: BackendRequest, record: IterationFields) -> None:
         """Make the agent's recorded calls of ``record`` for ``request``'s iteration."""
