@@ -489,4 +489,4 @@ async def replay_recording(
 
 def replay_file(path: str | os.PathLike[str]) -> ReplayResult:
     """Synchronous :func:`replay_recording` (runs its own event loop on asyncio)."""
-    return anyio.run(replay_recording, Path(path), backend="asyncio")
+    return anyio.run(replay_recording, path, backend="asyncio")

@@ -114,8 +114,9 @@ class CallReplayer:
     """Makes a recorded iteration's agent calls again, through the tools, in its context.
 
     Args:
-        tools: gives the tools by name; called at the first recorded agent call, so a
-            replay of a recording without any imports no tool domain.
+        tools: gives the tools by name (the registry's ``all_tools``, which imports
+            the domains once); asked only for a recorded agent call, so a replay of a
+            recording without any imports no tool domain.
         base: the replay's tool context (the scratch folder's files).
         paths: the recorded run's locations mapped to the replay's.
     """
@@ -123,17 +124,9 @@ class CallReplayer:
     def __init__(
         self, tools: Callable[[], Mapping[str, Tool]], base: ToolContext, paths: PathMap
     ) -> None:
-        self._load_tools = tools
-        self._tools: Mapping[str, Tool] | None = None
+        self.tools = tools
         self.base = base
         self.paths = paths
-
-    @property
-    def tools(self) -> Mapping[str, Tool]:
-        """The tools by name (loaded on first use)."""
-        if self._tools is None:
-            self._tools = self._load_tools()
-        return self._tools
 
     def __call__(self, request: BackendRequest, record: IterationFields) -> None:
         """Make the agent's recorded calls of ``record`` for ``request``'s iteration."""
@@ -152,7 +145,7 @@ class CallReplayer:
                 call.channel,
                 clock=_fixed(call.ts, call.utc_offset),
             )
-            tool = self.tools.get(call.tool)
+            tool = self.tools().get(call.tool)
             if tool is None:  # a tool this hatloop does not have: journaled as refused
                 self._unknown(journal, call)
                 continue
