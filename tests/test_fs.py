@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loop import _fs
+from loop import _fs, _names
 from loop.errors import PathError, StoreError
 
 VICTIM = b"the victim's bytes\n"
@@ -210,7 +210,7 @@ def test_rename_and_remove_never_touch_a_links_target(root: Path, victim: Path) 
 def test_check_name_refuses_with_one_line(name: str, message: str) -> None:
     """Every hostile name gets one line saying what is wrong."""
     with pytest.raises(PathError, match=message) as info:
-        _fs.check_name(name, "themeDirectoryPart")
+        _names.check_name(name, "themeDirectoryPart")
     assert "\n" not in info.value.message
     assert info.value.message.startswith("themeDirectoryPart")
 
@@ -218,7 +218,7 @@ def test_check_name_refuses_with_one_line(name: str, message: str) -> None:
 def test_a_refused_name_with_a_newline_is_shown_escaped() -> None:
     """The name is shown with repr, so a newline in it cannot break the error's line."""
     with pytest.raises(PathError) as info:
-        _fs.check_name("a/\n", "x")
+        _names.check_name("a/\n", "x")
     assert "\\n" in info.value.message and "\n" not in info.value.message
 
 
@@ -234,7 +234,7 @@ def test_a_refused_name_with_a_newline_is_shown_escaped() -> None:
 def test_check_path_refuses_what_no_system_call_takes(raw: str, message: str) -> None:
     """A path the file system would answer with ENAMETOOLONG is refused up front."""
     with pytest.raises(PathError, match=message):
-        _fs.check_path(raw, "directory_path")
+        _names.check_path(raw, "directory_path")
 
 
 def test_read_json_names_the_file_for_every_problem(root: Path) -> None:

@@ -23,6 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop._fs",
             "loop._gc",
             "loop._json",
+            "loop._names",
             "loop._log",
             "loop._prefix",
             "loop._version",

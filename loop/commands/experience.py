@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from loop._fs import check_name, check_path
+from loop._names import check_name, check_path
 from loop.commands.tools import (
     add_context_options,
     add_tool_group,

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from loop._fs import check_path, inside_root, link_error, list_folder, stat_nofollow
+from loop._fs import link_error, list_folder, stat_nofollow
+from loop._names import check_path, inside_root
 from loop.errors import PathError, ToolError
 from loop.tools.base import ToolContext
 

@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from loop._fs import check_name, link_error, list_folder, read_text, stat_nofollow
+from loop._fs import link_error, list_folder, read_text, stat_nofollow
+from loop._names import check_name
 from loop._prefix import MIN_PREFIX, matches, shown
 from loop.engine.decide import limits_from
 from loop.engine.journal import read_journal

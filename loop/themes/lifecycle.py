@@ -24,8 +24,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
 
-from loop._fs import check_name, read_json, remove_file
+from loop._fs import read_json, remove_file
 from loop._log import get_logger
+from loop._names import check_name
 from loop.errors import InputError, PathError, StoreError, ToolError
 from loop.themes.naming import PROCESSED_PREFIX
 from loop.themes.ops import Operations

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from loop._fs import check_name
+from loop._names import check_name
 
 __all__ = [
     "DRAFT_PREFIX",

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from loop import _fs
 from loop._log import get_logger
+from loop._names import check_name
 from loop.errors import PathError, ToolError
 from loop.themes import naming
 from loop.themes.feedback import process_feedback
@@ -352,7 +353,7 @@ class ThemeService:
         parts = directory.split("/")
         try:
             for part in parts:
-                _fs.check_name(part, "THEME_DIRECTORY")
+                check_name(part, "THEME_DIRECTORY")
             return self.ws.kind(self.ws.root.joinpath(*parts)) == "folder"
         except PathError:
             return False

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from loop import _fs
+from loop import _fs, _names
 from loop.errors import StoreError
 
 __all__ = ["Workspace"]
@@ -85,7 +85,7 @@ class Workspace:
 
     def join(self, folder: Path, name: str, what: str) -> Path:
         """A plain name inside ``folder``; traversal, separators, NUL and length refused."""
-        return _fs.safe_join(folder, name, what=what)
+        return _names.safe_join(folder, name, what=what)
 
     # --- reads, never through a link ---------------------------------------------------
 

@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from loop import _json
-from loop._fs import check_path
+from loop._names import check_path
 from loop.errors import InputError, ToolError
 from loop.locations import (
     DEFAULT_EXPERIENCES_DIR,
