@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
 from loop.config import LoadedConfig
 from loop.engine.decide import Limits, Selection, budget_spent, check_limits
-from loop.engine.routing import HatSpec
+from loop.engine.routing import HatSpec, hat_specs
 from loop.engine.state import LoopState, PendingEvent
 from loop.events import Event, patterns_overlap
 
@@ -156,16 +156,7 @@ def issued(state: LoopState, running: Iterable[Running]) -> int:
     return max([state.iteration, *(r.iteration for r in running)])
 
 
-class Wired(Protocol):
-    """A hat's declared wiring (a :class:`HatSpec`, or a configuration's topology)."""
-
-    @property
-    def triggers(self) -> Sequence[str]: ...
-    @property
-    def publishes(self) -> Sequence[str]: ...
-
-
-def producers_of(hat: str, specs: Mapping[str, Wired]) -> frozenset[str]:
+def producers_of(hat: str, specs: Mapping[str, HatSpec]) -> frozenset[str]:
     """The hats whose declared ``publishes`` can trigger ``hat`` (its wave's hats)."""
     triggers = specs[hat].triggers
     return frozenset(
@@ -196,9 +187,9 @@ def schedule_of(config: LoadedConfig) -> Schedule:
             group_by=hat.group_by or "event",
             aggregate=None if agg is None else Aggregate(agg.mode, agg.count, agg.timeout_seconds),
         )
-    topology = config.topology()
+    specs = {spec.name: spec for spec in hat_specs(config.topology())}
     producers = {
-        name: producers_of(name, topology) for name, hs in hats.items() if hs.aggregate is not None
+        name: producers_of(name, specs) for name, hs in hats.items() if hs.aggregate is not None
     }
     return Schedule(max_parallel=config.loop.max_parallel, hats=hats, producers=producers)
 
