@@ -222,8 +222,8 @@ class ParallelLoop:
         self.reason: str | None = None
         self.stopping: str | None = None  # an activation's stop (rate_limited...)
         self.notes: list[str] = []
-        self.wake_at: float | None = None
-        self.changed = anyio.Event()
+        self.wake_at: float | None = None  # when to plan again if nothing ends before
+        self.changed = anyio.Event()  # the loop ended or wake_at moved: the main task wakes
         self.issued = engine.state.iteration
         self.started = 0  # activations started by this process
         self._tg: anyio.abc.TaskGroup | None = None
@@ -306,7 +306,9 @@ class ParallelLoop:
             )
             for number, why in plan.cancel.items():
                 self.lanes[number].cancel(why, hard=plan.stop is not None)
-            self.wake_at = plan.wake_at
+            if plan.wake_at != self.wake_at:  # the main task waits for another deadline
+                self.wake_at = plan.wake_at
+                self.changed.set()
             if plan.stop is not None:
                 if not self.lanes:
                     if plan.note:
@@ -320,7 +322,6 @@ class ParallelLoop:
                     exhausted = True
                 else:
                     await self._start(selection)
-            self.changed.set()
             if self.gate is not None and self.gate.expected() == RESUMED:
                 if self.gate.resume_due(self.started):
                     continue  # the recorded session was killed here: as it was
