@@ -37,6 +37,7 @@ max_bytes = {max_bytes}
 description = "ping"
 triggers = ["task.start", "pong.x"]
 publishes = ["ping.x"]
+concurrency = {concurrency}
 
 [hats.pong]
 description = "pong"
@@ -46,14 +47,25 @@ publishes = ["pong.x"]
 
 
 def write_pingpong_project(
-    folder: Path, *, n: int, durable: bool, max_bytes: int = 100 * 1024 * 1024
+    folder: Path,
+    *,
+    n: int,
+    durable: bool,
+    max_bytes: int = 100 * 1024 * 1024,
+    concurrency: int = 1,
 ) -> Path:
-    """Write the two-hat ping-pong ``loop.toml`` into ``folder``; return its path."""
+    """Write the two-hat ping-pong ``loop.toml`` into ``folder``; return its path.
+
+    ``concurrency`` above 1 (on ``ping``) runs the same session through the parallel
+    hats' lanes: only one event is ever pending, so nothing runs at once."""
     path = folder / "loop.toml"
-    path.write_text(
-        LOOP_TOML.format(n=n, durable="true" if durable else "false", max_bytes=max_bytes),
-        encoding="utf-8",
+    text = LOOP_TOML.format(
+        n=n,
+        durable="true" if durable else "false",
+        max_bytes=max_bytes,
+        concurrency=concurrency,
     )
+    path.write_text(text, encoding="utf-8")
     return path
 
 
@@ -87,7 +99,8 @@ def engine_pingpong(params: dict[str, Any]) -> dict[str, Any]:
     """Run the real engine for ``n`` iterations of ping-pong with instant backends.
 
     Params: ``n``, ``recording`` (bool), ``durable`` (bool), ``output_bytes`` (padding
-    of each backend output), ``keep`` (a path to copy the recording to).
+    of each backend output), ``keep`` (a path to copy the recording to),
+    ``concurrency`` (of ``ping``; above 1: the parallel hats' lanes run the session).
     """
     from loop.config import load_config
     from loop.runner import RunOptions, run_loop
@@ -99,7 +112,11 @@ def engine_pingpong(params: dict[str, Any]) -> dict[str, Any]:
         max_bytes = int(params.get("max_bytes", 100 * 1024 * 1024))
         cfg = load_config(
             write_pingpong_project(
-                folder, n=n, durable=bool(params["durable"]), max_bytes=max_bytes
+                folder,
+                n=n,
+                durable=bool(params["durable"]),
+                max_bytes=max_bytes,
+                concurrency=int(params.get("concurrency", 1)),
             ),
             root=folder,
         )

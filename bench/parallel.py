@@ -107,17 +107,22 @@ def parallel_overhead(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def _replays(n: int) -> dict[str, Any]:
-    """Replay speed of a recorded parallel session against a sequential one of ``n``."""
+    """Replay speed of a recorded parallel session against a sequential one of ``n``,
+    and of the sequential session (the same ping-pong) recorded through the lanes
+    (``ping`` of ``concurrency = 2``: one event pending at a time, nothing at once): the
+    same iterations, so the difference is what the lanes cost a replay."""
+    from bench.engine_cases import engine_pingpong
     from loop.replay import replay_file
 
     with tempfile.TemporaryDirectory(prefix="hatloop-bench-par-rec-") as tmp:
         par, seq = Path(tmp) / "parallel.jsonl", Path(tmp) / "sequential.jsonl"
+        lanes = Path(tmp) / "lanes.jsonl"
         _wave_run(n, record=par)
-        from bench.engine_cases import engine_pingpong
-
         engine_pingpong({"n": n, "recording": True, "durable": False, "keep": str(seq)})
+        pingpong = {"n": n, "recording": True, "durable": False, "keep": str(lanes)}
+        engine_pingpong({**pingpong, "concurrency": 2})
         speeds = {}
-        for name, path in (("parallel", par), ("sequential", seq)):
+        for name, path in (("parallel", par), ("sequential", seq), ("lanes", lanes)):
             t0 = time.perf_counter()
             result = replay_file(path)
             took = time.perf_counter() - t0
@@ -217,7 +222,7 @@ def run_parallel(
     for key, field in (("overhead", "overhead_us"), ("wave", "wave_s")):
         values = [x[field] for x in out[key] if field in x]
         out[f"median_{field}"] = statistics.median(values) if values else None
-    for key in ("replay_parallel_it_per_s", "replay_sequential_it_per_s"):
+    for key in ("replay_parallel_it_per_s", "replay_sequential_it_per_s", "replay_lanes_it_per_s"):
         values = [x[key] for x in out["overhead"] if key in x]
         out[f"median_{key}"] = statistics.median(values) if values else None
     per = [x["per_activation_us"] for x in out["overhead"] if "per_activation_us" in x]
@@ -251,7 +256,12 @@ def render_parallel(data: dict[str, Any]) -> list[str]:
         "Replay of those recorded sessions (the same number of activations): the parallel "
         f"one at **{_f(data.get('median_replay_parallel_it_per_s'), 0)} iterations/s**, the "
         f"sequential ping-pong at {_f(data.get('median_replay_sequential_it_per_s'), 0)} "
-        "iterations/s.",
+        "iterations/s. The same ping-pong recorded through the parallel hats' lanes (`ping` "
+        "of `concurrency = 2`: the same iterations, one event pending at a time) replays "
+        f"at {_f(data.get('median_replay_lanes_it_per_s'), 0)} iterations/s: its "
+        "difference with the sequential rate is what the lanes cost (a task, cancel "
+        "scopes, the turns and a `start` line per activation); the rest of the wave's is "
+        "its topology (three events per fan-out, an aggregator of three).",
         "",
     ]
     if data.get("errors"):
