@@ -100,12 +100,22 @@ class HatSchedule:
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """The loop's scheduling: ``max_parallel`` hats at once, each hat's settings, and
-    each aggregating hat's producers (:func:`producers_of`, found once by
-    :func:`schedule_of`; a schedule built without them finds them at each pass)."""
+    each aggregating hat's producers (:func:`producers_of`), found once by :meth:`build`."""
 
     max_parallel: int = 1
     hats: Mapping[str, HatSchedule] = field(default_factory=dict)
     producers: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls, specs: Mapping[str, HatSpec], hats: Mapping[str, HatSchedule], max_parallel: int = 1
+    ) -> Schedule:
+        """The schedule of ``hats`` (settings by name) among ``specs``, with each
+        aggregating hat's producers."""
+        producers = {
+            name: producers_of(name, specs) for name, hs in hats.items() if hs.aggregate is not None
+        }
+        return cls(max_parallel=max_parallel, hats=hats, producers=producers)
 
     def of(self, hat: str) -> HatSchedule:
         """The settings of ``hat`` (the sequential defaults when it has none)."""
@@ -168,11 +178,7 @@ def producers_of(hat: str, specs: Mapping[str, HatSpec]) -> frozenset[str]:
 
 def aggregators_of(hat: str, specs: Mapping[str, HatSpec], schedule: Schedule) -> list[str]:
     """The aggregating hats ``hat`` produces for (told when its activations fail)."""
-    return [
-        name
-        for name in specs
-        if schedule.of(name).aggregate is not None and hat in producers_of(name, specs)
-    ]
+    return [name for name in specs if hat in schedule.producers.get(name, ())]
 
 
 def schedule_of(config: LoadedConfig) -> Schedule:
@@ -188,10 +194,7 @@ def schedule_of(config: LoadedConfig) -> Schedule:
             aggregate=None if agg is None else Aggregate(agg.mode, agg.count, agg.timeout_seconds),
         )
     specs = {spec.name: spec for spec in hat_specs(config.topology())}
-    producers = {
-        name: producers_of(name, specs) for name, hs in hats.items() if hs.aggregate is not None
-    }
-    return Schedule(max_parallel=config.loop.max_parallel, hats=hats, producers=producers)
+    return Schedule.build(specs, hats, config.loop.max_parallel)
 
 
 def wave_notice(iteration: int, hat: str, reason: str, aggregator: str, now: float) -> Event:
@@ -265,7 +268,6 @@ class _Pass:
         for r in running:
             self.per_hat[r.hat] = self.per_hat.get(r.hat, 0) + 1
         self.out = Plan()
-        self._producers: dict[str, frozenset[str]] = {}
 
     def plan(self, now: float) -> Plan:
         out = self.out
@@ -322,9 +324,7 @@ class _Pass:
         return Selection(hat=hat, triggers=(pending,))
 
     def _members(self, hat: str) -> tuple[frozenset[str], list[Running]]:
-        producers = self.schedule.producers.get(hat, self._producers.get(hat))
-        if producers is None:  # a schedule built without them
-            producers = self._producers[hat] = producers_of(hat, self.specs)
+        producers = self.schedule.producers[hat]
         return producers, [r for r in self.running if r.hat in producers]
 
     def _results(self, hat: str) -> int:

@@ -43,12 +43,13 @@ def schedule(
     group_by: str = "event",
 ) -> Schedule:
     assert group_by in ("event", "topic")
-    return Schedule(
-        max_parallel=max_parallel,
-        hats={
+    return Schedule.build(
+        SPECS,
+        {
             "reviewer": HatSchedule(concurrency=concurrency, group_by=group_by),  # type: ignore[arg-type]
             "synthesizer": HatSchedule(aggregate=aggregate or Aggregate()),
         },
+        max_parallel,
     )
 
 
