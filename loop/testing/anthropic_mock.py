@@ -167,6 +167,8 @@ class MockAnthropic(MockServer):
         default: the answer once the script is exhausted (a string or any turn).
         side_text: the answer to side requests (quota probes, titles).
         model: the model name reported when a request names none.
+        conversations: each its own script, for agents running at once (see
+            :class:`~loop.testing.mock_api.MockServer`).
     """
 
     name = "mock_anthropic"
@@ -182,7 +184,7 @@ class MockAnthropic(MockServer):
         if request.kind == "other":
             reply.json(200, {})
             return
-        turn = self.next_turn() if request.kind == "turn" else self._side_turn(body)
+        turn = self.next_turn(request) if request.kind == "turn" else self._side_turn(body)
         if isinstance(turn, StallTurn):
             self.stall(reply)
             return

@@ -139,6 +139,8 @@ class MockGemini(MockServer):
         default: the answer once the script is exhausted (a string or any turn).
         side_text: the answer to side requests without a schema.
         model: the model name reported when the path names none.
+        conversations: each its own script, for agents running at once (see
+            :class:`~loop.testing.mock_api.MockServer`).
     """
 
     name = "mock_gemini"
@@ -161,7 +163,7 @@ class MockGemini(MockServer):
                 200, response_json(self._side_turn(body), model=model, response_id=response_id)
             )
             return
-        turn = self.next_turn()
+        turn = self.next_turn(request)
         if isinstance(turn, StallTurn):
             self.stall(reply)
         elif isinstance(turn, ErrorTurn) and turn.status is not None:

@@ -200,6 +200,11 @@ class MockServer:
         side_text: the answer to side requests the CLI makes on its own.
         model: the model name reported when a request names none (default:
             :attr:`default_model`).
+        conversations: scripts of their own for agents that talk to the mock at once
+            (parallel hats): a model request whose user text contains a key is served
+            that key's turns, in order, then ``default``; other requests get ``turns``.
+            Every request of a conversation repeats its first user message, so a text
+            only that prompt holds (a hat's event payload) names the conversation.
     """
 
     name = "mock"
@@ -214,8 +219,12 @@ class MockServer:
         default: Turn | str = "(mock: no scripted turn left)",
         side_text: str = "ok",
         model: str | None = None,
+        conversations: Mapping[str, Iterable[Turn | str]] | None = None,
     ) -> None:
         self._turns: list[Turn] = [as_turn(t) for t in turns]
+        self._conversations: dict[str, list[Turn]] = {
+            key: [as_turn(t) for t in script] for key, script in (conversations or {}).items()
+        }
         self.default: Turn = as_turn(default)
         self.side_text = side_text
         self.model = model or self.default_model
@@ -306,21 +315,30 @@ class MockServer:
 
     @property
     def remaining(self) -> int:
-        """How many scripted turns are still unserved."""
+        """How many scripted turns are still unserved (the conversations' too)."""
         with self._lock:
-            return len(self._turns) - self._served
+            return len(self._turns) - self._served + sum(map(len, self._conversations.values()))
 
-    def next_turn(self) -> Turn:
-        """The next scripted turn, or the default once the script is exhausted."""
+    def next_turn(self, request: RecordedRequest | None = None) -> Turn:
+        """The next turn of ``request``'s conversation or of the shared script; the
+        default once that script is exhausted."""
+        texts = request.user_texts() if request is not None and self._conversations else []
         with self._lock:
+            for key, script in self._conversations.items():
+                if any(key in text for text in texts):
+                    return script.pop(0) if script else self._exhaust(key)
             if self._served < len(self._turns):
                 turn = self._turns[self._served]
                 self._served += 1
                 return turn
-            if not self.exhausted:
-                log.warning(f"{self.name}.exhausted", served=self._served)
-            self.exhausted = True
-            return self.default
+            return self._exhaust(None)
+
+    def _exhaust(self, conversation: str | None) -> Turn:
+        # the caller holds the lock
+        if not self.exhausted:
+            log.warning(f"{self.name}.exhausted", served=self._served, conversation=conversation)
+        self.exhausted = True
+        return self.default
 
     def new_id(self) -> int:
         """A fresh number for message and tool-call ids (1, 2, ...)."""

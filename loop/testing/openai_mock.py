@@ -180,6 +180,8 @@ class MockOpenAI(MockServer):
         turns: served in order to ``/v1/responses`` requests; a string is a :class:`TextTurn`.
         default: the answer once the script is exhausted (a string or any turn).
         model: the model name reported when a request names none.
+        conversations: each its own script, for agents running at once (see
+            :class:`~loop.testing.mock_api.MockServer`).
     """
 
     name = "mock_openai"
@@ -192,7 +194,7 @@ class MockOpenAI(MockServer):
         if request.kind != "turn":
             reply.json(200, {})
             return
-        turn = self.next_turn()
+        turn = self.next_turn(request)
         n = self.new_id()
         if isinstance(turn, StallTurn):
             self.stall(reply)

@@ -53,6 +53,26 @@ def test_gemini_turns_stream_in_order_then_default() -> None:
     assert chunks[2][0][1]["candidates"][0]["content"]["parts"] == [{"text": "fallback"}]
 
 
+def test_each_conversation_gets_its_own_script_whatever_the_order() -> None:
+    """Requests carrying a conversation's key get its turns in order, then the default;
+    the others share the main script (agents running at once do not take each other's)."""
+    turns = ["shared 1", "shared 2"]
+    talks: dict[str, list[TextTurn | str]] = {"alpha": ["a1", "a2"], "beta": ["b1"]}
+
+    def ask(mock: MockOpenAI, text: str) -> str:
+        body = {"input": [{"role": "user", "content": [{"type": "input_text", "text": text}]}]}
+        events = _sse(_post(mock.base_url + "/v1/responses", body)[1])
+        done = [data for name, data in events if name == "response.completed"]
+        return str(done[0]["response"]["output"][0]["content"][0]["text"])
+
+    with MockOpenAI(turns=turns, conversations=talks, default="none left") as mock:
+        assert mock.remaining == 5
+        said = [ask(mock, t) for t in ("review beta", "alpha?", "other", "alpha again", "beta")]
+        assert said == ["b1", "a1", "shared 1", "a2", "none left"]
+        assert mock.exhausted and mock.remaining == 1
+        assert ask(mock, "no key") == "shared 2"
+
+
 def test_gemini_side_requests_and_token_counts_do_not_consume_turns() -> None:
     """generateContent gets JSON fitting its schema (minimums kept); countTokens a number."""
     schema = {
