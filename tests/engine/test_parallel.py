@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loop.backends.command import CommandBackend
+from loop.config import McpSection
 from loop.engine.journal import read_journal
 from loop.records import IterationEnd, IterationStart, JournalRecord
 from loop.replay import replay_file, replay_recording
@@ -87,6 +89,36 @@ async def test_three_reviewers_run_at_once_and_the_aggregator_once_on_all(tmp_pa
     for n in (1, 2, 3):
         assert f"findings of perspective {n}" in synthesis
     assert summary.iterations == 5
+
+
+async def test_three_reviewers_publish_through_the_endpoint_at_once_each_as_itself(
+    tmp_path: Path,
+) -> None:
+    """The session's MCP endpoint under a wave: three activations call ``emit_event`` at
+    the same time, each with its own secret; each event lands in that activation's own
+    events file, is the reviewer's, and reaches the aggregator once."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    cfg = replace(wave_config(tmp_path / "w"), mcp=McpSection(serve=True))
+    agent = wave_agent(signals, "mcp")
+    summary, cap = await run_hats(
+        cfg, dict.fromkeys(cfg.hats, agent), workdir=tmp_path / "w", session_id="s"
+    )
+    assert summary.reason == "completed", summary
+    sched = schedule_of(journal(tmp_path / "w", "s"))
+    assert sched[2:5] == ["start 2 reviewer", "start 3 reviewer", "start 4 reviewer"]
+    files = {}
+    for n in (1, 2, 3):
+        iteration = int((signals / f"started-{n}").read_text())
+        reply = json.loads((signals / f"mcp-{n}.json").read_text())
+        files[iteration] = reply["events_file"]
+        assert reply["events_file"].endswith(f"s/iterations/{iteration:06d}/attempt-1/events.jsonl")
+    assert sorted(files) == [2, 3, 4]
+    done = [(e.payload, e.source) for e in cap.events if e.topic == "review.done"]
+    assert sorted(done) == [(f"findings of perspective {n}", "reviewer") for n in (1, 2, 3)]
+    synthesis = (signals / "synthesis.txt").read_text()
+    for n in (1, 2, 3):
+        assert f"findings of perspective {n}" in synthesis
 
 
 async def test_a_failed_activation_of_a_wave_is_told_to_the_aggregator(tmp_path: Path) -> None:

@@ -6,15 +6,40 @@
   ``review.done`` (MODE ``failN``: perspective N fails instead; ``hangN``: it hangs,
   writing its pid to ``DIR/pid-N``; ``solo``: it does not wait for the others);
   ``hold``: perspectives 1 and 3 hang until ``DIR/release`` exists, 2 ends at once;
+  ``mcp``: it publishes through the session's MCP endpoint (``emit_event`` with its own
+  ``$LOOP_MCP_TOKEN``), the three calls at once, and writes the reply to ``DIR/mcp-N.json``;
 * ``synthesizer`` writes its prompt to ``DIR/synthesis.txt`` and completes the loop.
 """
 
+import json
 import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+
+def emit_through_mcp(n: str) -> dict[str, object]:
+    """Publish ``review.done`` with the session endpoint's ``emit_event``; its reply."""
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def call() -> dict[str, object]:
+        headers = {"Authorization": f"Bearer {os.environ['LOOP_MCP_TOKEN']}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            Client(streamable_http_client(os.environ["LOOP_MCP_URL"], http_client=http)) as client,
+        ):
+            args = {"topic": "review.done", "payload": f"findings of perspective {n}"}
+            reply = await client.call_tool("emit_event", args)
+            assert not reply.is_error, reply
+            return dict(reply.structured_content or {})
+
+    return anyio.run(call)
+
 
 folder = Path(sys.argv[1])
 mode = sys.argv[2] if len(sys.argv) > 2 else ""
@@ -44,7 +69,10 @@ elif hat == "reviewer":
         time.sleep(0.01)
     if mode == f"fail{n}":
         sys.exit(f"reviewer {n} broke")
-    print(f'<event topic="review.done">findings of perspective {n}</event>')
+    if mode == "mcp":
+        (folder / f"mcp-{n}.json").write_text(json.dumps(emit_through_mcp(n)))
+    else:
+        print(f'<event topic="review.done">findings of perspective {n}</event>')
 else:
     (folder / "synthesis.txt").write_text(prompt)
     print('<event topic="LOOP_COMPLETE">report written</event>')
