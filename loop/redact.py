@@ -4,8 +4,11 @@ One redaction for every file a session writes: the session journal
 (``.loop/sessions/ID/journal.jsonl``) and the recording both pass their lines through
 :func:`redact_line`. A variable whose name contains ``KEY``, ``TOKEN``, ``SECRET`` or
 ``PASSWORD`` (any case) and whose value has at least :data:`MIN_SECRET_LENGTH`
-characters is a secret; every occurrence of its value in a written string becomes
-``[redacted:NAME]``.
+characters and is not a number is a secret; every occurrence of its value in a written
+string becomes ``[redacted:NAME]``. Shorter values and numbers are settings, not secrets
+(``TOKENIZERS_PARALLELISM=false``, ``CLAUDE_CODE_MAX_OUTPUT_TOKENS=32000``, a mock's
+``API_KEY=test``): masking them would rewrite every ``false``, ``32000`` or ``pytest``
+in the prompts and outputs.
 """
 
 from __future__ import annotations
@@ -17,10 +20,21 @@ from typing import Any
 
 from loop import _json
 
-__all__ = ["MIN_SECRET_LENGTH", "Redactor", "redact_line"]
+__all__ = ["MIN_SECRET_LENGTH", "Redactor", "is_secret", "redact_line"]
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
-MIN_SECRET_LENGTH = 4
+_NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
+MIN_SECRET_LENGTH = 8
+
+
+def is_secret(name: str, value: object) -> bool:
+    """Whether the variable ``name=value`` holds a secret to keep out of written files."""
+    return (
+        isinstance(value, str)
+        and _SECRET_NAME.search(name) is not None
+        and len(value) >= MIN_SECRET_LENGTH
+        and _NUMBER.fullmatch(value) is None
+    )
 
 
 class Redactor:
@@ -32,11 +46,7 @@ class Redactor:
 
     def learn(self, environ: Mapping[str, Any]) -> None:
         """Add the secret-looking entries of ``environ`` to what is redacted."""
-        found = set(self.secrets) | {
-            (v, k)
-            for k, v in environ.items()
-            if isinstance(v, str) and _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LENGTH
-        }
+        found = set(self.secrets) | {(v, k) for k, v in environ.items() if is_secret(k, v)}
         # Longest first, so a secret containing another is replaced whole.
         self.secrets = sorted(found, key=lambda p: (-len(p[0]), p[1]))
         # Each secret as it appears inside a JSON string, in both of the codec's forms

@@ -850,25 +850,44 @@ async def test_an_extension_sees_each_committed_record_and_may_fail(tmp_path: Pa
 async def test_secrets_that_match_numbers_keys_or_literals_never_break_a_line(
     tmp_path: Path,
 ) -> None:
-    """A secret equal to a number, a key or a literal in the line (a real case:
-    ``CLAUDE_CODE_MAX_OUTPUT_TOKENS=32000``) is redacted in strings only: every line
-    still parses, with its numbers, keys and literals intact, and replay agrees."""
-    env = {"A_TOKEN": "3600", "B_TOKEN": "prompt", "C_TOKEN": "true"}
+    """A secret equal to keys of the line is redacted in strings only: every line still
+    parses, with its keys intact, and replay agrees."""
+    env = {"A_TOKEN": "backend_ok", "B_TOKEN": "max_runtime_seconds"}
     path, summary, _ = await record_session(tmp_path, environ=env)
     data = lines(path)  # every line is JSON
     assert data[0]["config"]["loop"]["max_runtime_seconds"] == 3600
     iterations = [d for d in data if d["kind"] == "iteration"]
     assert len(iterations) == summary.iterations
     assert all("prompt" in d and d["backend_ok"] is True for d in iterations)
+    assert data[0]["redacted"] is True
     result = await replay_recording(path)
     assert result.ok, result.divergence
+
+
+def test_short_values_and_numbers_are_settings_not_secrets() -> None:
+    """``TOKENIZERS_PARALLELISM=false``, ``MAX_OUTPUT_TOKENS=32000`` or a mock's
+    ``API_KEY=test`` leave the text as it is; a value of 8 characters is a secret."""
+    redactor = Redactor(
+        {
+            "TOKENIZERS_PARALLELISM": "false",
+            "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "32000000",
+            "RATE_KEY": "-1.5",
+            "GEMINI_API_KEY": "test",
+            "DB_PASSWORD": "hunter22",
+        }
+    )
+    text = "pytest says false: 32000000 tokens at -1.5, hunter22"
+    assert (
+        redactor.text(text) == "pytest says false: 32000000 tokens at -1.5, [redacted:DB_PASSWORD]"
+    )
+    assert [name for _, name in redactor.secrets] == ["DB_PASSWORD"]
 
 
 def test_a_secret_with_characters_json_escapes_is_redacted_in_strings() -> None:
     """A quote or backslash in a secret: it is still found in the encoded line and the
     string holding it is redacted; other values keep their bytes."""
-    redactor = Redactor({"K_TOKEN": 'sk-"q\\1'})
-    line = recorder_mod._line({"kind": "x", "text": 'use sk-"q\\1 now', "n": 1234}, redactor)
+    redactor = Redactor({"K_TOKEN": 'sk-"q\\1-long'})
+    line = recorder_mod._line({"kind": "x", "text": 'use sk-"q\\1-long now', "n": 1234}, redactor)
     assert json.loads(line) == {"kind": "x", "text": "use [redacted:K_TOKEN] now", "n": 1234}
     plain = recorder_mod._line({"kind": "x", "text": "nothing here"}, redactor)
     assert plain == b'{"kind":"x","text":"nothing here"}\n'
