@@ -176,6 +176,12 @@ class LiveView:
         self._spinner.update(text=text)
         return self._spinner
 
+    def _redraw(self) -> None:
+        # At once, not at the next tick: a log line printed meanwhile redraws the line
+        # as it was last drawn, so a stale frame would show an ended activation running.
+        if self._live is not None:
+            self._live.refresh()
+
     def stop(self) -> None:
         """Erase the status line (idempotent)."""
         live, self._live = self._live, None
@@ -197,6 +203,7 @@ class LiveView:
         st.lanes[iteration] = (hat, started)
         if spent is not None:  # a copy: what ends later is added to it
             st.spent = replace(spent)
+        self._redraw()
 
     def iteration_ended(self, record: IterationEnd) -> None:
         """Iteration ``record`` is committed: its cost counts from now on."""
@@ -209,10 +216,12 @@ class LiveView:
             if st.lanes:  # another activation still runs (parallel hats)
                 st.iteration = max(st.lanes)
                 st.hat, st.started = st.lanes[st.iteration]
+        self._redraw()
 
     def waiting(self, wait: Waiting) -> None:
         """The loop waits (until the next iteration starts)."""
         self.status.waiting = wait
+        self._redraw()
 
     def print(self, line: str, *, style: str = "") -> None:
         """One line of text, above the status line."""

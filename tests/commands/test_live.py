@@ -3,6 +3,7 @@ here), never where it cannot be redrawn; ``-v``; the log format off a terminal."
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -13,6 +14,7 @@ import pytest
 
 from loop._log import live_line_allowed, log_format, use_colors
 from loop.bus import EventBus
+from loop.commands import live as live_mod
 from loop.commands.live import LiveExtension, LiveStatus, LiveView, clock_text, status_text
 from loop.engine.lifecycle import Waiting, waiting_event
 from loop.engine.state import HatUsage
@@ -141,6 +143,30 @@ def test_parallel_activations_show_as_lanes() -> None:
     for n in (4, 2):
         view.iteration_ended(_ended(n))
     assert status_text(view.status, 100.0) == "iteration 3 · reviewer · 0:05"
+
+
+def test_the_line_is_redrawn_as_soon_as_an_activation_starts_or_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each start and end redraws the line at once, not at the next tick (a log line
+    printed meanwhile would show the last frame: an ended activation still running)."""
+    from rich.console import Console
+
+    monkeypatch.setattr(live_mod, "REFRESH_PER_SECOND", 0.01)  # no tick during the test
+    out = io.StringIO()
+    view = LiveView(colors=False, clock=lambda: 100.0)
+    view.console = Console(file=out, force_terminal=True, color_system=None, width=200)
+    view.start()
+    try:
+        for n in (2, 3):
+            view.iteration_started(n, "reviewer", 99.0)
+        assert out.getvalue().endswith("2 running · #2 reviewer 0:01 · #3 reviewer 0:01")
+        view.iteration_ended(_ended(3))
+        assert out.getvalue().endswith("iteration 2 · reviewer · 0:01")
+        view.waiting(Waiting("rate limit", 160.0))
+        assert "rate limit" in out.getvalue().rsplit("\r", 1)[-1]
+    finally:
+        view.stop()
 
 
 def _ended(n: int) -> IterationEnd:
