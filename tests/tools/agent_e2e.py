@@ -111,9 +111,13 @@ class Run:
         path = self.root / ".loop" / "sessions" / SESSION / "journal.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()]
 
+    def ends(self, hat: str) -> list[dict[str, Any]]:
+        """The journal's ``iteration.end`` records of ``hat``."""
+        return [r for r in self.journal() if r["kind"] == "iteration.end" and r["hat"] == hat]
+
     def iteration(self, hat: str) -> dict[str, Any]:
         """The journal's ``iteration.end`` record of ``hat`` (each hat runs once)."""
-        ends = [r for r in self.journal() if r["kind"] == "iteration.end" and r["hat"] == hat]
+        ends = self.ends(hat)
         assert len(ends) == 1, ends
         return ends[0]
 
@@ -127,6 +131,19 @@ class Run:
             timeout=120,
             check=False,
         )
+
+
+def run_recorded(root: Path, *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m loop run --quiet --json --record-session rec.jsonl`` in ``root``."""
+    flags = ["--quiet", "--json", "--session-id", SESSION, "--record-session", "rec.jsonl"]
+    return subprocess.run(
+        [sys.executable, "-m", "loop", "run", *flags],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 # How the agents reach hatloop's tools: the session's endpoint (its stdio server made
@@ -156,25 +173,7 @@ def run_loop(
     ]
     text = LOOP_TOML.format(timeout=timeout, serve=serve, backend="\n".join(lines))
     (root / "loop.toml").write_text(text, encoding="utf-8")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "loop",
-            "run",
-            "--quiet",
-            "--json",
-            "--session-id",
-            SESSION,
-            "--record-session",
-            "rec.jsonl",
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=timeout * 3 + 60,
-        check=False,
-    )
+    proc = run_recorded(root, timeout=timeout * 3 + 60)
     return Run(root=root, proc=proc, requests=mock.turn_requests, exhausted=mock.exhausted)
 
 

@@ -13,12 +13,9 @@ own activation, and the recording replay.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,7 +24,8 @@ from loop.testing.gemini_mock import MockGemini
 from loop.testing.mock_api import MockServer, ToolUseTurn, Turn
 from loop.testing.openai_mock import MockOpenAI
 from tests.backends.conftest import codex_env, gemini_env, require_cli
-from tests.tools.test_mcp_claude_e2e import _claude_bin, _toml_table
+from tests.tools.agent_e2e import Run, run_recorded, toml_table
+from tests.tools.test_mcp_claude_e2e import _claude_bin
 
 
 def _claude_env(home: Path, base_url: str) -> dict[str, str]:
@@ -72,7 +70,6 @@ AGENTS = {
     ),
 }
 
-SESSION = "wave"
 PERSPECTIVES = ("security", "performance", "docs")
 
 LOOP_TOML = """
@@ -111,21 +108,10 @@ def conversation(agent: Agent, perspective: str) -> list[Turn | str]:
 
 
 @dataclass
-class Wave:
-    """What the run left behind."""
+class Wave(Run):
+    """What the run left behind, and the CLI that ran it."""
 
-    agent: Agent
-    root: Path
-    proc: subprocess.CompletedProcess[str]
-
-    def journal(self) -> list[dict[str, Any]]:
-        """The session journal's records."""
-        path = self.root / ".loop" / "sessions" / SESSION / "journal.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()]
-
-    def ends(self, hat: str) -> list[dict[str, Any]]:
-        """The ``iteration.end`` records of ``hat``."""
-        return [r for r in self.journal() if r["kind"] == "iteration.end" and r["hat"] == hat]
+    agent: Agent = field(kw_only=True)
 
 
 @pytest.fixture(
@@ -148,33 +134,18 @@ def wave(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
                 fan_out=json.dumps(tags),
                 kind=agent.kind,
                 binary=json.dumps(str(binary)),
-                env=_toml_table(agent.env(root / "home", mock.base_url)),
+                env=toml_table(agent.env(root / "home", mock.base_url)),
                 extra=agent.extra,
             ),
             "utf-8",
         )
-        argv = [
-            "run",
-            "--quiet",
-            "--json",
-            "--session-id",
-            SESSION,
-            "--record-session",
-            "rec.jsonl",
-        ]
-        proc = subprocess.run(
-            [sys.executable, "-m", "loop", *argv],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        exhausted, remaining = mock.exhausted, mock.remaining
+        proc = run_recorded(root, timeout=300)
+        wave = Wave(root, proc, mock.turn_requests, mock.exhausted, agent=agent)
+        remaining = mock.remaining
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert not exhausted, "a reviewer asked the model more often than its conversation holds"
+    assert not wave.exhausted, "a reviewer asked the model more often than its conversation holds"
     assert remaining == 0, "a reviewer did not finish its conversation"
-    return Wave(agent=agent, root=root, proc=proc)
+    return wave
 
 
 def test_the_wave_completes(wave: Wave) -> None:
@@ -223,13 +194,6 @@ def test_the_synthesizer_ran_once_on_the_whole_wave(wave: Wave) -> None:
 
 def test_the_wave_replays(wave: Wave) -> None:
     """``loop replay`` runs the parallel recording, tool calls included, without divergence."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "loop", "replay", "rec.jsonl"],
-        cwd=wave.root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = wave.replay()
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "rec.jsonl: 5 iteration(s), completed" in proc.stdout
