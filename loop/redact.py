@@ -20,14 +20,14 @@ from typing import Any
 
 from loop import _json
 
-__all__ = ["MIN_SECRET_LENGTH", "Redactor", "is_secret", "redact_line"]
+__all__ = ["MIN_SECRET_LENGTH", "Redactor", "redact_line"]
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 _NUMBER = re.compile(r"[+-]?\d+(?:\.\d+)?")
 MIN_SECRET_LENGTH = 8
 
 
-def is_secret(name: str, value: object) -> bool:
+def _is_secret(name: str, value: object) -> bool:
     """Whether the variable ``name=value`` holds a secret to keep out of written files."""
     return (
         isinstance(value, str)
@@ -46,7 +46,7 @@ class Redactor:
 
     def learn(self, environ: Mapping[str, Any]) -> None:
         """Add the secret-looking entries of ``environ`` to what is redacted."""
-        found = set(self.secrets) | {(v, k) for k, v in environ.items() if is_secret(k, v)}
+        found = set(self.secrets) | {(v, k) for k, v in environ.items() if _is_secret(k, v)}
         # Longest first, so a secret containing another is replaced whole.
         self.secrets = sorted(found, key=lambda p: (-len(p[0]), p[1]))
         # Each secret as it appears inside a JSON string, in both of the codec's forms

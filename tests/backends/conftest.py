@@ -92,6 +92,19 @@ def gemini_env(home: Path, base_url: str, *, max_attempts: int = 10) -> dict[str
     return {"HOME": str(home), "GOOGLE_GEMINI_BASE_URL": base_url, "GEMINI_API_KEY": "test"}
 
 
+def claude_env(home: Path, base_url: str) -> dict[str, str]:
+    """The environment that runs Claude Code offline against a mock at ``base_url``
+    (a 5xx fails at once instead of backing off; no telemetry, no side traffic)."""
+    return {
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": "test",
+        "DISABLE_TELEMETRY": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "CLAUDE_CODE_MAX_RETRIES": "0",
+    }
+
+
 def codex_env(home: Path, base_url: str, *, retries: bool = True) -> dict[str, str]:
     """The environment that runs Codex offline against a mock at ``base_url``.
 
@@ -106,8 +119,7 @@ def codex_env(home: Path, base_url: str, *, retries: bool = True) -> dict[str, s
     return {"HOME": str(home), "MOCK_OPENAI_KEY": "test"}
 
 
-@pytest.fixture(scope="session")
-def claude_bin() -> Path:
+def require_claude() -> Path:
     """The Claude Code binary; skip only where npm is absent, else fail with the fix."""
     found = find_claude()
     if found is not None and os.access(found, os.X_OK):
@@ -116,6 +128,12 @@ def claude_bin() -> Path:
         pytest.skip("npm is not installed, so the Claude Code CLI cannot be installed here")
     where = found or "the repo's .cache/npm or PATH"
     pytest.fail(f"Claude Code CLI not found at {where}; run: {INSTALL_HINT}")
+
+
+@pytest.fixture(scope="session")
+def claude_bin() -> Path:
+    """The Claude Code binary (:func:`require_claude`)."""
+    return require_claude()
 
 
 @pytest.fixture
@@ -170,15 +188,7 @@ def make_claude(claude_bin: Path, tmp_path: Path, process_mark: str) -> MakeClau
     home.mkdir()
 
     def make(mock: MockAnthropic, **overrides: Any) -> ClaudeBackend:
-        env = {
-            "HOME": str(home),
-            "ANTHROPIC_BASE_URL": mock.base_url,
-            "ANTHROPIC_API_KEY": "test",
-            "DISABLE_TELEMETRY": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "0",  # a 5xx fails at once instead of backing off
-            "HATLOOP_TEST_MARK": process_mark,
-        }
+        env = {**claude_env(home, mock.base_url), "HATLOOP_TEST_MARK": process_mark}
         env.update(overrides.pop("env", {}))
         fields: dict[str, Any] = {"command": [str(claude_bin)], "mcp": False, "env": env}
         fields.update(overrides)

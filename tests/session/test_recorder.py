@@ -847,7 +847,7 @@ async def test_an_extension_sees_each_committed_record_and_may_fail(tmp_path: Pa
     assert seen == [r for r in journal if isinstance(r, IterationEnd)]
 
 
-async def test_secrets_that_match_numbers_keys_or_literals_never_break_a_line(
+async def test_secrets_that_match_keys_of_the_line_never_break_it(
     tmp_path: Path,
 ) -> None:
     """A secret equal to keys of the line is redacted in strings only: every line still

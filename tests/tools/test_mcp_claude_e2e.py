@@ -15,22 +15,17 @@ loop's server over HTTP with the iteration's secret), and with ``[mcp] serve = f
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from loop.testing.anthropic_mock import MockAnthropic, RecordedRequest, ToolUseTurn, Turn
-from tests.backends.conftest import INSTALL_HINT, find_claude
+from loop.testing.anthropic_mock import MockAnthropic, ToolUseTurn, Turn
+from tests.backends.conftest import claude_env, require_claude
+from tests.tools.agent_e2e import SESSION, Run, run_recorded, toml_table
 
 pytestmark = pytest.mark.claude
 
-SESSION = "e2e"
 TURNS: list[Turn | str] = [
     ToolUseTurn("mcp__hatloop__createTask", {"name": "Write the docs"}),
     ToolUseTurn("mcp__hatloop__getTask", {"id": "no-such-task"}),
@@ -65,96 +60,41 @@ backend = {{ type = "scripted", outputs = ['<event topic="LOOP_COMPLETE">finishe
 
 
 @dataclass
-class Run:
-    """What the end-to-end run left behind."""
+class ClaudeRun(Run):
+    """What the end-to-end run left behind, and the transport its tools went through."""
 
-    root: Path
-    proc: subprocess.CompletedProcess[str]
-    requests: list[RecordedRequest]
-    transport: str
-
-    def journal(self) -> list[dict[str, Any]]:
-        """The session journal's records."""
-        path = self.root / ".loop" / "sessions" / SESSION / "journal.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()]
-
-    def iteration(self, hat: str) -> dict[str, Any]:
-        """The journal's ``iteration.end`` record of ``hat`` (each hat runs once)."""
-        ends = [r for r in self.journal() if r["kind"] == "iteration.end" and r["hat"] == hat]
-        assert len(ends) == 1, ends
-        return ends[0]
+    transport: str = field(kw_only=True)
 
     def tool_results(self) -> list[dict[str, Any]]:
         """The tool results the CLI sent back to the model, in order."""
         return self.requests[-1].tool_results()
 
 
-def _claude_bin() -> Path:
-    found = find_claude()
-    if found is not None and os.access(found, os.X_OK):
-        return found
-    if found is None and shutil.which("npm") is None:
-        pytest.skip("npm is not installed, so the Claude Code CLI cannot be installed here")
-    pytest.fail(
-        f"Claude Code CLI not found at {found or '.cache/npm or PATH'}; run: {INSTALL_HINT}"
-    )
-
-
-def _toml_table(values: dict[str, str]) -> str:
-    return "{ " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in values.items()) + " }"
-
-
 @pytest.fixture(scope="module", params=["endpoint", "stdio"])
-def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Run:
+def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> ClaudeRun:
     """Run the loop once per transport (the real CLI is slow to start); every test reads
     the results."""
-    claude = _claude_bin()
+    claude = require_claude()
     transport: str = request.param
     root = tmp_path_factory.mktemp(f"e2e-{transport}")
     (root / "home").mkdir()
     with MockAnthropic(turns=TURNS) as mock:
-        env = {
-            "HOME": str(root / "home"),
-            "ANTHROPIC_BASE_URL": mock.base_url,
-            "ANTHROPIC_API_KEY": "test",
-            "DISABLE_TELEMETRY": "1",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "CLAUDE_CODE_MAX_RETRIES": "0",
-        }
+        env = claude_env(root / "home", mock.base_url)
         (root / "loop.toml").write_text(
             LOOP_TOML.format(
                 claude=json.dumps(str(claude)),
-                env=_toml_table(env),
+                env=toml_table(env),
                 serve='"auto"' if transport == "endpoint" else "false",
             ),
             "utf-8",
         )
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "loop",
-                "run",
-                "--quiet",
-                "--json",
-                "--session-id",
-                SESSION,
-                "--record-session",
-                "rec.jsonl",
-            ],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=110,
-            check=False,
-        )
-        requests = mock.turn_requests
-        exhausted = mock.exhausted
-    assert not exhausted, "the agent asked the model more often than scripted"
-    return Run(root=root, proc=proc, requests=requests, transport=transport)
+        proc = run_recorded(root, timeout=110)
+        run = ClaudeRun(root, proc, mock.turn_requests, mock.exhausted, transport=transport)
+    assert not run.exhausted, "the agent asked the model more often than scripted"
+    return run
 
 
-def test_loop_completes(run: Run) -> None:
+def test_loop_completes(run: ClaudeRun) -> None:
     """The run ends completed (exit 0) after the worker and the finisher."""
     assert run.proc.returncode == 0, run.proc.stderr[-3000:]
     summary = json.loads(run.proc.stdout)
@@ -162,7 +102,7 @@ def test_loop_completes(run: Run) -> None:
     assert summary["activations"] == {"worker": 1, "finisher": 1}
 
 
-def test_the_agent_had_the_tools_from_its_first_turn(run: Run) -> None:
+def test_the_agent_had_the_tools_from_its_first_turn(run: ClaudeRun) -> None:
     """The first request to the model already offered hatloop's tools, through the
     transport the run chose (the endpoint's secret is not in the file)."""
     first = run.requests[0].body
@@ -180,13 +120,13 @@ def test_the_agent_had_the_tools_from_its_first_turn(run: Run) -> None:
         assert server["args"] == ["-m", "loop", "mcp"]
 
 
-def test_agent_created_the_task_in_the_tasks_file(run: Run) -> None:
+def test_agent_created_the_task_in_the_tasks_file(run: ClaudeRun) -> None:
     """createTask over MCP wrote the task to the loop's tasks file."""
     tasks = json.loads((run.root / ".loop" / "tasks.json").read_text())
     assert [(t["name"], t["status"]) for t in tasks] == [("Write the docs", "todo")]
 
 
-def test_tool_results_reached_the_model(run: Run) -> None:
+def test_tool_results_reached_the_model(run: ClaudeRun) -> None:
     """Results and the structured error came back to the model as tool results."""
     results = run.tool_results()
     assert len(results) == 4
@@ -205,7 +145,7 @@ def test_tool_results_reached_the_model(run: Run) -> None:
     assert emitted["topic"] == "work.done"
 
 
-def test_emitted_event_reached_the_bus_and_the_journal(run: Run) -> None:
+def test_emitted_event_reached_the_bus_and_the_journal(run: ClaudeRun) -> None:
     """work.done, emitted through MCP, is the worker's event and triggered the finisher."""
     worker = run.iteration("worker")
     assert worker["status"] == "ok"
@@ -223,7 +163,7 @@ def test_emitted_event_reached_the_bus_and_the_journal(run: Run) -> None:
     assert [(e["topic"], e["source"]) for e in finisher["triggers"]] == [("work.done", "worker")]
 
 
-def test_iterations_are_recorded(run: Run) -> None:
+def test_iterations_are_recorded(run: ClaudeRun) -> None:
     """The recording holds both iterations with their events and a completed footer."""
     records = [json.loads(line) for line in (run.root / "rec.jsonl").read_text().splitlines()]
     iterations = [r for r in records if r["kind"] == "iteration"]
@@ -235,15 +175,8 @@ def test_iterations_are_recorded(run: Run) -> None:
     assert records[-1]["kind"] == "footer"
 
 
-def test_recording_replays(run: Run) -> None:
+def test_recording_replays(run: ClaudeRun) -> None:
     """``loop replay`` runs the recording again without a divergence."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "loop", "replay", "rec.jsonl"],
-        cwd=run.root,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    proc = run.replay()
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "rec.jsonl: 2 iteration(s), completed" in proc.stdout

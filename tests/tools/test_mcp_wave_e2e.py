@@ -23,20 +23,8 @@ from loop.testing.anthropic_mock import MockAnthropic
 from loop.testing.gemini_mock import MockGemini
 from loop.testing.mock_api import MockServer, ToolUseTurn, Turn
 from loop.testing.openai_mock import MockOpenAI
-from tests.backends.conftest import codex_env, gemini_env, require_cli
+from tests.backends.conftest import claude_env, codex_env, gemini_env, require_claude, require_cli
 from tests.tools.agent_e2e import Run, run_recorded, toml_table
-from tests.tools.test_mcp_claude_e2e import _claude_bin
-
-
-def _claude_env(home: Path, base_url: str) -> dict[str, str]:
-    return {
-        "HOME": str(home),
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": "test",
-        "DISABLE_TELEMETRY": "1",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CODE_MAX_RETRIES": "0",
-    }
 
 
 @dataclass(frozen=True)
@@ -52,7 +40,9 @@ class Agent:
 
 
 AGENTS = {
-    "claude": Agent("claude", MockAnthropic, _claude_bin, _claude_env, "mcp__hatloop__emit_event"),
+    "claude": Agent(
+        "claude", MockAnthropic, require_claude, claude_env, "mcp__hatloop__emit_event"
+    ),
     "gemini": Agent(
         "gemini",
         MockGemini,
