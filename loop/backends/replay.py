@@ -45,6 +45,10 @@ class ReplayBackend(Backend):
     kind = "replay"
     uses_files = False  # it makes the events folder itself, only when it has events to write
     instant = True  # reads the recording and returns: it never waits on anything
+    # it serves each iteration's recorded cost and tokens, so a budget holds the replay
+    # as it held the recorded run (which warned of a hat its budgets could not hold)
+    reports_cost = True
+    reports_tokens = True
 
     def __init__(
         self,

@@ -6,6 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.engine.decide import (
     NO_BUDGET,
@@ -17,6 +19,8 @@ from loop.engine.decide import (
 )
 from loop.engine.state import fold
 from loop.exits import exit_code_for
+from loop.replay import replay_recording
+from loop.session.recorder import Recorder
 from loop.testing import make_config, run_hats, tag
 from tests.engine.test_decide import CTX, LIMITS, end_record, start_record
 
@@ -132,3 +136,22 @@ def test_hats_a_budget_cannot_hold_are_named(tmp_path: Path) -> None:
         "hat 'pong': its metered backend reports no cost nor tokens",
     ]
     assert unheld_by_budgets(pingpong(tmp_path / "free"), {"ping": silent, "pong": silent}) == []
+
+
+async def test_a_replay_stops_at_the_recorded_budget_without_warning_of_it(
+    tmp_path: Path,
+) -> None:
+    """The replay backend serves the recorded spend: the budget stops the replay where it
+    stopped the run, and no hat is named as one the budget cannot hold."""
+    cfg = pingpong(tmp_path, max_tokens=45)
+    ping, pong = Metered(tag("ping.done"), None, 10), Metered(tag("pong.done"), None, 10)
+    recorder = Recorder(tmp_path / "rec.jsonl")
+    summary, _ = await run_hats(
+        cfg, {"ping": ping, "pong": pong}, workdir=tmp_path, extra=[recorder]
+    )
+    assert (summary.reason, summary.iterations) == ("budget_exhausted", 5)
+    with capture_logs() as logs:
+        result = await replay_recording(tmp_path / "rec.jsonl")
+    assert result.ok, result.summary()
+    assert (result.actual_reason, result.actual_iterations) == ("budget_exhausted", 5)
+    assert [e for e in logs if e["event"] == "a budget cannot hold this hat"] == []
