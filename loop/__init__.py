@@ -13,7 +13,9 @@ command line (``python -m loop``) or its own module. Run a loop::
 
 Replay a recording (:func:`replay_file`, or :func:`replay_recording` inside an event
 loop), read one (:class:`RecordingReader`), write a ``python`` hat (:class:`HatContext`),
-catch hatloop's errors (:class:`LoopError`: each has a ``code`` and an ``exit_code``).
+catch hatloop's errors (:class:`LoopError`: each has a ``code`` and an ``exit_code``),
+send its logs to stderr as the command line does (:func:`configure_logging`; hatloop
+leaves structlog's configuration to the program that imports it).
 Test helpers (a scripted backend, an event capture, a fake clock) are in
 :mod:`loop.testing`.
 
@@ -32,6 +34,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from loop._log import configure_logging
     from loop.backends.base import Backend, BackendRequest, BackendResult
     from loop.backends.python_hat import HatContext
     from loop.config import LoadedConfig, load_config
@@ -58,6 +61,7 @@ __all__ = [
     "RunOptions",
     "RunSummary",
     "__version__",
+    "configure_logging",
     "exit_code_for",
     "load_config",
     "replay_file",
@@ -81,6 +85,7 @@ _HOMES = {
     "ReplayResult": "loop.replay",
     "RunOptions": "loop.runner",
     "RunSummary": "loop.engine.progress",
+    "configure_logging": "loop._log",
     "exit_code_for": "loop.exits",
     "load_config": "loop.config",
     "replay_file": "loop.replay",

@@ -47,3 +47,27 @@ def test_the_facade_runs_a_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     options = loop.RunOptions(workdir=tmp_path, progress=False, handle_signals=False)
     summary = anyio.run(loop.run_loop, config, options)
     assert (summary.reason, summary.exit_code) == ("completed", 0)
+
+
+def test_configure_logging_keeps_stdout_for_the_program(tmp_path: Path) -> None:
+    """A program that runs a loop after ``loop.configure_logging()`` finds hatloop's log
+    lines on stderr and its own output alone on stdout."""
+    done = '<event topic=\\"LOOP_COMPLETE\\">ok</event>'
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "p"\nmax_iterations = 3\n'
+        '[hats.a]\ndescription = "a"\ntriggers = ["task.start"]\n'
+        f'backend = {{ type = "scripted", outputs = ["{done}"] }}\n',
+        encoding="utf-8",
+    )
+    code = (
+        "import anyio, loop, pathlib\n"
+        "loop.configure_logging()\n"
+        "config = loop.load_config(pathlib.Path('loop.toml'))\n"
+        "options = loop.RunOptions(workdir=pathlib.Path.cwd(), handle_signals=False)\n"
+        "print(anyio.run(loop.run_loop, config, options).reason)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert out.stdout == "completed\n"
+    assert "session started" in out.stderr
