@@ -21,7 +21,7 @@ from loop.engine.driver import Engine
 from loop.engine.lanes import RecordedOrder
 from loop.engine.progress import ProgressReporter, RunSummary
 from loop.engine.resume import LimitOverrides
-from loop.engine.session_dir import SessionPaths
+from loop.engine.session_dir import LATEST, SessionPaths
 from loop.errors import SessionError
 from loop.extensions import Extension
 from loop.records import Override
@@ -138,7 +138,7 @@ def resolve_session(config: LoadedConfig, options: RunOptions) -> SessionPaths:
     """
     sessions_dir = config.resolve(config.loop.sessions_dir)
     root = tool_context(config, options.workdir).trusted_root(sessions_dir)
-    if options.resume and options.session_id is None:
+    if options.resume and options.session_id in (None, LATEST):
         latest = latest_session(sessions_dir, root=root)
         if latest is None:
             raise SessionError(f"no session to resume in {sessions_dir}")

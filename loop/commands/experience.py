@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from loop._names import check_name, check_path
+from loop._names import check_path
 from loop.commands.tools import (
     add_context_options,
     add_tool_group,
@@ -157,7 +157,11 @@ def register_export(subparsers: Any) -> None:
         description="Export a loop session (a folder with journal.jsonl, or a session id "
         "under --sessions-dir) as experiences/experience_<session_id>/.",
     )
-    p.add_argument("session", metavar="SESSION", help="session folder or session id")
+    p.add_argument(
+        "session",
+        metavar="SESSION",
+        help="a session folder, a session id (or a unique prefix of one), or latest",
+    )
     p.add_argument(
         "--sessions-dir",
         metavar="DIR",
@@ -173,13 +177,15 @@ def register_export(subparsers: Any) -> None:
 def _export(args: argparse.Namespace) -> int:
     # the journal's reader and records: only for this command, not the tool commands
     from loop.experience.session_export import export_session  # noqa: PLC0415 - start-up
+    from loop.session.store import require_session  # noqa: PLC0415 - start-up
 
     try:
         ctx = context_from_args(args)
         candidate = Path(check_path(args.session, "SESSION"))
-        if not candidate.is_dir():
+        if not candidate.is_dir():  # a session id, a unique prefix of one, or latest
             root = Path(args.sessions_dir) if args.sessions_dir else ctx.sessions_dir
-            candidate = root / check_name(args.session, "session id")
+            trusted = ctx.trusted_root(root)
+            candidate = root / require_session(root, args.session, root=trusted)
         result = export_session(ctx, candidate, session_id=args.session_id)
     except LoopError as exc:
         return report_tool_error(exc, as_json=args.json)

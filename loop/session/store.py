@@ -54,9 +54,14 @@ def new_session_id() -> str:
 
 
 def validate_session_id(session_id: str) -> str:
-    """Refuse ids that are not plain names of letters, digits, ``_ . -`` (max 128)."""
+    """Refuse ids that are not plain names of letters, digits, ``_ . -`` (max 128), and
+    ``latest``, the name of the pointer to the most recent session."""
     check_name(session_id, "session id")
-    if not _ID.fullmatch(session_id) or session_id == LATEST:
+    if session_id == LATEST:
+        raise PathError(
+            f"invalid session id {LATEST!r}: it names the most recent session; choose another id"
+        )
+    if not _ID.fullmatch(session_id):
         raise PathError(
             f"invalid session id {session_id!r}: use 1-128 letters, digits, "
             "'_', '.' or '-', starting with a letter or digit"
@@ -122,7 +127,8 @@ def list_sessions(sessions_dir: Path, *, root: Path | None = None) -> list[str]:
 
 
 def find_session(sessions_dir: Path, given: str, *, root: Path | None = None) -> str | None:
-    """The session ``given`` names: its id, or a unique prefix of one (``None``: none).
+    """The session ``given`` names: its id, a unique prefix of one, or ``latest`` (the
+    most recent session, see :func:`latest_session`); ``None``: none.
 
     An exact id wins over a prefix. A prefix shorter than :data:`MIN_PREFIX` is not
     looked up.
@@ -131,6 +137,8 @@ def find_session(sessions_dir: Path, given: str, *, root: Path | None = None) ->
         PathError: not a plain name. InputError: a prefix that several sessions share
             (the message lists them).
     """
+    if given == LATEST:
+        return latest_session(sessions_dir, root=root)
     validate_session_id(given)
     if _journal_stat(sessions_dir, given, root) is not None:
         return given
@@ -144,6 +152,8 @@ def find_session(sessions_dir: Path, given: str, *, root: Path | None = None) ->
 def require_session(sessions_dir: Path, given: str, *, root: Path | None = None) -> str:
     """:func:`find_session`, or an :class:`InputError` (exit 2) for an unknown session."""
     sid = find_session(sessions_dir, given, root=root)
+    if sid is None and given == LATEST:
+        raise InputError(f"no session in {sessions_dir}")
     if sid is None:
         short = (
             f" (a prefix needs at least {MIN_PREFIX} characters)" if len(given) < MIN_PREFIX else ""

@@ -63,3 +63,38 @@ def test_a_unique_prefix_names_a_session_an_ambiguous_one_is_refused(project: Pa
     shown = loop("show", "demo-o", cwd=project)
     assert shown.returncode == 0, shown.stderr
     assert "demo-one" in shown.stdout
+
+
+def test_latest_names_the_most_recent_session_wherever_a_session_is_named(
+    project: Path,
+) -> None:
+    """`latest` (the name of the sessions folder's pointer) is the most recent session for
+    every command that reads one; a new session cannot take it as its id."""
+    st = json.loads(loop("status", "latest", "--json", cwd=project).stdout)
+    assert st["session_id"] == "demo-two"
+    for command in ("show", "events", "watch"):
+        res = loop(command, "latest", cwd=project)
+        assert res.returncode == 0, (command, res.stderr)
+        assert "demo-two" in res.stdout or command == "events", (command, res.stdout)
+    taken = loop("run", "-q", "--session-id", "latest", cwd=project)
+    assert taken.returncode == 2
+    assert taken.stderr.splitlines()[-1] == (
+        "error: invalid session id 'latest': it names the most recent session; choose another id"
+    )
+
+
+def test_latest_resumes_and_exports_the_most_recent_session(tmp_path: Path) -> None:
+    """`run --resume latest` and `export latest`; with no session, a one-line error."""
+    none = loop("status", "latest", cwd=tmp_path)
+    assert none.returncode == 2
+    assert none.stderr.splitlines() == ["error: no session in .loop/sessions"]
+    assert (
+        loop("run", "-q", "--max-iterations", "1", "--session-id", "s-1", cwd=tmp_path).returncode
+        == 3
+    )
+    resumed = loop("run", "-q", "--json", "--resume", "latest", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.loads(resumed.stdout)["session_id"] == "s-1"
+    exported = loop("export", "latest", "--json", cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    assert json.loads(exported.stdout)["session_id"] == "s-1"
