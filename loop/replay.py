@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
+from structlog.contextvars import bound_contextvars
 
 from loop.backends.replay import ReplayBackend
 from loop.bus import EventBus
@@ -435,8 +436,14 @@ async def replay_recording(
         RecordingError: the recording is bad input (see :class:`RecordingReader`).
         ConfigError: the recorded configuration is not valid for this hatloop.
     """
-    started = time.perf_counter()
     path = Path(path)
+    # the replayed engine's log lines (a hat exhausted ...) say which recording they are of
+    with bound_contextvars(recording=str(path)):
+        return await _replay(path, extensions)
+
+
+async def _replay(path: Path, extensions: Sequence[Extension]) -> ReplayResult:
+    started = time.perf_counter()
     with RecordingReader(path) as reader:
         reader.check_replayable()
         footer = reader.footer

@@ -13,6 +13,8 @@ from xml.etree import ElementTree as ET
 
 import anyio
 import pytest
+from structlog.contextvars import merge_contextvars
+from structlog.testing import capture_logs
 
 from loop.backends.base import BackendRequest
 from loop.backends.replay import ReplayBackend
@@ -101,6 +103,16 @@ def test_committed_recordings_replay(name: str) -> None:
     result = replay_file(REPO / "recordings" / name)
     assert result.ok, result.divergence and result.divergence.render()
     assert result.actual_iterations == result.expected_iterations > 0
+
+
+async def test_the_replayed_engines_log_lines_name_their_recording() -> None:
+    """A folder replays in one process: each engine line says which recording it is of."""
+    path = REPO / "recordings" / "tools.jsonl"  # its experience export logs as it replays
+    with capture_logs(processors=[merge_contextvars]) as logs:
+        result = await replay_recording(path)
+    assert result.ok, result.summary()
+    assert logs
+    assert {entry.get("recording") for entry in logs} == {str(path)}
 
 
 def test_a_recording_is_named_by_a_string_too() -> None:
