@@ -12,6 +12,9 @@ What maps (Ralph → hatloop):
 * ``cli.backend``: ``claude``, ``gemini`` and ``codex`` are hatloop's backends of the
   same name, ``custom`` (``cli.command`` and ``cli.args``) a ``command`` backend;
 * ``core.guardrails`` → ``[loop] guardrails``;
+* no hats at all (Ralph's solo mode, where Ralph works on the objective itself): one
+  hat, ``ralph``, the loop's fallback, that does a task a turn and publishes
+  ``ralph.next`` to run again (its default) until it publishes the completion event;
 * each hat: ``name``, ``description``, ``triggers``, ``publishes``, ``instructions``
   (and ``extra_instructions``, appended), ``default_publishes``, ``max_activations``,
   ``timeout`` → ``timeout_seconds``, a wave's ``concurrency`` and ``aggregate``
@@ -37,8 +40,16 @@ from pathlib import Path
 from typing import Any
 
 from loop.errors import InputError
+from loop.topics import DEFAULT_COMPLETION_EVENT, DEFAULT_STARTING_EVENT
 
-__all__ = ["AGENT_BACKENDS", "RalphConversion", "convert_ralph", "rewrite_commands"]
+__all__ = [
+    "AGENT_BACKENDS",
+    "SOLO_HAT",
+    "SOLO_NEXT",
+    "RalphConversion",
+    "convert_ralph",
+    "rewrite_commands",
+]
 
 AGENT_BACKENDS = ("claude", "gemini", "codex")
 _FALLBACK_BACKEND = "claude"
@@ -91,6 +102,24 @@ _TASK_VERBS = {
     "reopen": "update",
 }
 _LOOP = '"$LOOP_PYTHON" -m loop'
+# Ralph's solo mode (a configuration without hats): one hat, run again after every turn
+SOLO_HAT = "ralph"
+SOLO_NEXT = "ralph.next"
+_SOLO_INSTRUCTIONS = """\
+You work alone, one task a turn. After each turn the loop runs you again, with a fresh
+context, until the objective is met: what you learn goes into files and tasks.
+
+1. Study the objective and the work so far: the files, and the tasks
+   (`{loop} task list`).
+2. Plan: create a task for each piece of work that is not listed yet
+   (`{loop} task create "NAME" --description "what done means"`).
+3. Pick exactly ONE open task, start it (`{loop} task start ID`) and do it.
+4. Verify it (run the tests, use what you built), commit, then complete it
+   (`{loop} task complete ID "what was done"`).
+5. Publish `{next}` with one line on what you did and what comes next, and stop.
+   When every task is done and the objective is met and verified, publish
+   `{completion}` instead.
+"""
 
 
 @dataclass
@@ -124,8 +153,6 @@ def convert_ralph(data: Mapping[str, Any], *, source: str = "ralph.yml") -> Ralp
     event_loop, cli, core, hats = (
         _section(data, key, source) for key in ("event_loop", "cli", "core", "hats")
     )
-    if not hats:
-        raise InputError(f"{source}: no hats (hatloop needs one; Ralph's hatless mode has none)")
     for key in data:
         if key not in ("event_loop", "cli", "core", "hats"):
             out.notes.append(f"{key}: {_WHY.get(str(key), 'a Ralph setting')}")
@@ -146,6 +173,13 @@ def convert_ralph(data: Mapping[str, Any], *, source: str = "ralph.yml") -> Ralp
     loop["hats"] = ["hats"]
 
     backend = _cli_backend(cli, out.notes)
+    if not hats:  # Ralph's solo mode: Ralph works on the objective itself
+        loop["fallback_hat"] = SOLO_HAT
+        start = str(loop.get("starting_event", DEFAULT_STARTING_EVENT))
+        completion = str(loop.get("completion_event", DEFAULT_COMPLETION_EVENT))
+        out.files[Path("hats") / f"{SOLO_HAT}.toml"] = _hat_file(
+            SOLO_HAT, _solo_hat(start, completion)
+        )
     names = sorted(hats)
     for name in names:
         hat = hats[name]
@@ -154,10 +188,27 @@ def convert_ralph(data: Mapping[str, Any], *, source: str = "ralph.yml") -> Ralp
         table = _hat(str(name), hat, cli, out.notes, source)
         if table is not None:
             out.files[Path("hats") / f"{name}.toml"] = _hat_file(str(name), table)
+    if hats and not out.files:  # every hat left out (the solo hat is for no hats at all)
+        raise InputError(f"{source}: no hat has triggers (hatloop needs at least one)")
     out.files[Path("loop.toml")] = _loop_file(loop, backend, Path(source).name)
     for text in out.files.values():
         tomllib.loads(text)  # what is written always parses
     return out
+
+
+def _solo_hat(start: str, completion: str) -> dict[str, Any]:
+    """The one hat of Ralph's solo mode: it works on the objective a task a turn, and
+    runs again (with a fresh context) after every turn until it publishes ``completion``;
+    as the loop's fallback it takes any other event too."""
+    return {
+        "description": "Ralph's solo mode: works on the objective itself, one task a turn",
+        "triggers": [start, SOLO_NEXT],
+        "publishes": [SOLO_NEXT, completion],
+        "default_publishes": SOLO_NEXT,
+        "instructions": _SOLO_INSTRUCTIONS.format(
+            loop=_LOOP, next=SOLO_NEXT, completion=completion
+        ),
+    }
 
 
 def _section(data: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:

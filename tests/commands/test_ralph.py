@@ -192,7 +192,7 @@ def test_ralph_commands_become_hatloops() -> None:
     ("data", "message"),
     [
         ([1, 2], "not a Ralph configuration"),
-        ({"event_loop": {}}, "no hats"),
+        ({"hats": {"a": {"name": "A"}}}, "no hat has triggers"),
         ({"hats": {"a": "x"}}, "hats.a: not a mapping"),
         ({"cli": ["claude"], "hats": {"a": {"triggers": ["t"]}}}, "cli: not a mapping"),
     ],
@@ -257,3 +257,59 @@ def test_ralph_wave_review_runs_three_reviewers_in_parallel_and_one_aggregator(
         "end synthesizer",
     ]
     assert len((tmp_path / "review-report.md").read_text().splitlines()) == 3
+
+
+def _solo_project(tmp_path: Path) -> Path:
+    """Ralph's hatless-baseline preset converted, on the solo stand-in agent."""
+    init = _loop("init", "--from-ralph", str(RALPH / "hatless-baseline.yml"), cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    loop_toml = tmp_path / "loop.toml"
+    text = loop_toml.read_text(encoding="utf-8")
+    agent = json.dumps([sys.executable, str(RALPH / "solo_agent.py")])
+    loop_toml.write_text(
+        text[: text.index("[backend]")] + f'[backend]\ntype = "command"\ncommand = {agent}\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "PROMPT.md").write_text("Implement a fibonacci function.\n", encoding="utf-8")
+    return tmp_path
+
+
+def test_a_ralph_configuration_without_hats_runs_in_solo_mode(tmp_path: Path) -> None:
+    """Ralph's solo mode: one `ralph` hat, the fallback, that plans tasks, does one a
+    turn and runs again on `ralph.next`, until it publishes the completion event."""
+    root = _solo_project(tmp_path)
+    config = load_config(root / "loop.toml", root=root)
+    assert list(config.hats) == ["ralph"] and config.loop.fallback_hat == "ralph"
+    hat = config.hats["ralph"]
+    assert hat.triggers == ["task.start", "ralph.next"]
+    assert hat.default_publishes == "ralph.next"
+    assert '"$LOOP_PYTHON" -m loop task create' in hat.instructions
+    run = _loop("run", "-q", "--json", "--session-id", "solo", cwd=root)
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["reason"], summary["iterations"]) == ("completed", 3)
+    work = (root / "work.txt").read_text(encoding="utf-8").splitlines()
+    assert work == ["write the function", "write its tests"]  # one task a turn
+    prompts = sorted((root / "prompts").iterdir())
+    assert all("Implement a fibonacci function." in p.read_text() for p in prompts)
+    assert "Publish `ralph.next`" in prompts[0].read_text(encoding="utf-8")
+
+
+def test_a_silent_solo_ralph_runs_again_and_three_silent_turns_are_a_stale_loop(
+    tmp_path: Path,
+) -> None:
+    """A turn that publishes nothing runs the hat again (its default event), and three
+    such turns in a row stop the run as a stale loop (exit 3)."""
+    root = _solo_project(tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-m", "loop", "run", "-q", "--json"],
+        cwd=root,
+        env={**ENV, "SOLO_SILENT": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 3, run.stdout + run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["reason"], summary["iterations"]) == ("stale_loop", 3)
