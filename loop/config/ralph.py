@@ -102,6 +102,12 @@ _TASK_VERBS = {
     "reopen": "update",
 }
 _LOOP = '"$LOOP_PYTHON" -m loop'
+# Ralph runs Claude Code with every permission; hatloop's claude backend allows its tools
+_CLAUDE = (
+    "claude's permissions: Ralph runs Claude Code with --dangerously-skip-permissions; "
+    "hatloop's claude backend allows only hatloop's tools, so allow what the "
+    "instructions run in a shell (allowed_tools, permission_mode: docs/backends.md)"
+)
 # Ralph's solo mode (a configuration without hats): one hat, run again after every turn
 SOLO_HAT = "ralph"
 SOLO_NEXT = "ralph.next"
@@ -109,13 +115,15 @@ _SOLO_INSTRUCTIONS = """\
 You work alone, one task a turn. After each turn the loop runs you again, with a fresh
 context, until the objective is met: what you learn goes into files and tasks.
 
-1. Study the objective and the work so far: the files, and the tasks
-   (`{loop} task list`).
-2. Plan: create a task for each piece of work that is not listed yet
-   (`{loop} task create "NAME" --description "what done means"`).
-3. Pick exactly ONE open task, start it (`{loop} task start ID`) and do it.
-4. Verify it (run the tests, use what you built), commit, then complete it
-   (`{loop} task complete ID "what was done"`).
+Keep the work in hatloop's tasks: the listTasks, createTask, startTask and
+completeTask tools, or in a shell `{loop} task list`, `create "NAME"`, `start ID`,
+`complete ID "RESOLUTION"`.
+
+1. Study the objective and the work so far: the files, and the tasks.
+2. Plan: create a task for each piece of work that is not listed yet.
+3. Pick exactly ONE open task, start it and do it.
+4. Verify it (run the tests, use what you built), commit, then complete it with what
+   was done.
 5. Publish `{next}` with one line on what you did and what comes next, and stop.
    When every task is done and the objective is met and verified, publish
    `{completion}` instead.
@@ -185,7 +193,9 @@ def convert_ralph(data: Mapping[str, Any], *, source: str = "ralph.yml") -> Ralp
         hat = hats[name]
         if not isinstance(hat, Mapping):
             raise InputError(f"{source}: hats.{name}: not a mapping")
-        table = _hat(str(name), hat, cli, out.notes, source)
+        table = _hat(
+            str(name), hat, cli, default=str(backend["type"]), notes=out.notes, source=source
+        )
         if table is not None:
             out.files[Path("hats") / f"{name}.toml"] = _hat_file(str(name), table)
     if hats and not out.files:  # every hat left out (the solo hat is for no hats at all)
@@ -229,6 +239,7 @@ def _cli_backend(cli: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
         args=cli.get("args"),
         cli=cli,
         where="cli.backend",
+        fallback=_FALLBACK_BACKEND,
         notes=notes,
     )
     return table or {"type": _FALLBACK_BACKEND}
@@ -241,25 +252,39 @@ def _backend(
     args: object,
     cli: Mapping[str, Any],
     where: str,
+    fallback: str,
     notes: list[str],
 ) -> dict[str, Any] | None:
-    """A backend table, or None (noted) for an agent hatloop has no backend for."""
+    """A backend table, or None (noted) for an agent hatloop has no backend for: then
+    ``fallback`` runs instead (claude for the loop, the loop's backend for a hat)."""
     extra = [str(a) for a in args] if isinstance(args, list) else []
-    if kind in AGENT_BACKENDS:
-        return {"type": kind, **({"args": extra} if extra else {})}
     if kind == "custom" and isinstance(command, str) and command:
         via = "arg" if cli.get("prompt_mode") == "arg" else "stdin"
         return {"type": "command", "command": [command, *extra], "prompt_via": via}
-    notes.append(
-        f"{where}: {kind!r} has no hatloop backend; "
-        f"{_FALLBACK_BACKEND} runs instead (change the backend table)"
-    )
-    return None
+    table = None
+    if kind in AGENT_BACKENDS:
+        table = {"type": kind, **({"args": extra} if extra else {})}
+    else:
+        notes.append(
+            f"{where}: {kind!r} has no hatloop backend; "
+            f"{fallback} runs instead (change the backend table)"
+        )
+    if (table or {"type": fallback})["type"] == "claude" and _CLAUDE not in notes:
+        notes.append(_CLAUDE)
+    return table
 
 
 def _hat(
-    name: str, hat: Mapping[str, Any], cli: Mapping[str, Any], notes: list[str], source: str
+    name: str,
+    hat: Mapping[str, Any],
+    cli: Mapping[str, Any],
+    *,
+    default: str,
+    notes: list[str],
+    source: str,
 ) -> dict[str, Any] | None:
+    """A hat's table (``default``: the loop's backend type), or None (noted) for a hat
+    without triggers."""
     table: dict[str, Any] = {}
     for key, value in hat.items():
         if key in _HAT_KEYS:
@@ -288,7 +313,13 @@ def _hat(
         where = f"hats.{name}.backend"
         if isinstance(raw, str):
             backend = _backend(
-                raw, command=cli.get("command"), args=args, cli=cli, where=where, notes=notes
+                raw,
+                command=cli.get("command"),
+                args=args,
+                cli=cli,
+                where=where,
+                fallback=default,
+                notes=notes,
             )
         elif isinstance(raw, Mapping):
             if "agent" in raw:
@@ -300,6 +331,7 @@ def _hat(
                 args=raw.get("args", args),
                 cli=cli,
                 where=where,
+                fallback=default,
                 notes=notes,
             )
         else:

@@ -148,7 +148,7 @@ def test_what_cannot_be_carried_over_is_listed_and_the_rest_written() -> None:
         "skills: skills (give them to the agent CLI itself)",
         "RObot: Telegram (RObot) human-in-the-loop",
         "hats.a.instructions: `ralph tools memory` (no hatloop equivalent; left as written)",
-        "hats.b.backend: 'kiro' has no hatloop backend; claude runs instead "
+        "hats.b.backend: 'kiro' has no hatloop backend; gemini runs instead "
         "(change the backend table)",
         "hats.c.custom: a Ralph setting",
         "hats.c: no triggers (hatloop needs one): the hat is left out",
@@ -259,8 +259,9 @@ def test_ralph_wave_review_runs_three_reviewers_in_parallel_and_one_aggregator(
     assert len((tmp_path / "review-report.md").read_text().splitlines()) == 3
 
 
-def _solo_project(tmp_path: Path) -> Path:
-    """Ralph's hatless-baseline preset converted, on the solo stand-in agent."""
+def _solo_project(tmp_path: Path) -> tuple[Path, str]:
+    """Ralph's hatless-baseline preset converted, on the solo stand-in agent; with what
+    the conversion printed."""
     init = _loop("init", "--from-ralph", str(RALPH / "hatless-baseline.yml"), cwd=tmp_path)
     assert init.returncode == 0, init.stderr
     loop_toml = tmp_path / "loop.toml"
@@ -271,19 +272,21 @@ def _solo_project(tmp_path: Path) -> Path:
         encoding="utf-8",
     )
     (tmp_path / "PROMPT.md").write_text("Implement a fibonacci function.\n", encoding="utf-8")
-    return tmp_path
+    return tmp_path, init.stdout
 
 
 def test_a_ralph_configuration_without_hats_runs_in_solo_mode(tmp_path: Path) -> None:
     """Ralph's solo mode: one `ralph` hat, the fallback, that plans tasks, does one a
     turn and runs again on `ralph.next`, until it publishes the completion event."""
-    root = _solo_project(tmp_path)
+    root, printed = _solo_project(tmp_path)
+    assert printed.count("claude's permissions: Ralph runs Claude Code with") == 1
     config = load_config(root / "loop.toml", root=root)
     assert list(config.hats) == ["ralph"] and config.loop.fallback_hat == "ralph"
     hat = config.hats["ralph"]
     assert hat.triggers == ["task.start", "ralph.next"]
     assert hat.default_publishes == "ralph.next"
-    assert '"$LOOP_PYTHON" -m loop task create' in hat.instructions
+    assert "createTask" in hat.instructions
+    assert '"$LOOP_PYTHON" -m loop task list' in hat.instructions
     run = _loop("run", "-q", "--json", "--session-id", "solo", cwd=root)
     assert run.returncode == 0, run.stdout + run.stderr
     summary = json.loads(run.stdout)
@@ -300,7 +303,7 @@ def test_a_silent_solo_ralph_runs_again_and_three_silent_turns_are_a_stale_loop(
 ) -> None:
     """A turn that publishes nothing runs the hat again (its default event), and three
     such turns in a row stop the run as a stale loop (exit 3)."""
-    root = _solo_project(tmp_path)
+    root, _ = _solo_project(tmp_path)
     run = subprocess.run(
         [sys.executable, "-m", "loop", "run", "-q", "--json"],
         cwd=root,
