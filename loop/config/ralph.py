@@ -12,9 +12,11 @@ What maps (Ralph → hatloop):
 * ``cli.backend``: ``claude``, ``gemini`` and ``codex`` are hatloop's backends of the
   same name, ``custom`` (``cli.command`` and ``cli.args``) a ``command`` backend;
 * ``core.guardrails`` → ``[loop] guardrails``;
-* no hats at all (Ralph's solo mode, where Ralph works on the objective itself): one
-  hat, ``ralph``, the loop's fallback, that does a task a turn and publishes
-  ``ralph.next`` to run again (its default) until it publishes the completion event;
+* Ralph itself, as one more hat ``ralph`` (the loop's fallback): with no hats at all
+  (Ralph's solo mode), Ralph does a task a turn and publishes ``ralph.next`` to run
+  again (its default) until it publishes the completion event; when the hats leave the
+  starting event or some of their events to Ralph, Ralph coordinates: it takes those
+  and hands the work to the hats;
 * each hat: ``name``, ``description``, ``triggers``, ``publishes``, ``instructions``
   (and ``extra_instructions``, appended), ``default_publishes``, ``max_activations``,
   ``timeout`` → ``timeout_seconds``, a wave's ``concurrency`` and ``aggregate``
@@ -40,11 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from loop.errors import InputError
-from loop.topics import DEFAULT_COMPLETION_EVENT, DEFAULT_STARTING_EVENT
+from loop.events import is_reserved, topic_matches
+from loop.topics import DEFAULT_COMPLETION_EVENT, DEFAULT_STARTING_EVENT, is_valid_topic
 
 __all__ = [
     "AGENT_BACKENDS",
-    "SOLO_HAT",
+    "RALPH_HAT",
     "SOLO_NEXT",
     "RalphConversion",
     "convert_ralph",
@@ -108,17 +111,42 @@ _CLAUDE = (
     "hatloop's claude backend allows only hatloop's tools, so allow what the "
     "instructions run in a shell (allowed_tools, permission_mode: docs/backends.md)"
 )
-# Ralph's solo mode (a configuration without hats): one hat, run again after every turn
-SOLO_HAT = "ralph"
+# Ralph's own hat: the solo loop (a configuration without hats), or the coordinator
+# that a hat collection counts on (for its starting event, or events no hat takes)
+RALPH_HAT = "ralph"
 SOLO_NEXT = "ralph.next"
-_SOLO_INSTRUCTIONS = """\
+_TASKS = """\
+Keep the work in hatloop's tasks: the listTasks, createTask, startTask and
+completeTask tools, or in a shell: `{loop} task list`,
+`... task create "NAME"`, `... task start ID`, `... task complete ID "RESOLUTION"`.
+"""
+_COORDINATOR_INSTRUCTIONS = (
+    """\
+You are Ralph, the coordinator. You take the objective, and every event no hat takes;
+the hats do the work:
+
+{roster}
+
+"""
+    + _TASKS
+    + """
+1. Study the objective, the event that triggered you, and the work so far: the files,
+   and the tasks.
+2. Plan: create a task for each piece of work that is not listed yet.
+3. Delegate: publish exactly ONE event that a hat is triggered by, with what it is to
+   do, and stop. Do not do the work yourself.
+   When every task is done and the objective is met and verified, publish
+   `{completion}` instead.
+"""
+)
+_SOLO_INSTRUCTIONS = (
+    """\
 You work alone, one task a turn. After each turn the loop runs you again, with a fresh
 context, until the objective is met: what you learn goes into files and tasks.
 
-Keep the work in hatloop's tasks: the listTasks, createTask, startTask and
-completeTask tools, or in a shell `{loop} task list`, `create "NAME"`, `start ID`,
-`complete ID "RESOLUTION"`.
-
+"""
+    + _TASKS
+    + """
 1. Study the objective and the work so far: the files, and the tasks.
 2. Plan: create a task for each piece of work that is not listed yet.
 3. Pick exactly ONE open task, start it and do it.
@@ -128,6 +156,7 @@ completeTask tools, or in a shell `{loop} task list`, `create "NAME"`, `start ID
    When every task is done and the objective is met and verified, publish
    `{completion}` instead.
 """
+)
 
 
 @dataclass
@@ -181,15 +210,10 @@ def convert_ralph(data: Mapping[str, Any], *, source: str = "ralph.yml") -> Ralp
     loop["hats"] = ["hats"]
 
     backend = _cli_backend(cli, out.notes)
-    if not hats:  # Ralph's solo mode: Ralph works on the objective itself
-        loop["fallback_hat"] = SOLO_HAT
-        start = str(loop.get("starting_event", DEFAULT_STARTING_EVENT))
-        completion = str(loop.get("completion_event", DEFAULT_COMPLETION_EVENT))
-        out.files[Path("hats") / f"{SOLO_HAT}.toml"] = _hat_file(
-            SOLO_HAT, _solo_hat(start, completion)
-        )
-    names = sorted(hats)
-    for name in names:
+    start = str(loop.get("starting_event", DEFAULT_STARTING_EVENT))
+    completion = str(loop.get("completion_event", DEFAULT_COMPLETION_EVENT))
+    tables: dict[str, dict[str, Any]] = {}
+    for name in sorted(hats):
         hat = hats[name]
         if not isinstance(hat, Mapping):
             raise InputError(f"{source}: hats.{name}: not a mapping")
@@ -197,9 +221,17 @@ def convert_ralph(data: Mapping[str, Any], *, source: str = "ralph.yml") -> Ralp
             str(name), hat, cli, default=str(backend["type"]), notes=out.notes, source=source
         )
         if table is not None:
-            out.files[Path("hats") / f"{name}.toml"] = _hat_file(str(name), table)
-    if hats and not out.files:  # every hat left out (the solo hat is for no hats at all)
+            tables[str(name)] = table
+    if hats and not tables:  # every hat left out (the solo hat is for no hats at all)
         raise InputError(f"{source}: no hat has triggers (hatloop needs at least one)")
+    if not hats:  # Ralph's solo mode: Ralph works on the objective itself
+        tables[RALPH_HAT] = _solo_hat(start, completion)
+        loop["fallback_hat"] = RALPH_HAT
+    elif (left := _left_to_ralph(tables, start, completion)) and RALPH_HAT not in tables:
+        tables[RALPH_HAT] = _coordinator(tables, left, completion)
+        loop["fallback_hat"] = RALPH_HAT
+    for name, table in tables.items():
+        out.files[Path("hats") / f"{name}.toml"] = _hat_file(name, table)
     out.files[Path("loop.toml")] = _loop_file(loop, backend, Path(source).name)
     for text in out.files.values():
         tomllib.loads(text)  # what is written always parses
@@ -217,6 +249,54 @@ def _solo_hat(start: str, completion: str) -> dict[str, Any]:
         "default_publishes": SOLO_NEXT,
         "instructions": _SOLO_INSTRUCTIONS.format(
             loop=_LOOP, next=SOLO_NEXT, completion=completion
+        ),
+    }
+
+
+def _left_to_ralph(
+    tables: Mapping[str, Mapping[str, Any]], start: str, completion: str
+) -> list[str]:
+    """The topics Ralph, the coordinator, would take: the starting event when no hat is
+    triggered by it, and what the hats publish that no hat is triggered by."""
+    triggers = [t for table in tables.values() for t in table["triggers"]]
+    left = [] if any(topic_matches(t, start) for t in triggers) else [start]
+    for table in tables.values():
+        for topic in map(str, table.get("publishes") or []):
+            if (
+                topic not in left
+                and is_valid_topic(topic)  # a pattern: the fallback takes what it matches
+                and not is_reserved(topic, completion)
+                and not any(topic_matches(t, topic) for t in triggers)
+            ):
+                left.append(topic)
+    return left
+
+
+def _coordinator(
+    tables: Mapping[str, Mapping[str, Any]], left: list[str], completion: str
+) -> dict[str, Any]:
+    """Ralph, the coordinator of a hat collection that counts on one: triggered by
+    ``left`` (and, as the loop's fallback, by any event no hat takes), it hands the work
+    to the hats one event at a time and completes the loop."""
+    handoffs = [
+        str(t)
+        for table in tables.values()
+        for t in table["triggers"]
+        if is_valid_topic(str(t)) and not is_reserved(str(t), completion)
+    ]
+    roster = "\n".join(
+        f"- `{name}`"
+        + (f" ({table['description']})" if table.get("description") else "")
+        + ": triggered by "
+        + ", ".join(f"`{t}`" for t in table["triggers"])
+        for name, table in tables.items()
+    )
+    return {
+        "description": "Ralph, the coordinator: hands the work to the hats",
+        "triggers": left,
+        "publishes": [*dict.fromkeys(handoffs), completion],
+        "instructions": _COORDINATOR_INSTRUCTIONS.format(
+            loop=_LOOP, roster=roster, completion=completion
         ),
     }
 

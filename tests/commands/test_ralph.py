@@ -36,6 +36,8 @@ PRESETS = {  # preset -> (completion, required events, the hats in the order the
     ),
     "code-assist": ("LOOP_COMPLETE", 1, ["planner", "builder", "critic", "finalizer"]),
 }
+# Ralph, the coordinator, added for the events no hat of the preset takes
+COORDINATED = {"code-assist": ["build.blocked"], "debug": ["fix.blocked"]}
 
 
 def _loop(*args: str, cwd: Path, path: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -75,7 +77,11 @@ def test_a_ralph_preset_converts_validates_and_runs_to_completion(
     assert config.loop.completion_event == completion
     assert len(config.loop.required_events) == required
     assert config.backend.type == "claude"  # code-assist's kiro is noted, claude written
-    assert sorted(config.hats) == sorted(set(order))
+    coordinator = {"ralph"} if preset in COORDINATED else set()
+    assert sorted(config.hats) == sorted(set(order) | coordinator)
+    if coordinator:
+        assert config.hats["ralph"].triggers == COORDINATED[preset]
+        assert config.loop.fallback_hat == "ralph"
     for hat in config.hats.values():
         assert "ralph emit" not in hat.instructions
         assert "ralph tools task" not in hat.instructions
@@ -316,3 +322,55 @@ def test_a_silent_solo_ralph_runs_again_and_three_silent_turns_are_a_stale_loop(
     assert run.returncode == 3, run.stdout + run.stderr
     summary = json.loads(run.stdout)
     assert (summary["reason"], summary["iterations"]) == ("stale_loop", 3)
+
+
+COORDINATING_AGENT = """\
+import os, subprocess, sys
+prompt = sys.stdin.read()
+if os.environ["LOOP_HAT"] == "builder":
+    topic = "build.done"
+else:
+    open("coordinator.txt", "a").write(prompt)
+    topic = "LOOP_COMPLETE" if "`build.done` from builder" in prompt else "build.task"
+subprocess.run([os.environ["LOOP_PYTHON"], "-m", "loop", "emit", topic, "x"], check=True)
+"""
+
+
+def test_hats_that_count_on_ralph_get_ralph_the_coordinator(tmp_path: Path) -> None:
+    """Hats that leave the starting event, or what they publish, to Ralph (as Ralph's
+    minimal builder and kiro presets do) get a `ralph` coordinator, the loop's fallback,
+    that hands the work to them and completes the loop."""
+    data = {
+        "cli": {"backend": "claude"},
+        "hats": {
+            "builder": {
+                "name": "Builder",
+                "description": "Implements code",
+                "triggers": ["build.task"],
+                "publishes": ["build.done", "build.blocked"],
+            }
+        },
+    }
+    out = convert_ralph(data, source="ralph.yml")
+    ralph = tomllib.loads(out.files[Path("hats/ralph.toml")])["hats"]["ralph"]
+    assert ralph["triggers"] == ["task.start", "build.done", "build.blocked"]
+    assert ralph["publishes"] == ["build.task", "LOOP_COMPLETE"]
+    assert "- `builder` (Implements code): triggered by `build.task`" in ralph["instructions"]
+    for path, text in out.files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text, encoding="utf-8")
+    (tmp_path / "agent.py").write_text(COORDINATING_AGENT, encoding="utf-8")
+    loop_toml = tmp_path / "loop.toml"
+    text = loop_toml.read_text(encoding="utf-8")
+    agent = json.dumps([sys.executable, str(tmp_path / "agent.py")])
+    loop_toml.write_text(
+        text[: text.index("[backend]")] + f'[backend]\ntype = "command"\ncommand = {agent}\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "PROMPT.md").write_text("Build it.\n", encoding="utf-8")
+    run = _loop("run", "-q", "--json", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["reason"], summary["iterations"]) == ("completed", 3)
+    assert summary["activations"] == {"ralph": 2, "builder": 1}
+    assert "You are Ralph, the coordinator." in (tmp_path / "coordinator.txt").read_text()
