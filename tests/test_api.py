@@ -33,16 +33,21 @@ def test_importing_loop_imports_only_its_version() -> None:
     assert out.stdout.strip() == "['loop._version']"
 
 
-def test_the_facade_runs_a_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The docstring's recipe: load a config, run it, read the summary."""
-    monkeypatch.chdir(tmp_path)  # the config's relative paths are the folder's
+def _one_hat_project(root: Path) -> None:
+    """A loop.toml in ``root`` whose one scripted hat completes the loop at once."""
     done = '<event topic=\\"LOOP_COMPLETE\\">ok</event>'
-    (tmp_path / "loop.toml").write_text(
+    (root / "loop.toml").write_text(
         '[loop]\nprompt = "p"\nmax_iterations = 3\n'
         '[hats.a]\ndescription = "a"\ntriggers = ["task.start"]\n'
         f'backend = {{ type = "scripted", outputs = ["{done}"] }}\n',
         encoding="utf-8",
     )
+
+
+def test_the_facade_runs_a_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The docstring's recipe: load a config, run it, read the summary."""
+    monkeypatch.chdir(tmp_path)  # the config's relative paths are the folder's
+    _one_hat_project(tmp_path)
     config = loop.load_config(tmp_path / "loop.toml")
     options = loop.RunOptions(workdir=tmp_path, progress=False, handle_signals=False)
     summary = anyio.run(loop.run_loop, config, options)
@@ -52,13 +57,7 @@ def test_the_facade_runs_a_loop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 def test_configure_logging_keeps_stdout_for_the_program(tmp_path: Path) -> None:
     """A program that runs a loop after ``loop.configure_logging()`` finds hatloop's log
     lines on stderr and its own output alone on stdout."""
-    done = '<event topic=\\"LOOP_COMPLETE\\">ok</event>'
-    (tmp_path / "loop.toml").write_text(
-        '[loop]\nprompt = "p"\nmax_iterations = 3\n'
-        '[hats.a]\ndescription = "a"\ntriggers = ["task.start"]\n'
-        f'backend = {{ type = "scripted", outputs = ["{done}"] }}\n',
-        encoding="utf-8",
-    )
+    _one_hat_project(tmp_path)
     code = (
         "import anyio, loop, pathlib\n"
         "loop.configure_logging()\n"

@@ -55,6 +55,18 @@ def _loop(*args: str, cwd: Path, path: Path | None = None) -> subprocess.Complet
     )
 
 
+def _run_on(root: Path, agent: str) -> None:
+    """Replace the converted ``[backend]`` of ``root/loop.toml`` with a command backend
+    running the Python script ``agent`` (a stand-in for the agent CLI)."""
+    loop_toml = root / "loop.toml"
+    text = loop_toml.read_text(encoding="utf-8")
+    command = json.dumps([sys.executable, agent])
+    loop_toml.write_text(
+        text[: text.index("[backend]")] + f'[backend]\ntype = "command"\ncommand = {command}\n',
+        encoding="utf-8",
+    )
+
+
 @pytest.mark.parametrize("preset", sorted(PRESETS))
 def test_a_ralph_preset_converts_validates_and_runs_to_completion(
     tmp_path: Path, preset: str
@@ -86,13 +98,7 @@ def test_a_ralph_preset_converts_validates_and_runs_to_completion(
         assert "ralph emit" not in hat.instructions
         assert "ralph tools task" not in hat.instructions
 
-    loop_toml = tmp_path / "loop.toml"
-    text = loop_toml.read_text(encoding="utf-8")
-    agent = json.dumps([sys.executable, str(RALPH / "agent.py")])
-    loop_toml.write_text(
-        text[: text.index("[backend]")] + f'[backend]\ntype = "command"\ncommand = {agent}\n',
-        encoding="utf-8",
-    )
+    _run_on(tmp_path, str(RALPH / "agent.py"))
     (tmp_path / "PROMPT.md").write_text("Look into the flaky test.\n", encoding="utf-8")
     run = _loop("run", "-q", "--json", "--session-id", "r", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -235,13 +241,7 @@ def test_ralph_wave_review_runs_three_reviewers_in_parallel_and_one_aggregator(
     assert aggregate is not None and aggregate.mode == "wait_for_all"
     assert aggregate.timeout_seconds == 300
     assert "ralph wave emit" not in config.hats["coordinator"].instructions
-    loop_toml = tmp_path / "loop.toml"
-    text = loop_toml.read_text(encoding="utf-8")
-    agent = json.dumps([sys.executable, str(RALPH / "wave_agent.py")])
-    loop_toml.write_text(
-        text[: text.index("[backend]")] + f'[backend]\ntype = "command"\ncommand = {agent}\n',
-        encoding="utf-8",
-    )
+    _run_on(tmp_path, str(RALPH / "wave_agent.py"))
     (tmp_path / "PROMPT.md").write_text("Review the authentication module.\n", encoding="utf-8")
     run = _loop("run", "-q", "--json", "--session-id", "w", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -270,13 +270,7 @@ def _solo_project(tmp_path: Path) -> tuple[Path, str]:
     the conversion printed."""
     init = _loop("init", "--from-ralph", str(RALPH / "hatless-baseline.yml"), cwd=tmp_path)
     assert init.returncode == 0, init.stderr
-    loop_toml = tmp_path / "loop.toml"
-    text = loop_toml.read_text(encoding="utf-8")
-    agent = json.dumps([sys.executable, str(RALPH / "solo_agent.py")])
-    loop_toml.write_text(
-        text[: text.index("[backend]")] + f'[backend]\ntype = "command"\ncommand = {agent}\n',
-        encoding="utf-8",
-    )
+    _run_on(tmp_path, str(RALPH / "solo_agent.py"))
     (tmp_path / "PROMPT.md").write_text("Implement a fibonacci function.\n", encoding="utf-8")
     return tmp_path, init.stdout
 
@@ -360,13 +354,7 @@ def test_hats_that_count_on_ralph_get_ralph_the_coordinator(tmp_path: Path) -> N
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text, encoding="utf-8")
     (tmp_path / "agent.py").write_text(COORDINATING_AGENT, encoding="utf-8")
-    loop_toml = tmp_path / "loop.toml"
-    text = loop_toml.read_text(encoding="utf-8")
-    agent = json.dumps([sys.executable, str(tmp_path / "agent.py")])
-    loop_toml.write_text(
-        text[: text.index("[backend]")] + f'[backend]\ntype = "command"\ncommand = {agent}\n',
-        encoding="utf-8",
-    )
+    _run_on(tmp_path, str(tmp_path / "agent.py"))
     (tmp_path / "PROMPT.md").write_text("Build it.\n", encoding="utf-8")
     run = _loop("run", "-q", "--json", cwd=tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
