@@ -45,14 +45,7 @@ from loop.errors import InputError
 from loop.events import is_reserved, topic_matches
 from loop.topics import DEFAULT_COMPLETION_EVENT, DEFAULT_STARTING_EVENT, is_valid_topic
 
-__all__ = [
-    "AGENT_BACKENDS",
-    "RALPH_HAT",
-    "SOLO_NEXT",
-    "RalphConversion",
-    "convert_ralph",
-    "rewrite_commands",
-]
+__all__ = ["AGENT_BACKENDS", "RalphConversion", "convert_ralph", "rewrite_commands"]
 
 AGENT_BACKENDS = ("claude", "gemini", "codex")
 _FALLBACK_BACKEND = "claude"
@@ -113,8 +106,8 @@ _CLAUDE = (
 )
 # Ralph's own hat: the solo loop (a configuration without hats), or the coordinator
 # that a hat collection counts on (for its starting event, or events no hat takes)
-RALPH_HAT = "ralph"
-SOLO_NEXT = "ralph.next"
+_RALPH_HAT = "ralph"
+_SOLO_NEXT = "ralph.next"
 _TASKS = """\
 Keep the work in hatloop's tasks: the listTasks, createTask, startTask and
 completeTask tools, or in a shell: `{loop} task list`,
@@ -225,11 +218,17 @@ def convert_ralph(data: Mapping[str, Any], *, source: str = "ralph.yml") -> Ralp
     if hats and not tables:  # every hat left out (the solo hat is for no hats at all)
         raise InputError(f"{source}: no hat has triggers (hatloop needs at least one)")
     if not hats:  # Ralph's solo mode: Ralph works on the objective itself
-        tables[RALPH_HAT] = _solo_hat(start, completion)
-        loop["fallback_hat"] = RALPH_HAT
-    elif (left := _left_to_ralph(tables, start, completion)) and RALPH_HAT not in tables:
-        tables[RALPH_HAT] = _coordinator(tables, left, completion)
-        loop["fallback_hat"] = RALPH_HAT
+        tables[_RALPH_HAT] = _solo_hat(start, completion)
+        loop["fallback_hat"] = _RALPH_HAT
+    elif left := _left_to_ralph(tables, start, completion):
+        if _RALPH_HAT in tables:
+            out.notes.append(
+                f"Ralph, the coordinator ({', '.join(left)}): not added, a hat is named "
+                f"{_RALPH_HAT!r}"
+            )
+        else:
+            tables[_RALPH_HAT] = _coordinator(tables, left, completion)
+            loop["fallback_hat"] = _RALPH_HAT
     for name, table in tables.items():
         out.files[Path("hats") / f"{name}.toml"] = _hat_file(name, table)
     out.files[Path("loop.toml")] = _loop_file(loop, backend, Path(source).name)
@@ -244,11 +243,11 @@ def _solo_hat(start: str, completion: str) -> dict[str, Any]:
     as the loop's fallback it takes any other event too."""
     return {
         "description": "Ralph's solo mode: works on the objective itself, one task a turn",
-        "triggers": [start, SOLO_NEXT],
-        "publishes": [SOLO_NEXT, completion],
-        "default_publishes": SOLO_NEXT,
+        "triggers": [start, _SOLO_NEXT],
+        "publishes": [_SOLO_NEXT, completion],
+        "default_publishes": _SOLO_NEXT,
         "instructions": _SOLO_INSTRUCTIONS.format(
-            loop=_LOOP, next=SOLO_NEXT, completion=completion
+            loop=_LOOP, next=_SOLO_NEXT, completion=completion
         ),
     }
 

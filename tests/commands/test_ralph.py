@@ -362,3 +362,17 @@ def test_hats_that_count_on_ralph_get_ralph_the_coordinator(tmp_path: Path) -> N
     assert (summary["reason"], summary["iterations"]) == ("completed", 3)
     assert summary["activations"] == {"ralph": 2, "builder": 1}
     assert "You are Ralph, the coordinator." in (tmp_path / "coordinator.txt").read_text()
+
+
+def test_a_hat_named_ralph_keeps_its_name_and_the_coordinator_is_noted() -> None:
+    """Ralph's own hat is not added over a hat of that name: the conversion says so."""
+    data = {"hats": {"ralph": {"triggers": ["build.task"], "publishes": ["build.done"]}}}
+    out = convert_ralph(data, source="ralph.yml")
+    assert sorted(str(p) for p in out.files) == ["hats/ralph.toml", "loop.toml"]
+    assert tomllib.loads(out.files[Path("hats/ralph.toml")])["hats"]["ralph"]["triggers"] == [
+        "build.task"
+    ]
+    assert (
+        "Ralph, the coordinator (task.start, build.done): not added, a hat is named 'ralph'"
+        in out.notes
+    )
