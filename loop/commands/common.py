@@ -53,10 +53,8 @@ def sessions_root(flag: str | None) -> tuple[Path, Path]:
         StoreError: a file is where the folder belongs; PathError: a link is (inside
             the project, no link is followed).
     """
-    from loop.config.project import (  # noqa: PLC0415 - on use
-        project_root,
-        tool_settings_from_project,
-    )
+    from loop.config.project import project_root  # noqa: PLC0415 - on use
+    from loop.config.settings import tool_settings_from_project  # noqa: PLC0415 - on use
 
     project = project_root(Path.cwd())
     if flag:

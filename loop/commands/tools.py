@@ -26,7 +26,8 @@ from typing import Any, Literal, NamedTuple
 from pydantic.fields import FieldInfo
 
 from loop import _json
-from loop.config.project import project_root, tool_settings_from_project
+from loop.config.project import project_root
+from loop.config.settings import tool_settings_from_project
 from loop.errors import LoopError, UsageError
 from loop.exits import EXIT_OK
 from loop.locations import DEFAULT_TASKS_FILE

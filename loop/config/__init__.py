@@ -20,19 +20,17 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from loop.config.backends import BackendConfig
     from loop.config.loading import config_from_snapshot, load_config, preset_dir, preset_names
-    from loop.config.models import (
+    from loop.config.models import HatConfig, LoadedConfig, base_digest, config_digest
+    from loop.config.project import find_config, project_root
+    from loop.config.sections import (
         ExperienceSection,
-        HatConfig,
-        LoadedConfig,
         LoopSection,
         McpSection,
         RecordingSection,
         TasksSection,
         ThemesSection,
-        base_digest,
-        config_digest,
     )
-    from loop.config.project import find_config, project_root, tool_settings_from_project
+    from loop.config.settings import tool_settings_from_project
 
 __all__ = [
     "BackendConfig",
@@ -63,22 +61,19 @@ _HOMES = {
     "preset_names": "loading",
     "find_config": "project",
     "project_root": "project",
-    "tool_settings_from_project": "project",
-    **{
-        name: "models"
-        for name in (
+    "tool_settings_from_project": "settings",
+    **dict.fromkeys(("HatConfig", "LoadedConfig", "base_digest", "config_digest"), "models"),
+    **dict.fromkeys(
+        (
             "ExperienceSection",
-            "HatConfig",
-            "LoadedConfig",
             "LoopSection",
             "McpSection",
             "RecordingSection",
             "TasksSection",
             "ThemesSection",
-            "base_digest",
-            "config_digest",
-        )
-    },
+        ),
+        "sections",
+    ),
 }
 
 

@@ -14,15 +14,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from loop.config.backends import BACKEND_TYPES
-from loop.config.models import ConfigFile
 from loop.errors import ConfigError
 
 __all__ = ["FLAGS", "explain", "translate"]
 
 
-def translate(exc: ValidationError, path: Path, model: type[BaseModel] = ConfigFile) -> ConfigError:
-    """The first validation error of ``exc`` as a :class:`ConfigError` naming the file."""
+def translate(exc: ValidationError, path: Path, model: type[BaseModel]) -> ConfigError:
+    """The first validation error of ``exc`` (of ``model``) as a :class:`ConfigError`
+    naming the file."""
     key, message = explain(exc, model)
     return ConfigError(message, file=path, key=key)
 
@@ -43,9 +42,9 @@ def explain(exc: ValidationError, model: type[BaseModel]) -> tuple[str, str]:
         return loc, "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")
     if kind == "union_tag_invalid":
         tag = given.get("type") if isinstance(given, dict) else None
-        return loc, f"unknown backend type {tag!r} (known: {', '.join(BACKEND_TYPES)})"
+        return loc, f"unknown backend type {tag!r} (known: {', '.join(_backend_types())})"
     if kind == "union_tag_not_found":
-        return loc, f"missing key 'type' (one of: {', '.join(BACKEND_TYPES)})"
+        return loc, f"missing key 'type' (one of: {', '.join(_backend_types())})"
     if kind == "missing":
         return loc, "missing required key"
     return loc, _expected(kind, ctx, parts, given, err["msg"])
@@ -102,6 +101,14 @@ def _expected(kind: str, ctx: dict[str, Any], parts: list[str], given: object, m
     return msg.removeprefix("Value error, ")
 
 
+def _backend_types() -> tuple[str, ...]:
+    """The backend types: only an error under a ``backend`` key asks, and then the
+    backends' models are being validated, so importing them costs nothing more."""
+    from loop.config.backends import BACKEND_TYPES  # noqa: PLC0415 - start-up
+
+    return BACKEND_TYPES
+
+
 def _key_parts(loc: tuple[int | str, ...]) -> list[str]:
     """The key path of an error's location, without pydantic's own steps (validator
     names, and the backend type a tagged union adds after ``backend``)."""
@@ -110,7 +117,7 @@ def _key_parts(loc: tuple[int | str, ...]) -> list[str]:
         text = str(p)
         if text.startswith(("function-", "tagged-")):
             continue
-        if parts and parts[-1] == "backend" and text in (*BACKEND_TYPES, "replay"):
+        if parts and parts[-1] == "backend" and text in (*_backend_types(), "replay"):
             continue
         parts.append(text)
     return parts

@@ -22,17 +22,10 @@ from loop.config.backends import (
     stand_in_output,
 )
 from loop.config.explain import FLAGS, explain, translate
-from loop.config.models import (
-    ConfigFile,
-    ExperienceSection,
-    HatConfig,
-    HatFile,
-    LoadedConfig,
-    LoopSection,
-    TasksSection,
-    ThemesSection,
-)
+from loop.config.models import ConfigFile, HatConfig, HatFile, LoadedConfig
 from loop.config.project import DEFAULT_CONFIG_NAME, find_config, load_toml
+from loop.config.sections import ExperienceSection, LoopSection, TasksSection, ThemesSection
+from loop.config.settings import read_config_file
 from loop.config.topology import validate_topology
 from loop.errors import ConfigError, UsageError
 
@@ -106,11 +99,7 @@ def load_config(
         else:
             config, builtin = preset_dir("default") / DEFAULT_CONFIG_NAME, True
     path = config.resolve() if config.exists() else config
-    raw = load_toml(path)
-    try:
-        parsed = ConfigFile.model_validate(raw)
-    except ValidationError as exc:
-        raise translate(exc, path) from exc
+    parsed = read_config_file(path)
     base = path.parent
     overrides = dict(overrides or {})
     backend_type = overrides.pop("backend", None)
@@ -294,7 +283,7 @@ def config_from_snapshot(
             }
         )
     except ValidationError as exc:
-        raise translate(exc, Path(source)) from exc
+        raise translate(exc, Path(source), ConfigFile) from exc
     loaded = LoadedConfig(
         loop=parsed.loop,
         backend=parsed.backend,

@@ -14,31 +14,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from loop.config.backends import BackendConfig, ScriptedConfig
-from loop.events import is_valid_pattern, is_valid_topic
-from loop.locations import (
-    DEFAULT_EXPERIENCES_DIR,
-    DEFAULT_SESSIONS_DIR,
-    DEFAULT_TASKS_FILE,
-    DEFAULT_WORKSPACE,
+from loop.config.sections import (
+    ExperienceSection,
+    LoopSection,
+    McpSection,
+    ProjectFile,
+    RecordingSection,
+    Strict,
+    TasksSection,
+    ThemesSection,
 )
+from loop.events import is_valid_pattern, is_valid_topic
 from loop.records import HatTopology, LimitSettings
-from loop.topics import DEFAULT_COMPLETION_EVENT, DEFAULT_STARTING_EVENT
 
 __all__ = [
     "AggregateConfig",
     "ConfigFile",
-    "ExperienceSection",
     "HatConfig",
     "HatFile",
     "LoadedConfig",
-    "LoopSection",
-    "McpSection",
-    "RecordingSection",
-    "TasksSection",
-    "ThemesSection",
     "base_digest",
     "config_digest",
     "limit_settings",
@@ -46,110 +43,7 @@ __all__ = [
 ]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LoopSection(_Strict):
-    """``[loop]``: the objective, the starting and completion events, the limits, the
-    completion rules and the budgets."""
-
-    prompt: str | None = None
-    prompt_file: str | None = None
-    starting_event: str = DEFAULT_STARTING_EVENT
-    completion_event: str = DEFAULT_COMPLETION_EVENT
-    max_iterations: int = Field(default=50, ge=1)
-    max_runtime_seconds: float = Field(default=3600, gt=0)
-    iteration_timeout_seconds: float = Field(default=600, gt=0)
-    idle_timeout_seconds: float | None = Field(default=None, gt=0)
-    max_consecutive_failures: int = Field(default=3, ge=1)
-    stale_threshold: int = Field(default=3, ge=2)
-    max_cost_usd: float | None = Field(default=None, gt=0)
-    max_tokens: int | None = Field(default=None, ge=1)
-    max_wait_seconds: float = Field(default=3600, ge=0)
-    max_parallel: int = Field(default=1, ge=1)
-    required_events: list[str] = Field(default_factory=list)
-    cancellation_event: str | None = None
-    strict_publishes: bool = False
-    guardrails: list[str] = Field(default_factory=list)
-    hats: list[str] = Field(default_factory=list)
-    fallback_hat: str | None = None
-    durable: bool = True
-    sessions_dir: str = DEFAULT_SESSIONS_DIR
-
-    @field_validator("starting_event", "completion_event", "cancellation_event")
-    @classmethod
-    def _topic(cls, v: str | None) -> str | None:
-        if v is not None and not is_valid_topic(v):
-            raise ValueError(f"not a valid topic: {v!r}")
-        return v
-
-    @field_validator("required_events")
-    @classmethod
-    def _topics(cls, v: list[str]) -> list[str]:
-        for t in v:
-            if not is_valid_topic(t):
-                raise ValueError(f"not a valid topic: {t!r}")
-        return v
-
-
-# ``enabled`` of a domain (tasks, themes, experience): true or false as written; left out,
-# it is true when the domain's section is in loop.toml (configured), else None: the
-# domain is on once it is used (see docs/configuration.md).
-ENABLED_HELP = "true: on; false: off; unset: on when its section is written or it is used"
-
-
-class TasksSection(_Strict):
-    """``[tasks]``: the task store the loop and its agents share."""
-
-    enabled: StrictBool | None = Field(default=None, description=ENABLED_HELP)
-    file: str = DEFAULT_TASKS_FILE
-    block_completion: bool = True
-
-
-class ThemesSection(_Strict):
-    """``[themes]``: the theme workspace; every iteration is a heartbeat."""
-
-    enabled: StrictBool | None = Field(default=None, description=ENABLED_HELP)
-    workspace: str = DEFAULT_WORKSPACE
-
-
-class ExperienceSection(_Strict):
-    """``[experience]``: where experiences are exported."""
-
-    enabled: StrictBool | None = Field(default=None, description=ENABLED_HELP)
-    base_directory: str = DEFAULT_EXPERIENCES_DIR
-    export_on_complete: bool = False
-
-
-class RecordingSection(_Strict):
-    """``[recording]``: the session recording's cap and redaction."""
-
-    max_bytes: int = Field(default=100 * 1024 * 1024, ge=1024)
-    redact_secrets: bool = True
-
-
-class McpSection(_Strict):
-    """``[mcp]``: whether the loop serves hatloop's tools to its agents over MCP.
-
-    ``serve = "auto"`` (the default) serves them on a loopback endpoint while the loop
-    runs when a hat's backend hands its agent hatloop's tools (``claude`` with
-    ``mcp = true``); ``true`` always (for agents of your own, which find the endpoint in
-    ``LOOP_MCP_URL`` and ``LOOP_MCP_TOKEN``); ``false`` never (the ``claude`` backend then
-    starts ``python -m loop mcp`` over stdio for each iteration instead).
-    """
-
-    serve: StrictBool | Literal["auto"] = "auto"
-
-    @field_validator("serve", mode="before")
-    @classmethod
-    def _serve(cls, v: object) -> object:
-        if v is True or v is False or v == "auto":
-            return v
-        raise ValueError(f'serve must be true, false or "auto", not {v!r}')
-
-
-class AggregateConfig(_Strict):
+class AggregateConfig(Strict):
     """A hat's ``aggregate``: it runs once on a wave's results (``wait_for_all``), or on
     the first (``first``) or the first ``count`` (``quorum``), waiting at most
     ``timeout_seconds`` for the wave."""
@@ -167,7 +61,7 @@ class AggregateConfig(_Strict):
         return self
 
 
-class HatConfig(_Strict):
+class HatConfig(Strict):
     """One hat: a persona triggered by events, publishing events."""
 
     name: str | None = None
@@ -218,20 +112,14 @@ class HatConfig(_Strict):
         return v
 
 
-class ConfigFile(_Strict):
-    """A whole ``loop.toml``."""
+class ConfigFile(ProjectFile):
+    """A whole ``loop.toml``, its backend and hats validated too (what a run reads)."""
 
-    loop: LoopSection = Field(default_factory=LoopSection)
     backend: BackendConfig = Field(default_factory=ScriptedConfig)
     hats: dict[str, HatConfig] = Field(default_factory=dict)
-    tasks: TasksSection = Field(default_factory=TasksSection)
-    themes: ThemesSection = Field(default_factory=ThemesSection)
-    experience: ExperienceSection = Field(default_factory=ExperienceSection)
-    recording: RecordingSection = Field(default_factory=RecordingSection)
-    mcp: McpSection = Field(default_factory=McpSection)
 
 
-class HatFile(_Strict):
+class HatFile(Strict):
     """A hat file: ``[hats.NAME]`` tables only."""
 
     hats: dict[str, HatConfig]

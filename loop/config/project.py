@@ -1,9 +1,8 @@
-"""The project's ``loop.toml`` as plain data: found, read and parsed, with no models.
+"""The project's ``loop.toml`` found and parsed as TOML, with no models.
 
-What the tool commands (``task``, ``theme``, ``experience``, ``export``, ``sessions``)
-need from it is where the tools' files live, so they read it here without importing
-the configuration's models (:mod:`loop.config.loading` validates a whole configuration
-for a run, and reads files through :func:`load_toml` too).
+Finding the file (:func:`find_config`) and reading TOML (:func:`load_toml`, for the
+hat files too) cost no model import; :mod:`loop.config.settings` validates what is
+read, for a run and for the tool commands alike.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ __all__ = [
     "find_config",
     "load_toml",
     "project_root",
-    "tool_settings_from_project",
 ]
 
 DEFAULT_CONFIG_NAME = "loop.toml"
@@ -86,33 +84,3 @@ def load_toml(path: Path) -> dict[str, Any]:
     if too_deep(data, MAX_TOML_DEPTH):
         raise ConfigError(f"nested deeper than {MAX_TOML_DEPTH} levels", file=path)
     return data
-
-
-def tool_settings_from_project(root: Path, config: str | None = None) -> dict[str, str]:
-    """Where the tool files live according to ``loop.toml`` (or ``config``), if any.
-
-    Returns keys ``tasks_file``, ``workspace``, ``experiences_base`` and ``sessions_dir``
-    for the settings present; relative paths resolve against where the loop runs: the
-    folder of the ``loop.toml`` found from ``root`` (:func:`find_config`), or ``root``
-    with ``config`` given.
-    """
-    if config:
-        path = Path(config)
-    else:
-        found = find_config(root)
-        if found is None:
-            return {}
-        path, root = found, found.parent
-    data = load_toml(path)
-    base = root.resolve()
-    out: dict[str, str] = {}
-    for section, key, name in (
-        ("tasks", "file", "tasks_file"),
-        ("themes", "workspace", "workspace"),
-        ("experience", "base_directory", "experiences_base"),
-        ("loop", "sessions_dir", "sessions_dir"),
-    ):
-        value = data.get(section, {}).get(key) if isinstance(data.get(section), dict) else None
-        if isinstance(value, str) and value:
-            out[name] = str(base / value)
-    return out

@@ -272,6 +272,7 @@ def test_sigint_stops_the_run_gracefully_with_exit_130(tmp_path: Path) -> None:
     assert st["status"] == "interrupted" and st["resume_command"]
 
 
+@pytest.mark.parametrize("project", [False, True], ids=["no-loop.toml", "loop.toml"])
 @pytest.mark.parametrize(
     ("argv", "domain"),
     [
@@ -281,10 +282,13 @@ def test_sigint_stops_the_run_gracefully_with_exit_130(tmp_path: Path) -> None:
     ],
 )
 def test_a_tool_command_imports_its_own_domain_only(
-    tmp_path: Path, argv: list[str], domain: str
+    tmp_path: Path, argv: list[str], domain: str, project: bool
 ) -> None:
-    """A tool command starts without the other domains, the engine, the config models,
-    the MCP SDK and, unless something logs, structlog (what keeps it fast)."""
+    """A tool command starts without the other domains, the engine, the backends' and
+    hats' models, the MCP SDK and, unless something logs, structlog (what keeps it
+    fast); with a loop.toml, it reads it through the sections' models alone."""
+    if project:
+        assert loop("init", cwd=tmp_path).returncode == 0
     code = (
         "import sys\n"
         "from loop.cli import main\n"
@@ -303,10 +307,40 @@ def test_a_tool_command_imports_its_own_domain_only(
     loaded = set(res.stderr.split())
     assert any(m.startswith(domain) for m in loaded)
     others = {"loop.tasks", "loop.themes", "loop.experience"} - {domain}
-    heavy = ("loop.engine", "loop.config.models", "loop.backends", "mcp", "anyio")
+    heavy = ("loop.engine", "loop.config.models", "loop.config.backends", "loop.backends")
+    heavy += ("mcp", "anyio")
     if domain == "loop.tasks":
         heavy += ("structlog",)
     assert [m for m in loaded if m.startswith((*others, *heavy))] == []
+    assert ("loop.config.sections" in loaded) == project
+
+
+@pytest.mark.parametrize(
+    ("toml", "message"),
+    [
+        ('[tasks]\nfiel = "x.json"\n', "tasks.fiel: unknown key (did you mean 'file'?)"),
+        (
+            "[loop]\nmax_iteration = 5\n",
+            "loop.max_iteration: unknown key (did you mean 'max_iterations'?)",
+        ),
+        ("[taks]\n", "taks: unknown key (did you mean 'tasks'?)"),
+        ("[themes]\nworkspace = 3\n", "themes.workspace: expected a string, got 3"),
+    ],
+)
+def test_tool_commands_read_loop_toml_as_strictly_as_run(
+    tmp_path: Path, toml: str, message: str
+) -> None:
+    """One reader: what `run` refuses in loop.toml, `task list`, `theme status`,
+    `experience list` and `status` refuse too, with the same one-line error (exit 2)."""
+    (tmp_path / "loop.toml").write_text(toml, encoding="utf-8")
+    expected = f"{tmp_path / 'loop.toml'}: {message}"
+    run = loop("run", "-q", cwd=tmp_path)
+    assert (run.returncode, run.stderr.splitlines()[-1]) == (2, f"error: {expected}")
+    for argv in (["task", "list"], ["theme", "status"], ["experience", "list"]):
+        res = loop(*argv, cwd=tmp_path)
+        assert (res.returncode, res.stderr) == (2, f"error: config_error: {expected}\n"), argv
+    status = loop("status", cwd=tmp_path)
+    assert (status.returncode, status.stderr) == (2, f"error: {expected}\n")
 
 
 def test_a_tool_command_reports_every_error_with_its_code(tmp_path: Path) -> None:
