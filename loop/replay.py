@@ -350,15 +350,15 @@ def replay_paths(header: HeaderRecord, ctx: ToolContext) -> PathMap:
 
     locations = {
         "workdir": (workdir, ctx.root),
-        "workspace": (recorded("themes", "workspace", ".loop/works"), ctx.workspace),
+        "workspace": (recorded("themes", "workspace", DEFAULT_WORKSPACE), ctx.workspace),
         "experiences": (
-            recorded("experience", "base_directory", ".loop/experiences"),
+            recorded("experience", "base_directory", DEFAULT_EXPERIENCES_DIR),
             ctx.experiences_base,
         ),
-        "sessions": (recorded("loop", "sessions_dir", ".loop/sessions"), ctx.sessions_dir),
+        "sessions": (recorded("loop", "sessions_dir", DEFAULT_SESSIONS_DIR), ctx.sessions_dir),
     }
     if ctx.tasks_file is not None:
-        locations["tasks"] = (recorded("tasks", "file", ".loop/tasks.json"), ctx.tasks_file)
+        locations["tasks"] = (recorded("tasks", "file", DEFAULT_TASKS_FILE), ctx.tasks_file)
     return PathMap.of(locations)
 
 
