@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    config = load_from_args(args)
+    config = load_from_args(args, prompt=False)  # a missing objective is one of the checks
     record = Path(args.record_session) if args.record_session else None
     checks = preflight(config, recording=record)
     failed = sum(c.status == "fail" for c in checks)

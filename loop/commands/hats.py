@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _list(args: argparse.Namespace) -> int:
-    config = load_from_args(args)
+    config = load_from_args(args, prompt=False)  # the hats, not the objective
     rows = [("HAT", "TRIGGERS", "PUBLISHES", "BACKEND", "MAX")]
     for name, hat in config.hats.items():
         rows.append(
@@ -56,7 +56,7 @@ def _list(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from loop.session.preflight import backend_checks  # noqa: PLC0415 - imports hats' modules
 
-    config = load_from_args(args)
+    config = load_from_args(args, prompt=False)  # the hats, not the objective
     hint = f"{prog_name()} doctor shows every check"
     if report_checks(backend_checks(config), hint=hint):
         return EXIT_USAGE
@@ -70,7 +70,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _graph(args: argparse.Namespace) -> int:
-    config = load_from_args(args)
+    config = load_from_args(args, prompt=False)  # the hats, not the objective
     start, comp = config.loop.starting_event, config.loop.completion_event
     starters = [
         n for n, h in config.hats.items() if any(topic_matches(t, start) for t in h.triggers)

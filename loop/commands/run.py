@@ -116,12 +116,13 @@ def _readable_prompt_file(raw: str) -> Path:
     return path
 
 
-def load_from_args(args: argparse.Namespace) -> LoadedConfig:
-    """Load the configuration the flags describe."""
+def load_from_args(args: argparse.Namespace, *, prompt: bool = True) -> LoadedConfig:
+    """Load the configuration the flags describe (``prompt``: see :func:`load_config`)."""
     return load_config(
         Path(args.config) if args.config else None,
         hats=[Path(h) for h in args.hats] if args.hats else None,
         overrides=overrides_from(args),
+        prompt=prompt,
     )
 
 

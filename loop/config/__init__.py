@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from loop.config.backends import BackendConfig
-    from loop.config.loading import config_from_snapshot, load_config, preset_dir, preset_names
+    from loop.config.loading import (
+        config_from_snapshot,
+        load_config,
+        preset_dir,
+        preset_names,
+        read_prompt,
+    )
     from loop.config.models import HatConfig, LoadedConfig, base_digest, config_digest
     from loop.config.project import find_config, project_root
     from loop.config.sections import (
@@ -50,6 +56,7 @@ __all__ = [
     "preset_dir",
     "preset_names",
     "project_root",
+    "read_prompt",
     "tool_settings_from_project",
 ]
 
@@ -59,6 +66,7 @@ _HOMES = {
     "load_config": "loading",
     "preset_dir": "loading",
     "preset_names": "loading",
+    "read_prompt": "loading",
     "find_config": "project",
     "project_root": "project",
     "tool_settings_from_project": "settings",

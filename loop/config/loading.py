@@ -36,6 +36,7 @@ __all__ = [
     "load_config",
     "preset_dir",
     "preset_names",
+    "read_prompt",
 ]
 
 
@@ -74,6 +75,7 @@ def load_config(
     root: Path | None = None,
     hats: list[Path] | None = None,
     overrides: dict[str, Any] | None = None,
+    prompt: bool = True,
 ) -> LoadedConfig:
     """Load and validate the loop configuration.
 
@@ -86,6 +88,9 @@ def load_config(
         hats: hat files or folders replacing ``[loop] hats``.
         overrides: ``[loop]`` keys from the command line (prompt, max_iterations...),
             plus ``backend`` (a type name applied to every hat).
+        prompt: ``False``: the objective is not read (``prompt`` is empty), for a
+            command that looks at the configuration without running it (``hats list``,
+            ``doctor``, which checks it with :func:`read_prompt`).
 
     Raises:
         ConfigError: naming the file and the key.
@@ -141,7 +146,7 @@ def load_config(
     backend = parsed.backend
     if backend_type is not None:
         backend, all_hats = _force_backend(backend_type, all_hats, loop.completion_event)
-    prompt = _prompt(loop, base, root, path)
+    objective = _prompt(loop, base, root, path) if prompt else ""
     loaded = LoadedConfig(
         loop=loop,
         backend=_resolve_backend_paths(backend, base),
@@ -150,7 +155,7 @@ def load_config(
         themes=_themes(parsed, all_hats, backend),
         experience=_configured(parsed, "experience", parsed.experience),
         recording=parsed.recording,
-        prompt=prompt,
+        prompt=objective,
         base_dir=base,
         source=str(path),
         hat_sources=sources,
@@ -209,6 +214,16 @@ def _force_backend(
         )
     backend = models[kind]()
     return backend, {n: h.model_copy(update={"backend": backend}) for n, h in hats.items()}
+
+
+def read_prompt(config: LoadedConfig) -> str:
+    """The objective of ``config`` (a ``[loop] prompt``, its ``prompt_file`` or the
+    project's ``PROMPT.md``), read as :func:`load_config` reads it.
+
+    Raises:
+        ConfigError: there is none, or its file cannot be read.
+    """
+    return _prompt(config.loop, config.base_dir, config.root, Path(config.source))
 
 
 def _prompt(loop: LoopSection, base: Path, root: Path, path: Path) -> str:

@@ -3,6 +3,7 @@
 ``hatloop doctor`` prints these checks; ``hatloop run`` runs them first (``--no-preflight``
 skips them) and stops with exit 2 on a failure. Each check is fast and calls no agent:
 
+* the objective is there (``[loop] prompt``, its ``prompt_file`` or ``PROMPT.md``);
 * every hat has a backend (its own, or a default ``[backend]``);
 * each agent or command backend's program is found (on ``PATH``, or as a path);
 * each Python hat's ``module:function`` imports;
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from loop.backends.python_hat import resolve_target
-from loop.config import LoadedConfig
+from loop.config import LoadedConfig, read_prompt
 from loop.config.backends import (
     BackendConfig,
     ClaudeConfig,
@@ -33,8 +34,16 @@ from loop.config.backends import (
     GeminiConfig,
     PythonConfig,
 )
+from loop.errors import ConfigError
 
-__all__ = ["Check", "CheckStatus", "backend_checks", "folder_checks", "preflight"]
+__all__ = [
+    "Check",
+    "CheckStatus",
+    "backend_checks",
+    "folder_checks",
+    "objective_check",
+    "preflight",
+]
 
 CheckStatus = Literal["ok", "warn", "fail"]
 
@@ -43,7 +52,7 @@ CheckStatus = Literal["ok", "warn", "fail"]
 class Check:
     """One check's result: what was checked, for whom, and what was found."""
 
-    what: str  # "backend", "program", "python", "credentials", "folder"
+    what: str  # "prompt", "backend", "program", "python", "credentials", "folder"
     subject: str  # "hat planner", "sessions", "recording"...
     status: CheckStatus
     detail: str
@@ -84,7 +93,21 @@ _AGENTS: dict[str, _Needs] = {
 
 def preflight(config: LoadedConfig, *, recording: Path | None = None) -> list[Check]:
     """Every check for a run of ``config`` (and its recording, if any), in order."""
-    return [*backend_checks(config), *folder_checks(config, recording=recording)]
+    return [
+        objective_check(config),
+        *backend_checks(config),
+        *folder_checks(config, recording=recording),
+    ]
+
+
+def objective_check(config: LoadedConfig) -> Check:
+    """The objective: where it comes from, or why there is none."""
+    try:
+        text = read_prompt(config)
+    except ConfigError as exc:
+        return Check("prompt", "objective", "fail", exc.message)
+    where = "[loop] prompt" if config.loop.prompt else config.loop.prompt_file or "PROMPT.md"
+    return Check("prompt", "objective", "ok", f"{where} ({len(text)} characters)")
 
 
 def backend_checks(config: LoadedConfig) -> list[Check]:

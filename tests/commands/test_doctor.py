@@ -82,6 +82,7 @@ def test_doctor_passes_a_runnable_config(tmp_path: Path) -> None:
     (tmp_path / "loop.toml").write_text(HATS.format(program="true", loop_extra=""), "utf-8")
     res = _cli("doctor", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
+    assert "ok    prompt      objective: [loop] prompt (1 characters)" in res.stdout
     assert "ok    program     hat tool: true (" in res.stdout
     assert "ok    folder      sessions: " in res.stdout
     assert res.stdout.rstrip().endswith("0 failed")
@@ -138,3 +139,32 @@ def test_hats_validate_fails_a_hat_without_a_backend_or_program(tmp_path: Path) 
     )
     res = _cli("hats", "validate", cwd=tmp_path)
     assert res.returncode == 2 and "no-such-agent-xyz: not found on PATH" in res.stderr
+
+
+def test_without_an_objective_doctor_lists_it_and_the_hats_commands_work(
+    tmp_path: Path,
+) -> None:
+    """A project with no prompt yet (as `init --from-ralph` leaves one): doctor names the
+    missing objective among its checks (exit 2) instead of stopping at it; `hats list`,
+    `graph` and `validate` look at the hats, which need none; `run` refuses."""
+    toml = HATS.format(program="true", loop_extra="").replace('prompt = "x"\n', "")
+    (tmp_path / "loop.toml").write_text(toml, encoding="utf-8")
+    res = _cli("doctor", cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "fail  prompt      objective: " in res.stdout
+    assert "no prompt: set [loop] prompt or prompt_file, add PROMPT.md" in res.stdout
+    assert "ok    program     hat tool: true (" in res.stdout  # the other checks still run
+    for argv, shown in (
+        (["hats", "list"], "tool"),
+        (["hats", "graph"], "task.start → tool"),
+        (["hats", "validate"], "ok: 1 hat(s)"),
+    ):
+        listed = _cli(*argv, cwd=tmp_path)
+        assert listed.returncode == 0, (argv, listed.stderr)
+        assert shown in listed.stdout, argv
+    run = _cli("run", "-q", cwd=tmp_path)
+    assert run.returncode == 2 and "no prompt" in run.stderr
+    (tmp_path / "PROMPT.md").write_text("Fix the flaky test.\n", encoding="utf-8")
+    res = _cli("doctor", cwd=tmp_path)
+    assert res.returncode == 0
+    assert "ok    prompt      objective: PROMPT.md (20 characters)" in res.stdout
