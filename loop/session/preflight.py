@@ -41,7 +41,6 @@ __all__ = [
     "CheckStatus",
     "backend_checks",
     "folder_checks",
-    "objective_check",
     "preflight",
 ]
 
@@ -94,16 +93,17 @@ _AGENTS: dict[str, _Needs] = {
 def preflight(config: LoadedConfig, *, recording: Path | None = None) -> list[Check]:
     """Every check for a run of ``config`` (and its recording, if any), in order."""
     return [
-        objective_check(config),
+        _objective_check(config),
         *backend_checks(config),
         *folder_checks(config, recording=recording),
     ]
 
 
-def objective_check(config: LoadedConfig) -> Check:
-    """The objective: where it comes from, or why there is none."""
+def _objective_check(config: LoadedConfig) -> Check:
+    """The objective: where it comes from, or why there is none (read here only when
+    the configuration was loaded without it, as ``doctor`` loads it)."""
     try:
-        text = read_prompt(config)
+        text = config.prompt or read_prompt(config)
     except ConfigError as exc:
         return Check("prompt", "objective", "fail", exc.message)
     where = "[loop] prompt" if config.loop.prompt else config.loop.prompt_file or "PROMPT.md"
