@@ -21,6 +21,7 @@ __all__ = [
     "print_json",
     "report_checks",
     "run_async",
+    "run_interruptible",
     "sessions_root",
 ]
 
@@ -31,6 +32,49 @@ def run_async(func: Callable[..., Any], *args: Any) -> Any:
     import anyio  # noqa: PLC0415 - start-up speed, see above
 
     return anyio.run(func, *args, backend="asyncio")
+
+
+def run_interruptible(func: Callable[..., Any], *args: Any) -> Any:
+    """:func:`run_async`, where SIGTERM (a CI job's timeout, ``timeout``, ``kill``)
+    interrupts as Ctrl-C does: the function is cancelled, its cleanup runs (child
+    processes stopped, temporary folders removed, the terminal's status line erased),
+    then :class:`KeyboardInterrupt` is raised: exit 130, ``error: interrupted``."""
+    import signal  # noqa: PLC0415 - see run_async
+
+    import anyio  # noqa: PLC0415 - see run_async
+    import anyio.abc  # noqa: PLC0415 - see run_async
+
+    stopped = False
+
+    async def on_sigterm(
+        scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]
+    ) -> None:
+        nonlocal stopped
+        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+            task_status.started()  # SIGTERM is ours before the function starts
+            async for _ in signals:
+                stopped = True
+                scope.cancel()
+                return
+
+    async def until_sigterm() -> Any:
+        result: Any = None  # cancelled by SIGTERM: KeyboardInterrupt, raised below
+        failure: Exception | None = None
+        async with anyio.create_task_group() as group:
+            await group.start(on_sigterm, group.cancel_scope)
+            try:
+                result = await func(*args)
+            except Exception as exc:  # raised as it is, not inside an exception group
+                failure = exc
+            group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return result
+
+    result = anyio.run(until_sigterm, backend="asyncio")
+    if stopped:
+        raise KeyboardInterrupt
+    return result
 
 
 def print_json(value: Any) -> None:

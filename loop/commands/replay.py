@@ -20,7 +20,7 @@ from typing import TextIO
 
 from loop._fs import atomic_write
 from loop._log import live_line_allowed
-from loop.commands.common import run_async
+from loop.commands.common import run_interruptible
 from loop.commands.replay_suite import (
     InOrder,
     ReplayJob,
@@ -179,7 +179,7 @@ class Progress:
 
 def _replay(args: argparse.Namespace) -> int:
     # the engine, imported when recordings are replayed (not for --help)
-    from loop.commands.replay_pool import run_here, run_workers  # noqa: PLC0415 - start-up
+    from loop.commands.replay_pool import replay_all  # noqa: PLC0415 - start-up
 
     shard = Shard.parse(args.shard) if args.shard else None
     jobs = parse_jobs(args.jobs, cpu_count())
@@ -206,11 +206,8 @@ def _replay(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     progress.start()
     try:
-        if workers > 1:
-            run_async(run_workers, todo, workers, on_outcome)
-        else:
-            run_async(run_here, todo, on_outcome)
-    except KeyboardInterrupt:
+        run_interruptible(replay_all, todo, workers, on_outcome)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the summary of what was done, exit 130
         progress.close()
         elapsed = time.perf_counter() - started
         total = len(problems) + len(todo)

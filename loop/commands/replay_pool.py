@@ -2,22 +2,29 @@
 worker processes (:mod:`loop.commands.replay_worker`), each replaying one recording at
 a time (``--jobs N``).
 
-Structured: the workers belong to one task group, and leaving it (all done, Ctrl-C, an
-error) stops every worker process before :func:`run_workers` returns or raises. A
-worker that dies (a crash, a signal, the OOM killer) gives a ``crashed`` outcome for the
-recording it was on, with the last lines it wrote to stderr, and a new worker takes the
-rest of its share. Workers run in their own session, so a Ctrl-C at the terminal
-reaches only this process, which stops them.
+Structured: the workers belong to one task group, and leaving it (all done, Ctrl-C or
+SIGTERM, an error) stops every worker process before :func:`run_workers` returns or
+raises. A worker that dies (a crash, a signal, the OOM killer) gives a ``crashed``
+outcome for the recording it was on, with the last lines it wrote to stderr, and a new
+worker takes the rest of its share. Workers run in their own session, so a Ctrl-C at
+the terminal reaches only this process, which stops them.
+
+Each replay works in a temporary folder. The workers' temporary folders are made inside
+one folder this process owns (their ``TMPDIR``) and removes once every worker is gone,
+so a worker stopped or killed mid-replay leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import anyio
 from anyio.abc import Process
@@ -27,7 +34,7 @@ from pydantic import ValidationError
 from loop.commands.replay_suite import ReplayJob, ReplayOutcome
 from loop.commands.replay_worker import replay_outcome
 
-__all__ = ["OnOutcome", "run_here", "run_workers"]
+__all__ = ["OnOutcome", "replay_all", "run_here", "run_workers"]
 
 OnOutcome = Callable[[ReplayOutcome], None]
 
@@ -35,6 +42,14 @@ WORKER = [sys.executable, "-m", "loop.commands.replay_worker"]
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # one outcome line (a long diff is still far below)
 STOP_GRACE = 5.0  # seconds between SIGTERM and SIGKILL when stopping a worker
 TAIL_LINES = 20  # of a worker's stderr, kept for the message when it dies
+
+
+async def replay_all(jobs: Sequence[ReplayJob], workers: int, on_outcome: OnOutcome) -> None:
+    """Replay ``jobs``: here if ``workers`` is 1, else in worker processes."""
+    if workers > 1:
+        await run_workers(jobs, workers, on_outcome)
+    else:
+        await run_here(jobs, on_outcome)
 
 
 async def run_here(jobs: Sequence[ReplayJob], on_outcome: OnOutcome) -> None:
@@ -49,9 +64,11 @@ async def run_workers(jobs: Sequence[ReplayJob], workers: int, on_outcome: OnOut
     for job in jobs:
         send.send_nowait(job)
     send.close()
-    async with receive, anyio.create_task_group() as group:
-        for _ in range(max(1, min(workers, len(jobs)))):
-            group.start_soon(_serve, receive, on_outcome)
+    # removed once the task group is left, when every worker is gone
+    with tempfile.TemporaryDirectory(prefix="hatloop-replay-workers-") as scratch:
+        async with receive, anyio.create_task_group() as group:
+            for _ in range(max(1, min(workers, len(jobs)))):
+                group.start_soon(_serve, receive, on_outcome, Path(scratch))
 
 
 class _Worker:
@@ -65,13 +82,15 @@ class _Worker:
         self.drained = anyio.Event()
 
     @classmethod
-    async def start(cls) -> _Worker:
+    async def start(cls, scratch: Path) -> _Worker:
+        """Start a worker whose temporary folders go inside ``scratch``."""
         proc = await anyio.open_process(
             WORKER,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            env={**os.environ, "TMPDIR": str(scratch)},
         )
         return cls(proc)
 
@@ -162,14 +181,16 @@ class _Worker:
             await self.proc.aclose()
 
 
-async def _serve(receive: anyio.abc.ObjectReceiveStream[ReplayJob], on_outcome: OnOutcome) -> None:
+async def _serve(
+    receive: anyio.abc.ObjectReceiveStream[ReplayJob], on_outcome: OnOutcome, scratch: Path
+) -> None:
     """Take jobs from ``receive`` until none is left, through one worker at a time."""
     worker: _Worker | None = None
     try:
         async with anyio.create_task_group() as drains:
             async for job in receive:
                 if worker is None:
-                    worker = await _Worker.start()
+                    worker = await _Worker.start(scratch)
                     drains.start_soon(worker.drain)
                 outcome = await worker.replay(job)
                 if outcome is None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from loop._log import live_line_allowed, use_colors
-from loop.commands.common import SESSIONS_DIR_HELP, sessions_root
+from loop.commands.common import SESSIONS_DIR_HELP, run_interruptible, sessions_root
 from loop.commands.live import LiveView
 from loop.engine.collect import EVENTS_FILE_NAME
 from loop.engine.lifecycle import spent
@@ -90,7 +90,7 @@ def watch(args: argparse.Namespace) -> int:
     view = LiveView(stream="stdout", live=live, colors=use_colors(args.color, sys.stdout))
     follower = _Follower(paths, view, json=bool(args.json))
     try:
-        return int(anyio.run(follower.run, backend="asyncio"))
+        return int(run_interruptible(follower.run))  # SIGTERM: as Ctrl-C
     finally:
         view.stop()
 

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -187,6 +188,59 @@ def test_ctrl_c_stops_the_workers_and_exits_130(tmp_path: Path) -> None:
             proc.wait()
         for fd in opened:
             os.close(fd)
+
+
+def test_a_worker_killed_mid_replay_leaves_no_temporary_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers SIGKILLed inside a replay (its temporary folder made): each recording is
+    an error row, and the temporary folders they were using are gone with the run."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setenv("HATLOOP_CRASH_AT", "iteration.start:1")  # each worker's first
+    folder = suite(tmp_path / "suite", 3)
+    assert main(["replay", str(folder), "--jobs", "2", "--log-format", "json"]) == 1
+    out = capsys.readouterr().out
+    assert [s for s, _ in verdicts(out)] == ["ERROR"] * 3
+    assert out.count("died (killed by SIGKILL)") == 3
+    assert list(scratch.iterdir()) == []
+
+
+@pytest.mark.parametrize(("signum", "jobs"), [("SIGTERM", 1), ("SIGTERM", 2), ("SIGINT", 2)])
+def test_a_signal_interrupts_with_a_summary_and_leaves_no_temporary_folder(
+    tmp_path: Path, signum: str, jobs: int
+) -> None:
+    """SIGTERM (a CI job's timeout) stops a replay as Ctrl-C does, in this process or in
+    workers: the summary of what was done, exit 130, and no temporary folder left."""
+    folder = suite(tmp_path / "suite", 200)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loop", "replay", str(folder), "--jobs", str(jobs), "-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**ENV, "CI": "true", "TMPDIR": str(scratch)},
+    )
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the first tenth is done: the run is surely in flight
+            if line.startswith("replay: 20/200 done"):
+                break
+        proc.send_signal(getattr(signal, signum))
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "error: interrupted" in err
+    match = re.search(r"^interrupted: (\d+) of 200 recording\(s\) not replayed$", out, re.M)
+    assert match is not None, out
+    assert 0 < int(match[1]) <= 180
+    assert list(scratch.iterdir()) == []
 
 
 def test_a_terminal_shows_a_live_counter(tmp_path: Path) -> None:
