@@ -155,7 +155,8 @@ async def _watch_signals(scope: anyio.CancelScope, received: list[int]) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             received.append(signum)
-            log.warning("signal received: stopping after cleanup", signal=signum)
+            name = signal.Signals(signum).name
+            log.warning("signal received: stopping after cleanup", signal=name)
             scope.cancel()
             return
 
@@ -214,7 +215,7 @@ async def run_loop(
         raise
     if summary is None:
         summary = engine.summary(
-            "interrupted", [f"stopped by signal {received[0]}"] if received else []
+            "interrupted", [f"stopped by {signal.Signals(received[0]).name}"] if received else []
         )
     return summary
 

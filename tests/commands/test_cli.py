@@ -240,8 +240,12 @@ def test_hats_validate_warns_about_unreachable_hats(tmp_path: Path) -> None:
     assert "hat 'island' cannot be reached from 'task.start'" in res.stdout
 
 
-def test_sigint_stops_the_run_gracefully_with_exit_130(tmp_path: Path) -> None:
-    """SIGINT during an iteration: child stopped, journal closed as interrupted, exit 130."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_run_gracefully_with_exit_130(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """SIGINT or SIGTERM during an iteration: child stopped, journal closed as
+    interrupted, the summary names the signal, exit 130."""
     (tmp_path / "loop.toml").write_text(
         '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
         '[hats.slow]\ntriggers = ["task.start"]\n'
@@ -264,10 +268,12 @@ def test_sigint_stops_the_run_gracefully_with_exit_130(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             continue
         pytest.fail(f"loop exited early: {proc.stderr.read() if proc.stderr else ''}")
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
     assert "interrupted" in out
+    assert f"stopped by {signum.name}" in out
+    assert f"signal={signum.name}" in err
     st = json.loads(loop("status", "s", "--json", cwd=tmp_path).stdout)
     assert st["status"] == "interrupted" and st["resume_command"]
 
