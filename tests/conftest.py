@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,12 @@ import structlog
 # point) set in the shell that runs pytest never reach this process or its subprocesses.
 for _name in [k for k in os.environ if k.startswith(("LOOP_", "HATLOOP_")) or k == "FILE_PATH"]:
     del os.environ[_name]
+
+# Hermetic: tests send SIGINT to the CLI as Ctrl-C at a terminal would. A test run started
+# in the background of a non-interactive shell inherits SIGINT ignored, and so would every
+# process it starts (Python keeps an ignored SIGINT ignored): give them the default back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from loop._log import configure_logging  # noqa: E402 - after the environment is clean
 

@@ -162,32 +162,33 @@ def test_ctrl_c_stops_the_workers_and_exits_130(tmp_path: Path) -> None:
     folder = suite(tmp_path / "suite", 3)
     fifo = folder / "r99_fifo.jsonl"
     os.mkfifo(fifo)
-    proc = subprocess.Popen(
+    opened: list[int] = []
+    with subprocess.Popen(
         [sys.executable, "-m", "loop", "replay", str(folder), "--jobs", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=ENV,
-    )
-    opened: list[int] = []
-    opener = threading.Thread(target=lambda: opened.append(os.open(fifo, os.O_WRONLY)), daemon=True)
-    opener.start()
-    opener.join(timeout=90)
-    try:
-        assert opened, "no worker opened the FIFO recording"
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 130, err
-        assert "error: interrupted" in err
-        assert re.search(r"^interrupted: [1-4] of 4 recording\(s\) not replayed$", out, re.M)
-        with pytest.raises(BrokenPipeError):
-            os.write(opened[0], b"{}\n")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for fd in opened:
-            os.close(fd)
+    ) as proc:
+        opener = threading.Thread(
+            target=lambda: opened.append(os.open(fifo, os.O_WRONLY)), daemon=True
+        )
+        opener.start()
+        opener.join(timeout=90)
+        try:
+            assert opened, "no worker opened the FIFO recording"
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 130, err
+            assert "error: interrupted" in err
+            assert re.search(r"^interrupted: [1-4] of 4 recording\(s\) not replayed$", out, re.M)
+            with pytest.raises(BrokenPipeError):
+                os.write(opened[0], b"{}\n")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            for fd in opened:
+                os.close(fd)
 
 
 def test_a_worker_killed_mid_replay_leaves_no_temporary_folder(
@@ -217,24 +218,23 @@ def test_a_signal_interrupts_with_a_summary_and_leaves_no_temporary_folder(
     folder = suite(tmp_path / "suite", 200)
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    proc = subprocess.Popen(
+    with subprocess.Popen(
         [sys.executable, "-m", "loop", "replay", str(folder), "--jobs", str(jobs), "-q"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env={**ENV, "CI": "true", "TMPDIR": str(scratch)},
-    )
-    try:
-        assert proc.stderr is not None
-        for line in proc.stderr:  # the first tenth is done: the run is surely in flight
-            if line.startswith("replay: 20/200 done"):
-                break
-        proc.send_signal(getattr(signal, signum))
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    ) as proc:
+        try:
+            assert proc.stderr is not None
+            for line in proc.stderr:  # the first tenth is done: the run is surely in flight
+                if line.startswith("replay: 20/200 done"):
+                    break
+            proc.send_signal(getattr(signal, signum))
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     assert proc.returncode == 130, err
     assert "error: interrupted" in err
     match = re.search(r"^interrupted: (\d+) of 200 recording\(s\) not replayed$", out, re.M)

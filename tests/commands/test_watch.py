@@ -220,15 +220,19 @@ def test_watch_stopped_by_a_signal_gives_the_terminal_back(
     """SIGTERM stops watch as Ctrl-C does: the status line erased, the cursor shown again,
     ``error: interrupted``, exit 130; the run it followed goes on."""
     run = Child("run", "-q", "--session-id", "t2", cwd=project)
+    term = Terminal("watch", "t2", cwd=project, env=ENV)
     try:
-        term = Terminal("watch", "t2", cwd=project, env=ENV)
         term.expect(r"iteration 1 · worker · \d+:\d\d")
         term.proc.send_signal(signum)
         assert term.finish() == 130
         assert run.proc.poll() is None  # the run is not watch's to stop
     finally:
         (project / "release").touch()
-    assert run.finish() == 0
+        if term.proc.poll() is None:
+            term.proc.kill()
+            term.proc.wait()
+        ran = run.finish()
+    assert ran == 0
     assert term.text.count("\x1b[?25l") == term.text.count("\x1b[?25h") == 1
     assert term.text.rstrip().endswith("error: interrupted")
     last_frame = term.text.rindex("iteration 1 · worker")
