@@ -7,7 +7,7 @@
     2    bad usage or input (arguments, config, files, tool errors)
     3    limit reached (max iterations, max runtime, stale loop, nothing left to do)
     4    replay diverged from its recording
-    130  interrupted (SIGINT or SIGTERM)
+    130  interrupted (SIGINT, SIGTERM or SIGHUP)
 
 An error's exit code is its class's (:mod:`loop.errors` draws them in its tree); a
 session's is its termination reason's (:data:`REASON_EXIT`). A new termination reason
@@ -69,7 +69,7 @@ HELP = """exit codes:
   2    bad usage or input (arguments, config, files, tool errors)
   3    limit reached (max iterations, max runtime, stale loop, nothing left to do)
   4    replay diverged from its recording
-  130  interrupted (SIGINT or SIGTERM)
+  130  interrupted (SIGINT, SIGTERM or SIGHUP)
 """
 
 

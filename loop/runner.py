@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import structlog
 
+from loop._signals import hung_up, stop_signals
 from loop.backends import Backend, build_backend
 from loop.backends.base import OutputObserver
 from loop.bus import EventBus
@@ -152,8 +153,9 @@ def resolve_session(config: LoadedConfig, options: RunOptions) -> SessionPaths:
 
 
 async def _watch_signals(scope: anyio.CancelScope, received: list[int]) -> None:
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    with anyio.open_signal_receiver(*stop_signals()) as signals:
         async for signum in signals:
+            hung_up(signum)
             received.append(signum)
             name = signal.Signals(signum).name
             log.warning("signal received: stopping after cleanup", signal=name)
@@ -164,7 +166,8 @@ async def _watch_signals(scope: anyio.CancelScope, received: list[int]) -> None:
 async def run_loop(
     config: LoadedConfig, options: RunOptions, extra: Sequence[Extension] = ()
 ) -> RunSummary:
-    """Run (or resume) a session to its end; SIGINT/SIGTERM stop it gracefully."""
+    """Run (or resume) a session to its end; SIGINT, SIGTERM and SIGHUP stop it
+    gracefully (see :mod:`loop._signals`)."""
     ctx = tool_context(config, options.workdir)
     paths = resolve_session(config, options)
     exts: list[Extension] = []

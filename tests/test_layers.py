@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop._names",
             "loop._log",
             "loop._prefix",
+            "loop._signals",
             "loop._version",
             "loop.bus",
             "loop.emit",

@@ -35,24 +35,30 @@ def run_async(func: Callable[..., Any], *args: Any) -> Any:
 
 
 def run_interruptible(func: Callable[..., Any], *args: Any) -> Any:
-    """:func:`run_async`, where SIGTERM (a CI job's timeout, ``timeout``, ``kill``)
-    interrupts as Ctrl-C does: the function is cancelled, its cleanup runs (child
-    processes stopped, temporary folders removed, the terminal's status line erased),
-    then :class:`KeyboardInterrupt` is raised: exit 130, ``error: interrupted``."""
+    """:func:`run_async`, where SIGTERM (a CI job's timeout, ``timeout``, ``kill``) and
+    SIGHUP (see :mod:`loop._signals`) interrupt as Ctrl-C does: the function is
+    cancelled, its cleanup runs (child processes stopped, temporary folders removed, the
+    terminal's status line erased), then :class:`KeyboardInterrupt` is raised: exit 130,
+    ``error: interrupted``."""
     import signal  # noqa: PLC0415 - see run_async
 
     import anyio  # noqa: PLC0415 - see run_async
     import anyio.abc  # noqa: PLC0415 - see run_async
 
+    from loop._signals import hung_up, stop_signals  # noqa: PLC0415 - see run_async
+
     stopped = False
+    # SIGINT stays asyncio's: it cancels the function and raises KeyboardInterrupt
+    others = [s for s in stop_signals() if s != signal.SIGINT]
 
     async def on_sigterm(
         scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]
     ) -> None:
         nonlocal stopped
-        with anyio.open_signal_receiver(signal.SIGTERM) as signals:
-            task_status.started()  # SIGTERM is ours before the function starts
-            async for _ in signals:
+        with anyio.open_signal_receiver(*others) as signals:
+            task_status.started()  # the signals are ours before the function starts
+            async for signum in signals:
+                hung_up(signum)
                 stopped = True
                 scope.cancel()
                 return

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -276,6 +277,96 @@ def test_a_signal_stops_the_run_gracefully_with_exit_130(
     assert f"signal={signum.name}" in err
     st = json.loads(loop("status", "s", "--json", cwd=tmp_path).stdout)
     assert st["status"] == "interrupted" and st["resume_command"]
+
+
+HANG_UP_CONFIG = (
+    '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
+    '[hats.slow]\ntriggers = ["task.start"]\n'
+    f'backend = {{ type = "command", command = ["{sys.executable}", "-c", '
+    "\"import os, time, pathlib; pathlib.Path('agent.pid').write_text(str(os.getpid())); "
+    'time.sleep(60)"] }\n'
+)
+
+
+def _agent_pid(folder: Path, proc: subprocess.Popen[bytes]) -> int:
+    """The agent's pid, once it has written it (the run is then inside its iteration)."""
+    for _ in range(600):
+        if (folder / "agent.pid").exists() and (folder / "agent.pid").read_text():
+            return int((folder / "agent.pid").read_text())
+        if proc.poll() is not None:
+            pytest.fail(f"loop exited early with {proc.returncode}")
+        time.sleep(0.1)
+    pytest.fail("the agent never started")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_the_terminal_closing_stops_the_run_and_its_agent(tmp_path: Path) -> None:
+    """The run's terminal hangs up (closed, an SSH connection dropped): SIGHUP stops the
+    run as Ctrl-C does: the agent is stopped, not left running and spending; the journal
+    ends as interrupted; writes to the dead terminal do not cut the stop short."""
+    (tmp_path / "loop.toml").write_text(HANG_UP_CONFIG, encoding="utf-8")
+    master, slave = os.openpty()
+    # the terminal becomes the run's controlling terminal, as a shell's is
+    take_terminal = (
+        "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+        "os.execv(sys.executable, [sys.executable, '-m', 'loop', 'run', '--session-id', 's'])"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", take_terminal],
+        cwd=tmp_path,
+        env={k: v for k, v in ENV.items() if k not in ("CI", "NO_COLOR")},
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
+    os.close(slave)
+    try:
+        agent = _agent_pid(tmp_path, proc)
+        os.close(master)  # the terminal goes away: the kernel sends SIGHUP
+        master = -1
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if master >= 0:
+            os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert _gone(agent)
+    end = json.loads((tmp_path / ".loop/sessions/s/journal.jsonl").read_text().splitlines()[-1])
+    assert (end["kind"], end["reason"]) == ("session.end", "interrupted")
+
+
+def test_a_run_started_with_nohup_outlives_a_hang_up(tmp_path: Path) -> None:
+    """SIGHUP ignored at start (``nohup``): the person asked the run to outlive its
+    terminal, and it does; SIGTERM still stops it."""
+    (tmp_path / "loop.toml").write_text(HANG_UP_CONFIG, encoding="utf-8")
+    with subprocess.Popen(
+        ["nohup", sys.executable, "-m", "loop", "run", "--session-id", "s"],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        try:
+            agent = _agent_pid(tmp_path, proc)
+            proc.send_signal(signal.SIGHUP)
+            with pytest.raises(subprocess.TimeoutExpired):
+                proc.wait(timeout=2)
+            assert not _gone(agent)
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(timeout=60) == 130
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert _gone(agent)
 
 
 @pytest.mark.parametrize("project", [False, True], ids=["no-loop.toml", "loop.toml"])
