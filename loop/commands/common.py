@@ -51,7 +51,7 @@ def run_interruptible(func: Callable[..., Any], *args: Any) -> Any:
     # SIGINT stays asyncio's: it cancels the function and raises KeyboardInterrupt
     others = [s for s in stop_signals() if s != signal.SIGINT]
 
-    async def on_sigterm(
+    async def on_stop_signal(
         scope: anyio.CancelScope, *, task_status: anyio.abc.TaskStatus[None]
     ) -> None:
         nonlocal stopped
@@ -63,11 +63,11 @@ def run_interruptible(func: Callable[..., Any], *args: Any) -> Any:
                 scope.cancel()
                 return
 
-    async def until_sigterm() -> Any:
-        result: Any = None  # cancelled by SIGTERM: KeyboardInterrupt, raised below
+    async def until_stopped() -> Any:
+        result: Any = None  # cancelled by a signal: KeyboardInterrupt, raised below
         failure: Exception | None = None
         async with anyio.create_task_group() as group:
-            await group.start(on_sigterm, group.cancel_scope)
+            await group.start(on_stop_signal, group.cancel_scope)
             try:
                 result = await func(*args)
             except Exception as exc:  # raised as it is, not inside an exception group
@@ -77,7 +77,7 @@ def run_interruptible(func: Callable[..., Any], *args: Any) -> Any:
             raise failure
         return result
 
-    result = anyio.run(until_sigterm, backend="asyncio")
+    result = anyio.run(until_stopped, backend="asyncio")
     if stopped:
         raise KeyboardInterrupt
     return result

@@ -207,7 +207,7 @@ def _replay(args: argparse.Namespace) -> int:
     progress.start()
     try:
         run_interruptible(replay_all, todo, workers, on_outcome)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the summary of what was done, exit 130
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the summary so far, exit 130
         progress.close()
         elapsed = time.perf_counter() - started
         total = len(problems) + len(todo)

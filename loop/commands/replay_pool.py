@@ -2,8 +2,8 @@
 worker processes (:mod:`loop.commands.replay_worker`), each replaying one recording at
 a time (``--jobs N``).
 
-Structured: the workers belong to one task group, and leaving it (all done, Ctrl-C or
-SIGTERM, an error) stops every worker process before :func:`run_workers` returns or
+Structured: the workers belong to one task group, and leaving it (all done, Ctrl-C,
+SIGTERM or SIGHUP, an error) stops every worker process before :func:`run_workers` returns or
 raises. A worker that dies (a crash, a signal, the OOM killer) gives a ``crashed``
 outcome for the recording it was on, with the last lines it wrote to stderr, and a new
 worker takes the rest of its share. Workers run in their own session, so a Ctrl-C at

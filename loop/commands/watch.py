@@ -90,7 +90,7 @@ def watch(args: argparse.Namespace) -> int:
     view = LiveView(stream="stdout", live=live, colors=use_colors(args.color, sys.stdout))
     follower = _Follower(paths, view, json=bool(args.json))
     try:
-        return int(run_interruptible(follower.run))  # SIGTERM: as Ctrl-C
+        return int(run_interruptible(follower.run))  # SIGTERM, SIGHUP: as Ctrl-C
     finally:
         view.stop()
 
