@@ -1,10 +1,11 @@
 """The signals that stop a command gracefully, as Ctrl-C does.
 
 SIGINT (Ctrl-C) and SIGTERM (``kill``, a CI job's timeout) always; SIGHUP (the terminal
-closed, an SSH connection dropped) unless the command was started with it ignored
-(``nohup``), which is how a person asks for a run to outlive its terminal. Without this,
-a hang-up would kill hatloop outright and leave its agents running, and spending, with
-no one to stop them.
+closed, an SSH connection dropped) when it would otherwise kill the process: not when the
+command was started with it ignored (``nohup``, how a person asks for a run to outlive
+its terminal), nor when a program that runs the loop in-process handles it itself.
+Without this, a hang-up would kill hatloop outright and leave its agents running, and
+spending, with no one to stop them.
 
 After a hang-up the terminal is gone: writing to it fails (EIO). :func:`hung_up` points
 the standard streams that were a terminal at ``/dev/null``, so the graceful stop (the
@@ -23,10 +24,10 @@ _terminals = [fd for fd in (1, 2) if os.isatty(fd)]  # at start-up, before any h
 
 
 def stop_signals() -> tuple[signal.Signals, ...]:
-    """SIGINT, SIGTERM, and SIGHUP unless it is ignored."""
+    """SIGINT, SIGTERM, and SIGHUP if its action is still the default (to die)."""
     stops = (signal.SIGINT, signal.SIGTERM)
-    if signal.getsignal(signal.SIGHUP) is signal.SIG_IGN:
-        return stops
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_DFL:
+        return stops  # ignored (nohup), or handled by the program running the loop
     return (*stops, signal.SIGHUP)
 
 
