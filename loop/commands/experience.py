@@ -194,7 +194,7 @@ def _export(args: argparse.Namespace) -> int:
     else:
         note = " (already exported)" if result.already_exported else ""
         print(
-            f"exported {result.conversations} conversations in {result.batches} batches, "
-            f"{result.thoughts} thoughts{note}\n  {result.directory_path}"
+            f"exported {result.conversations} conversation(s) in {result.batches} batch(es), "
+            f"{result.thoughts} thought(s){note}\n  {result.directory_path}"
         )
     return EXIT_OK

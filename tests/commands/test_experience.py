@@ -197,5 +197,10 @@ def test_export_command_exports_a_session(
     out = _json(capsys, "export", "run-1")
     assert out["conversations"] == 1
     assert Path(out["manifest_path"]).is_file()
+    assert _run("export", "run-1") == EXIT_OK  # for a person: counts, then the folder
+    assert capsys.readouterr().out.splitlines() == [
+        "exported 1 conversation(s) in 1 batch(es), 0 thought(s) (already exported)",
+        f"  {Path(out['directory_path'])}",
+    ]
     assert _run("export", "../escape") == EXIT_USAGE
     assert "error:" in capsys.readouterr().err
