@@ -207,7 +207,7 @@ def _summary(journal: SessionJournal, session_id: str) -> ExperienceSummary:
         ai_name=ai_name,
         ai_context=f"hatloop hats: {context}" if context else "hats of a hatloop session",
         experience_summary=(
-            f"hatloop session {session_id}: {len(its)} iterations by {', '.join(ran)}{task}"
+            f"hatloop session {session_id}: {len(its)} iteration(s) by {', '.join(ran)}{task}"
             f" ({failed} failed); it ended with: {reason}."
         ),
         experience_flow=[

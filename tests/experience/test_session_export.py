@@ -189,6 +189,7 @@ def test_manifest_is_filled_from_the_session(ctx: ToolContext, tmp_path: Path) -
     assert manifest["platform"] == "hatloop"
     assert manifest["total_conversations"] == 3
     assert "Build the thing" in manifest["experience_summary"]
+    assert ": 3 iteration(s) by planner, builder" in manifest["experience_summary"]
     assert manifest["experience_flow"] == [
         "1. planner: plan.ready",
         "2. builder: - (failed)",
