@@ -52,7 +52,7 @@ class Check:
     """One check's result: what was checked, for whom, and what was found."""
 
     what: str  # "prompt", "backend", "program", "python", "credentials", "folder"
-    subject: str  # "hat planner", "sessions", "recording"...
+    subject: str  # "hat planner", "hats builder, reviewer", "sessions", "recording"...
     status: CheckStatus
     detail: str
 
@@ -112,21 +112,29 @@ def _objective_check(config: LoadedConfig) -> Check:
 
 def backend_checks(config: LoadedConfig) -> list[Check]:
     """The hats' backends: present, their programs found, their modules importable, their
-    credentials (warnings)."""
+    credentials (warnings). Hats with the same backend are checked once, together
+    (``hats builder, planner: gemini``), as the default ``[backend]`` usually is."""
     checks: list[Check] = []
+    shared: list[tuple[BackendConfig, list[str]]] = []  # in the order the hats come
     for name in config.hats:
-        subject = f"hat {name}"
         if config.hats[name].backend is None and not config.backend_given:
             checks.append(
                 Check(
                     "backend",
-                    subject,
+                    f"hat {name}",
                     "fail",
                     f"no backend: set [hats.{name}.backend] or a default [backend]",
                 )
             )
             continue
         backend = config.hat_backend(name)
+        same = next((names for known, names in shared if known == backend), None)
+        if same is None:
+            shared.append((backend, [name]))
+        else:
+            same.append(name)
+    for backend, names in shared:
+        subject = f"hat {names[0]}" if len(names) == 1 else f"hats {', '.join(names)}"
         checks.append(Check("backend", subject, "ok", backend.type))
         checks.extend(_backend(subject, backend, config.root))
     return checks

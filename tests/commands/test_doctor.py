@@ -112,6 +112,33 @@ def test_doctor_names_each_missing_program_module_backend_key_and_folder(
     assert {c["status"] for c in as_json["checks"]} >= {"ok", "warn", "fail"}
 
 
+def test_hats_on_the_same_backend_are_checked_once_together(tmp_path: Path) -> None:
+    """Three hats on the default [backend] and one on a backend of its own: the shared
+    backend's checks are one line each, naming the three hats; run's error too."""
+    toml = (
+        '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
+        '[experience]\nenabled = false\n[backend]\ntype = "command"\n'
+        'command = ["no-such-agent-xyz"]\n'
+        '[hats.plan]\ntriggers = ["task.start"]\n[hats.build]\ntriggers = ["a.b"]\n'
+        '[hats.review]\ntriggers = ["c.d"]\n'
+        '[hats.tool]\ntriggers = ["e.f"]\nbackend = { type = "command", command = ["true"] }\n'
+    )
+    (tmp_path / "loop.toml").write_text(toml, encoding="utf-8")
+    res = _cli("doctor", cwd=tmp_path)
+    assert res.returncode == 2, res.stdout + res.stderr
+    programs = [line for line in res.stdout.splitlines() if " program " in line]
+    assert programs[0] == (
+        "fail  program     hats plan, build, review: no-such-agent-xyz: not found on PATH"
+    )
+    assert programs[1].startswith("ok    program     hat tool: true (")
+    assert len(programs) == 2
+    res = _cli("run", "-q", cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.splitlines()[0] == (
+        "error: hats plan, build, review: no-such-agent-xyz: not found on PATH"
+    )
+
+
 def test_run_checks_first_and_no_preflight_skips(tmp_path: Path) -> None:
     """run stops before any iteration on a failed check (exit 2, one error line per
     failure and a hint); --no-preflight runs on (the missing program: exit 1)."""
