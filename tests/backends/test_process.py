@@ -144,11 +144,24 @@ async def test_a_timed_out_child_takes_what_it_started_along(tmp_path: Path) -> 
         _stop(pid_file)
 
 
-async def test_on_start_names_the_child_and_its_tag() -> None:
-    """on_start gets the child's pid, group and start time; the tag is in its environment."""
+async def test_on_start_names_the_child_and_its_tag(tmp_path: Path) -> None:
+    """on_start gets the child's pid, group and start time; the tag is in its environment.
+
+    The child waits for on_start before it ends: one that ended and was reaped before
+    it could be read has no start time (``None``, by design), which a loaded machine
+    would otherwise make happen here."""
     seen: list[SpawnedProcess] = []
-    code = f"import os; print(os.environ['{TAG_VARIABLE}'], os.getpgid(0))"
-    proc = await run_process([sys.executable, "-c", code], on_start=seen.append)
+    started = tmp_path / "on_start"
+    code = (
+        f"import os, time\nwhile not os.path.exists({str(started)!r}): time.sleep(0.01)\n"
+        f"print(os.environ['{TAG_VARIABLE}'], os.getpgid(0))"
+    )
+
+    def on_start(child: SpawnedProcess) -> None:
+        seen.append(child)
+        started.touch()
+
+    proc = await run_process([sys.executable, "-c", code], on_start=on_start)
     (child,) = seen
     tag, pgid = proc.stdout.decode().split()
     assert (tag, int(pgid)) == (child.tag, child.pgid)
