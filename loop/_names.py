@@ -13,6 +13,7 @@ from pathlib import Path
 from loop.errors import PathError
 
 __all__ = [
+    "COMPONENT_MAX_BYTES",
     "NAME_MAX_BYTES",
     "PATH_MAX_BYTES",
     "check_name",
@@ -26,7 +27,8 @@ __all__ = [
 NAME_MAX_BYTES = 200
 # Longest path accepted from input (Linux's PATH_MAX is 4096 bytes with the NUL).
 PATH_MAX_BYTES = 4095
-_COMPONENT_MAX_BYTES = 255
+# Longest path component a file system takes (what hatloop derives from an input name).
+COMPONENT_MAX_BYTES = 255
 
 
 def _size(text: str) -> int:
@@ -73,10 +75,10 @@ def check_path(raw: str, what: str = "path") -> str:
     if _size(raw) > PATH_MAX_BYTES:
         raise PathError(f"{what} is too long: {_size(raw)} bytes, at most {PATH_MAX_BYTES}")
     for part in raw.split("/"):
-        if _size(part) > _COMPONENT_MAX_BYTES:
+        if _size(part) > COMPONENT_MAX_BYTES:
             raise PathError(
                 f"{what} has a name of {_size(part)} bytes ({part[:40]!r}...); "
-                f"at most {_COMPONENT_MAX_BYTES}"
+                f"at most {COMPONENT_MAX_BYTES}"
             )
     return raw
 

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, mo
 
 from loop._fs import read_json, remove_file
 from loop._log import get_logger
-from loop._names import check_name
+from loop._names import COMPONENT_MAX_BYTES, check_name
 from loop.errors import InputError, PathError, StoreError, ToolError
 from loop.themes.naming import PROCESSED_PREFIX
 from loop.themes.ops import Operations
@@ -108,8 +108,11 @@ def _check_rel(rel: str) -> str:
 
 
 def _plain(name: str, what: str) -> str:
+    """A name of the plan. The plan's names are made from input names (at most 200
+    bytes, checked on input) with the start's prefixes and suffixes (``processed.``, a
+    heartbeat id, ``.tmp``), so they are held to what a file system takes."""
     try:
-        return check_name(name, what)
+        return check_name(name, what, max_bytes=COMPONENT_MAX_BYTES)
     except PathError as exc:  # pydantic reports a ValueError as an invalid field
         raise ValueError(exc.message) from exc
 

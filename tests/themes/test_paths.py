@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 
 from loop.errors import ToolError
 
-from .conftest import beat, snapshot
+from .conftest import NOW, beat, snapshot
 from .test_tools import START, error, run
 
 BAD = ["../escape", "../../escape", "/tmp/abs_escape", "a/b", "a\\b", "x\x00y", "..", "."]
@@ -94,3 +95,38 @@ def test_symlink_out_of_themebox_is_refused(root: Path, tmp_path: Path) -> None:
         run(root, "start_theme", {**START, "targetFilename": "000_link.md"})
     assert info.value.code == "invalid_path"
     assert secret.read_text() == "secret\n"
+
+
+def test_the_longest_names_start_and_end_a_subtheme(root: Path) -> None:
+    """A 200-byte part (the longest accepted) starts and ends a theme and a subtheme of
+    it, in a themebox file of a 200-byte name: the names made from it (the histories,
+    their temp files, ``processed.``) are longer, and a file system takes them."""
+    part, sub = "p" * 200, "s" * 200
+    target = "t" * 197 + ".md"
+    (root / "themebox" / target).write_text("# long\n", encoding="utf-8")
+    started = run(
+        root, "start_theme", {**START, "targetFilename": target, "themeDirectoryPart": part}
+    )
+    parent = {"parentThemeStartId": started["themeStartId"], "parentThemeDirectoryPart": part}
+    beat(root, NOW + timedelta(seconds=1))
+    own = {k: v for k, v in START.items() if k != "targetFilename"}  # a theme of its own
+    child = run(root, "start_theme", {**own, "themeDirectoryPart": sub, **parent})
+    assert child["themeDirectory"].endswith(f"/subthemes/{child['themeStartId']}_{sub}")
+    beat(root, NOW + timedelta(seconds=2))
+    run(
+        root,
+        "end_theme",
+        {**END, "themeStartId": child["themeStartId"], "themeDirectoryPart": sub, **parent},
+    )
+    beat(root, NOW + timedelta(seconds=3))
+    run(
+        root,
+        "end_theme",
+        {**END, "themeStartId": started["themeStartId"], "themeDirectoryPart": part},
+    )
+    names = sorted(p.name for p in (root / "artifacts" / "theme_histories").iterdir())
+    assert [n.split("_")[1] for n in names] == ["start", "start", "end", "end"]
+    assert (root / "themebox" / f"processed.{target}").is_file()
+    too_long = error(root, "start_theme", {**START, "themeDirectoryPart": "p" * 201})
+    assert too_long.code == "invalid_path"
+    assert "at most 200" in too_long.message
