@@ -130,7 +130,7 @@ def load_config(
     for hat_file in files:
         data = load_toml(hat_file)
         try:
-            hat_set = HatFile.model_validate(data)
+            hat_set = HatFile.model_validate(data, strict=True)  # as loop.toml's
         except ValidationError as exc:
             raise translate(exc, hat_file, HatFile) from exc
         for name, hat in hat_set.hats.items():

@@ -58,8 +58,8 @@ def _read(path: Path, model: type[_File]) -> _File:
     from loop.config.explain import translate  # noqa: PLC0415 - start-up: with a file
 
     raw = load_toml(path)
-    try:
-        return model.model_validate(raw)
+    try:  # TOML has types: a value of the wrong one is an error, never converted
+        return model.model_validate(raw, strict=True)
     except ValidationError as exc:
         raise translate(exc, path, model) from exc
 

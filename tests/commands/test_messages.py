@@ -38,6 +38,20 @@ HAT = '[loop]\nprompt = "x"\n[hats.a]\ntriggers = ["task.start"]\n'
             '[loop]\nprompt = "x"\nmax_iterations = "many"\nmax_runtime_seconds = -1\n',
             "loop.max_iterations: expected a whole number, got 'many'",
         ),
+        # TOML has types: a value of another kind is refused, never converted
+        (
+            '[loop]\nprompt = "x"\nmax_iterations = "9"\n',
+            "loop.max_iterations: expected a whole number, got '9'",
+        ),
+        (
+            '[loop]\nprompt = "x"\ndurable = "yes"\n',
+            "loop.durable: expected true or false, got 'yes'",
+        ),
+        (
+            '[loop]\nprompt = "x"\nmax_parallel = 2.0\n',
+            "loop.max_parallel: expected a whole number, got 2.0",
+        ),
+        (HAT + 'concurrency = "3"\n', "hats.a.concurrency: expected a whole number, got '3'"),
         (
             HAT + "max_activations = 0\n",
             "hats.a.max_activations: expected a number at least 1, got 0",
