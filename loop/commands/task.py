@@ -135,11 +135,9 @@ def _progress(args: argparse.Namespace) -> int:
     summary = progress_summary(forest).model_dump(mode="json")
     upcoming = next_task(forest)
     path = active_path(forest)
-    out = {
-        **summary,
-        "active_path": [{"id": t.id, "name": t.name} for t in path],
-        "next_task_id": upcoming.id if upcoming else None,
-    }
+    out = {**summary, "active_path": [{"id": t.id, "name": t.name} for t in path]}
+    if upcoming:  # absent once no task is left, as in the tools' replies
+        out["next_task_id"] = upcoming.id
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=2))
         return EXIT_OK

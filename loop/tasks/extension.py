@@ -67,10 +67,10 @@ class TasksExtension(Extension):
         except LoopError:
             return None
         upcoming = next_task(forest)
-        return {
-            **progress_summary(forest).model_dump(mode="json"),
-            "next_task_id": upcoming.id if upcoming else None,
-        }
+        summary = progress_summary(forest).model_dump(mode="json")
+        if upcoming:  # absent once no task is left, as in the tools' replies
+            summary["next_task_id"] = upcoming.id
+        return summary
 
     def prompt_section(self, hat: str) -> str | None:
         """The task progress, compactly: counts, the active path, the next task."""

@@ -67,7 +67,7 @@ def dump_tasks(tasks: Sequence[Task]) -> bytes:
 def parse_tasks(raw: bytes, path: Path) -> TaskIndex:
     """A file's bytes as checked tasks; any problem is a ``StoreError`` naming the file."""
     try:
-        tasks = task_list_adapter().validate_json(raw)
+        tasks = task_list_adapter().validate_json(raw, strict=True)  # "1" is not an order
     except ValidationError as exc:
         raise StoreError(_first_error(exc), file=path) from exc
     index = build_index(tasks)

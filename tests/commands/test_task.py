@@ -79,6 +79,12 @@ def test_start_complete_and_progress(run: Any) -> None:
     assert (data["total_tasks"], data["completed_tasks"]) == (3, 1)
     assert data["table"].startswith("| Task Name | Status | Subtasks | Progress |")
     assert data["active_path"] == [{"id": rid, "name": "Root"}]
+    bid = data["next_task_id"]
+    run("start", bid)
+    run("complete", bid, "did it too")
+    data = json.loads(run("progress", "--json")[1])
+    assert data["completion_percentage"] == 100
+    assert "next_task_id" not in data  # absent, not null, once no task is left
 
 
 def test_update_and_delete(run: Any) -> None:

@@ -71,7 +71,7 @@ async def test_create_start_complete_through_events(
     assert [t["id"] for t in done["auto_completed_parents"]] == [rid]
     progress = cap.last("task.progress")
     assert (progress["total_tasks"], progress["completed_tasks"]) == (2, 2)
-    assert progress["next_task_id"] is None
+    assert "next_task_id" not in progress  # absent, not null, once no task is left
 
 
 async def test_json_string_payload_and_bare_id(

@@ -106,6 +106,25 @@ def test_bad_status_in_file_is_refused(tmp_path: Path) -> None:
         FileTaskStore(path).read()
 
 
+@pytest.mark.parametrize(
+    ("key", "value"), [("order", "1"), ("order", 1.0), ("order", True), ("name", 5)]
+)
+def test_a_value_of_another_kind_in_the_file_is_refused(
+    tmp_path: Path, key: str, value: object
+) -> None:
+    """Nothing in the file is converted: an order written as "1", 1.0 or true is a schema
+    error naming the file, and the file is left as it is (not rewritten as 1)."""
+    data = json.loads(dump_tasks(two_tasks()))
+    data[0][key] = value
+    path = tmp_path / "tasks.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="not a list of tasks") as exc:
+        FileTaskStore(path).change(lambda old: (old, None))
+    assert str(path) in str(exc.value)
+    assert path.read_bytes() == before
+
+
 @pytest.mark.parametrize("problem", ["duplicate", "dangling", "cycle"])
 def test_broken_hierarchy_in_file_is_refused(tmp_path: Path, problem: str) -> None:
     """Duplicate ids, unknown parents and parent cycles make the file unusable."""
