@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from loop.topics import DEFAULT_COMPLETION_EVENT
 __all__ = [
     "BACKENDS",
     "backend_block",
+    "check_converted",
     "ignores_state",
     "plan_files",
     "ralph_files",
@@ -136,6 +139,7 @@ def _init(args: argparse.Namespace) -> int:
     if args.from_ralph is not None:
         converted = ralph_files(Path(args.from_ralph))
         files, notes = with_backend(converted.files, args.backend), converted.notes
+        check_converted(files, args.from_ralph)
         origin = f"converted from {args.from_ralph}"
     else:
         files, origin = plan_files(args.preset, args.backend), f"preset {args.preset}"
@@ -178,6 +182,30 @@ def ralph_files(path: Path) -> RalphConversion:
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not YAML: {' '.join(str(exc).split())}") from None
     return convert_ralph(data, source=str(path))
+
+
+def check_converted(files: dict[Path, str], source: str) -> None:
+    """Load the converted files as ``run`` would, before any is written: a value Ralph
+    took that hatloop refuses (``concurrency: 0``) is the conversion's error.
+
+    Raises:
+        InputError: naming ``source``, the converted file and the key.
+    """
+    from loop.config import load_config  # noqa: PLC0415 - init of a preset does not need it
+    from loop.errors import ConfigError  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="hatloop-init-") as tmp:
+        folder = Path(tmp)
+        for rel, text in files.items():
+            (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+            (folder / rel).write_text(text, encoding="utf-8")
+        try:
+            load_config(folder / "loop.toml", root=folder, prompt=False)
+        except ConfigError as exc:
+            where = str(exc).replace(f"{folder}{os.sep}", "")
+            raise InputError(
+                f"{source}: the converted configuration is not valid, nothing was written: {where}"
+            ) from None
 
 
 IGNORED = ".loop/"  # the run's state: sessions, tasks, themes, experiences

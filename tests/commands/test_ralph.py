@@ -227,6 +227,32 @@ def test_init_from_ralph_refuses_bad_yaml_and_never_overwrites(tmp_path: Path) -
     assert again.returncode == 2 and "never overwrites" in again.stderr
 
 
+@pytest.mark.parametrize(
+    ("reviewer", "says"),
+    [
+        ("concurrency: 0", "hats/r.toml: hats.r.concurrency: expected a number at least 1, got 0"),
+        ('timeout: "soon"', "hats/r.toml: hats.r.timeout_seconds: expected a number, got 'soon'"),
+    ],
+)
+def test_init_from_ralph_refuses_what_hatloop_would_not_load(
+    tmp_path: Path, reviewer: str, says: str
+) -> None:
+    """A value Ralph took that hatloop refuses is the conversion's error, naming the
+    converted file and key; nothing is written (a `run` would fail on it)."""
+    ralph = tmp_path / "ralph.yml"
+    ralph.write_text(
+        "hats:\n  d:\n    triggers: [task.start]\n    publishes: [review.perspective]\n"
+        f"  r:\n    triggers: [review.perspective]\n    {reviewer}\n",
+        encoding="utf-8",
+    )
+    res = _loop("init", "--from-ralph", str(ralph), "--dir", "out", cwd=tmp_path)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip() == (
+        f"error: {ralph}: the converted configuration is not valid, nothing was written: {says}"
+    )
+    assert not (tmp_path / "out").exists()
+
+
 def test_ralph_wave_review_runs_three_reviewers_in_parallel_and_one_aggregator(
     tmp_path: Path,
 ) -> None:
