@@ -30,7 +30,7 @@ from loop.config.project import project_root
 from loop.config.settings import tool_settings_from_project
 from loop.errors import LoopError, UsageError
 from loop.exits import EXIT_OK
-from loop.locations import DEFAULT_TASKS_FILE
+from loop.locations import DEFAULT_EXPERIENCES_DIR, DEFAULT_TASKS_FILE, DEFAULT_WORKSPACE
 from loop.tools.base import Tool, ToolContext
 from loop.tools.calls import Channel
 
@@ -125,11 +125,13 @@ def context_from_args(args: argparse.Namespace, *, channel: Channel = "cli") -> 
     project = tool_settings_from_project(Path.cwd(), config)
     return ToolContext.from_env(
         root=Path.cwd() if config else project_root(Path.cwd()),
-        tasks_file=getattr(args, "tasks_file", None) or project.get("tasks_file"),
-        workspace=getattr(args, "workspace", None) or project.get("workspace"),
-        experiences_base=getattr(args, "experiences_dir", None) or project.get("experiences_base"),
+        tasks_file=getattr(args, "tasks_file", None),
+        workspace=getattr(args, "workspace", None),
+        experiences_base=getattr(args, "experiences_dir", None),
         sessions_dir=project.get("sessions_dir"),
-        default_tasks_file=DEFAULT_TASKS_FILE,
+        default_tasks_file=project.get("tasks_file", DEFAULT_TASKS_FILE),
+        default_workspace=project.get("workspace", DEFAULT_WORKSPACE),
+        default_experiences_base=project.get("experiences_base", DEFAULT_EXPERIENCES_DIR),
         channel=channel,
     )
 

@@ -136,10 +136,14 @@ class ToolContext:
         experiences_base: str | None = None,
         sessions_dir: str | None = None,
         default_tasks_file: str | None = None,
+        default_workspace: str = DEFAULT_WORKSPACE,
+        default_experiences_base: str = DEFAULT_EXPERIENCES_DIR,
         environ: dict[str, str] | None = None,
         channel: Channel = "cli",
     ) -> ToolContext:
-        """Build a context: explicit arguments win, then the environment, then defaults.
+        """Build a context: explicit arguments (flags) win, then the environment
+        (``FILE_PATH``, ``LOOP_WORKSPACE``, ``LOOP_EXPERIENCES_DIR``), then the defaults
+        (``loop.toml``'s settings, else the built-in ones).
 
         Inside a loop iteration (``LOOP_SESSION_ID``, ``LOOP_ITERATION`` and
         ``LOOP_EVENTS_FILE`` set) its calls are journaled in the iteration's events file,
@@ -147,8 +151,8 @@ class ToolContext:
         """
         env = os.environ if environ is None else environ
         tf = tasks_file or env.get(ENV_TASKS_FILE) or default_tasks_file
-        ws = workspace or env.get(ENV_WORKSPACE) or DEFAULT_WORKSPACE
-        ex = experiences_base or env.get(ENV_EXPERIENCES_DIR) or DEFAULT_EXPERIENCES_DIR
+        ws = workspace or env.get(ENV_WORKSPACE) or default_workspace
+        ex = experiences_base or env.get(ENV_EXPERIENCES_DIR) or default_experiences_base
         sd = env.get(ENV_SESSION_DIR)
         ef = env.get(ENV_EVENTS_FILE)
         return cls(

@@ -123,3 +123,65 @@ def test_init_and_run_accept_the_same_backends(tmp_path: Path, backend: str) -> 
     for command in ("init", "run"):
         res = loop(command, "--backend", "command", cwd=tmp_path)
         assert res.returncode == 2 and "invalid choice: 'command'" in res.stderr
+
+
+FILES_TOML = """\
+[tasks]
+file = "toml-tasks.json"
+[themes]
+workspace = "toml-works"
+[experience]
+base_directory = "toml-experiences"
+"""
+
+
+@pytest.mark.parametrize("given", ["flag", "environment", "loop.toml"])
+def test_where_the_tool_files_live_flag_then_environment_then_loop_toml(
+    tmp_path: Path, given: str
+) -> None:
+    """`--tasks-file`/`--workspace`/`--experiences-dir` win over `FILE_PATH`/
+    `LOOP_WORKSPACE`/`LOOP_EXPERIENCES_DIR`, which win over loop.toml's settings."""
+    (tmp_path / "loop.toml").write_text(FILES_TOML, encoding="utf-8")
+    env = dict(ENV)
+    if given != "loop.toml":
+        env |= {
+            "FILE_PATH": "env-tasks.json",
+            "LOOP_WORKSPACE": "env-works",
+            "LOOP_EXPERIENCES_DIR": "env-experiences",
+        }
+    flags = {
+        "task": ["--tasks-file", "flag-tasks.json"],
+        "theme": ["--workspace", "flag-works"],
+        "experience": ["--experiences-dir", "flag-experiences"],
+    }
+    calls = [
+        ["task", "create", "t"],
+        ["theme", "heartbeat"],
+        ["experience", "init", "--session-id", "s1", "--summary", json.dumps(SUMMARY)],
+    ]
+    for call in calls:
+        argv = [*call, *flags[call[0]]] if given == "flag" else call
+        res = subprocess.run(
+            [sys.executable, "-m", "loop", *argv],
+            cwd=tmp_path,
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+        assert res.returncode == 0, res.stderr
+    prefix = {"flag": "flag", "environment": "env", "loop.toml": "toml"}[given]
+    made = {p.name for p in tmp_path.iterdir() if p.name.split("-")[0] in FILE_OWNERS}
+    made.discard(f"{prefix}-tasks.json.lock")  # the tasks file's lock, beside it
+    assert made == {f"{prefix}-experiences", f"{prefix}-tasks.json", f"{prefix}-works"}
+
+
+FILE_OWNERS = {"flag", "env", "toml"}
+SUMMARY = {
+    "ai_name": "a",
+    "ai_context": "c",
+    "experience_summary": "s",
+    "experience_flow": ["x"],
+    "main_topics": ["t (e.g. x)"],
+}
