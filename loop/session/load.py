@@ -174,7 +174,7 @@ class _Builder:
         """The iterations, each with the ones it ran with."""
         return tuple(
             it.model_copy(update={"ran_with": tuple(sorted(self.overlaps[it.iteration]))})
-            if it.iteration in self.overlaps
+            if self.overlaps.get(it.iteration)
             else it
             for it in self.iterations
         )
@@ -198,7 +198,10 @@ class _Builder:
         )
 
     def resumed(self, message: str) -> None:
-        self.running.clear()  # what was in flight was lost
+        for lost in self.running:  # in flight at the kill: lost, and run again after it
+            for other in self.overlaps.pop(lost, set()):  # so whom it ran with is history
+                self.overlaps[other].discard(lost)
+        self.running.clear()
         if self.end is not None:
             self.markers.append(_end_marker(self.end))
             self.end = None
