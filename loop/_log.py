@@ -120,9 +120,16 @@ def _isatty(stream: TextIO) -> bool:
 def configure_logging(
     fmt: LogFormat = "auto", *, level: int = logging.INFO, color: ColorChoice = "auto"
 ) -> None:
-    """Send structlog output to stderr, as :func:`log_format` and :func:`use_colors` say."""
+    """Send structlog output to stderr, as :func:`log_format` and :func:`use_colors` say.
+
+    Raises:
+        ValueError: ``fmt`` is not ``auto``, ``console`` or ``json``.
+    """
     import structlog  # noqa: PLC0415 - start-up speed, see the module docstring
 
+    if fmt not in ("auto", "console", "json"):
+        raise ValueError(f"log format {fmt!r}: expected 'auto', 'console' or 'json'")
+    asked = os.environ.get(LOG_FORMAT_ENV, "").strip() if fmt == "auto" else ""
     fmt = log_format(fmt)
     processors: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -149,6 +156,11 @@ def configure_logging(
         cache_logger_on_first_use=False,
     )
     _route_stdlib_logging()
+    if asked and asked.lower() not in ("json", "console"):
+        structlog.get_logger("loop").warning(
+            f"{LOG_FORMAT_ENV} is not a log format (console or json): console is used",
+            value=asked,
+        )
 
 
 def _route_stdlib_logging() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,22 @@ def test_configure_logging_keeps_stdout_for_the_program(tmp_path: Path) -> None:
     )
     assert out.stdout == "completed\n"
     assert "session started" in out.stderr
+
+
+def test_a_log_format_that_is_none_is_said(tmp_path: Path) -> None:
+    """`configure_logging("xml")` is a ValueError; `HATLOOP_LOG_FORMAT=xml` logs a warning
+    naming the variable and falls back to console lines (it was ignored without a word)."""
+    with pytest.raises(ValueError, match="log format 'xml'"):
+        loop.configure_logging("xml")  # type: ignore[arg-type]
+    code = "import loop\nloop.configure_logging()\n"
+    env = {**os.environ, "HATLOOP_LOG_FORMAT": "xml"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert "HATLOOP_LOG_FORMAT is not a log format (console or json)" in out.stderr
+    assert "value=xml" in out.stderr
+    env["HATLOOP_LOG_FORMAT"] = "JSON"
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stderr == ""
