@@ -166,10 +166,15 @@ def _fan_out(topic: str, raws: list[str], *, as_json: bool, target: str | None) 
     if as_json:
         from loop import _json  # noqa: PLC0415 - orjson is slow to import: only for --json
 
-        try:
-            values = [_json.loads(raw, max_depth=_json.INPUT_DEPTH) for raw in raws]
-        except ValueError as exc:
-            return _fail(f"--json payload is not valid JSON: {_json.error_text(exc)}")
+        values = []
+        for n, raw in enumerate(raws, 1):
+            try:
+                values.append(_json.loads(raw, max_depth=_json.INPUT_DEPTH))
+            except ValueError as exc:
+                return _fail(
+                    f"--json payload {n} of {len(raws)} ({raw[:40]!r}) is not valid JSON: "
+                    f"{_json.error_text(exc)}"
+                )
         if len(values) == 1 and isinstance(values[0], list):
             values = values[0]
         payloads = values

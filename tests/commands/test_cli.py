@@ -197,7 +197,9 @@ def test_emit_payloads_fans_out_one_event_per_payload(tmp_path: Path) -> None:
     for bad in (["--payloads"], ["--payloads", "[]", "--json"], ["--payloads", "[1", "--json"]):
         res = loop("emit", "r.p", *bad, cwd=tmp_path, env=env)
         assert res.returncode == 2 and res.stderr.startswith("error: emit:"), bad
-    assert len(events.read_text().splitlines()) == 5
+    res = loop("emit", "r.p", "--payloads", "1", '"two"', "three", "--json", cwd=tmp_path, env=env)
+    assert "--json payload 3 of 3 ('three') is not valid JSON" in res.stderr  # which one
+    assert len(events.read_text().splitlines()) == 5  # none of the three
 
 
 def test_init_writes_a_preset_that_validates_and_never_overwrites(tmp_path: Path) -> None:
