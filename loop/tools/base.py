@@ -289,9 +289,18 @@ class BusService:
     notices: tuple[str, ...] = ()
 
 
+# pydantic's wording names the input model's class, which the caller never sees
+_OBJECT_EXPECTED = {"model_type", "model_attributes_type", "dataclass_type"}
+
+
 def _validation_details(exc: ValidationError) -> list[dict[str, Any]]:
     return [
-        {"field": ".".join(str(p) for p in err["loc"]), "message": err["msg"]}
+        {
+            "field": ".".join(str(p) for p in err["loc"]),
+            "message": "Input should be an object"
+            if err["type"] in _OBJECT_EXPECTED
+            else err["msg"],
+        }
         for err in exc.errors(include_url=False)
     ]
 

@@ -322,6 +322,10 @@ async def test_experience_tools_error_paths(client: Client, ctx: ToolContext) ->
     )
     assert bad_batch["code"] == "invalid_input"
     assert not (ctx.experiences_base / "experience_s2").exists()
+    bad_filter = await err(client, "list_experiences", {"filter": "ai_name=x"})
+    assert bad_filter["code"] == "invalid_input"
+    assert bad_filter["details"] == [{"field": "filter", "message": "Input should be an object"}]
+    assert "Filters" not in bad_filter["message"]  # no class name of ours
 
 
 # -- session: emit_event, get_session_status ---------------------------------------------
