@@ -84,9 +84,10 @@ __all__ = [
 
 # The journal's format; session.start records it. Version 1 (before tool calls were
 # journaled) reads as it is: it has no tool calls and no events.published records.
-# Another version is a one-line error.
-JOURNAL_VERSION = 2
-READABLE_JOURNAL_VERSIONS = (1, JOURNAL_VERSION)
+# Version 2 reads as it is: its session.start has no ``flags`` (a resume of it keeps
+# what the file says for them). Another version is a one-line error.
+JOURNAL_VERSION = 3
+READABLE_JOURNAL_VERSIONS = (1, 2, JOURNAL_VERSION)
 
 RECORD_CONFIG = ConfigDict(strict=True, extra="forbid")
 
@@ -141,6 +142,13 @@ class SessionStart(SessionFields):
     version: Annotated[str, Field(description="the hatloop that started the session")]
     config_source: str
     fallback_hat: str | None = None
+    flags: Annotated[
+        dict[str, str | int | float],
+        Field(
+            description="the settings given as flags of run (--max-iterations, --backend...): "
+            "a resume keeps them unless it is given them again"
+        ),
+    ] = field(default_factory=dict)
     start_event: Event
     ts: float
 
@@ -396,6 +404,10 @@ class Resume:
     iteration: Count
     in_flight: int | None = None
     stopped: tuple[int, ...] = ()
+    flags: Annotated[
+        dict[str, str | int | float],
+        Field(description="the settings given as flags to this run, or held from the last"),
+    ] = field(default_factory=dict)
     ts: float
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +14,7 @@ from loop.commands.common import print_json, report_checks, run_async
 from loop.config import load_config
 from loop.config.backends import CLI_BACKENDS
 from loop.engine.progress import render_summary
-from loop.engine.resume import LimitOverrides
+from loop.engine.resume import LimitOverrides, carried_flags
 from loop.errors import LoopError, ToolError, UsageError
 from loop.exits import EXIT_USAGE, REASON_COMPLETED
 from loop.extensions import Extension
@@ -116,14 +117,43 @@ def _readable_prompt_file(raw: str) -> Path:
     return path
 
 
-def load_from_args(args: argparse.Namespace, *, prompt: bool = True) -> LoadedConfig:
-    """Load the configuration the flags describe (``prompt``: see :func:`load_config`)."""
+def load_from_args(
+    args: argparse.Namespace,
+    *,
+    prompt: bool = True,
+    carried: Mapping[str, str | int | float] | None = None,
+) -> LoadedConfig:
+    """Load the configuration the flags describe (``prompt``: see :func:`load_config`;
+    ``carried``: the flags a resumed session was started with and is not given again)."""
     return load_config(
         Path(args.config) if args.config else None,
         hats=[Path(h) for h in args.hats] if args.hats else None,
-        overrides=overrides_from(args),
+        overrides={**overrides_from(args), **(carried or {})},
         prompt=prompt,
     )
+
+
+def _resumed_config(args: argparse.Namespace, config: LoadedConfig) -> LoadedConfig:
+    """``run --resume``: the configuration with the flags the session last ran with that
+    are not given again (a session started with ``--backend scripted`` resumes on it). A
+    session that cannot be found or read is left for the run to report."""
+    from loop.engine.journal import read_journal  # noqa: PLC0415 - resume only
+    from loop.runner import RunOptions, resolve_session  # noqa: PLC0415 - heavy
+
+    try:
+        options = RunOptions(workdir=config.root, session_id=args.resume, resume=True)
+        paths = resolve_session(config, options)
+        records = read_journal(paths.journal, root=paths.trusted).records
+    except LoopError:
+        return config
+    carried = carried_flags(records, overrides_from(args))
+    if not carried:
+        return config
+    if not args.quiet:
+        import structlog  # noqa: PLC0415 - logging is configured by now
+
+        structlog.get_logger("loop.run").info("the session's flags hold", **carried)
+    return load_from_args(args, carried=carried)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -252,6 +282,8 @@ def _run(args: argparse.Namespace) -> int:
     from loop.runner import RunOptions, run_loop, summary_dict  # noqa: PLC0415 - heavy
 
     config = load_from_args(args)
+    if args.resume is not None:
+        config = _resumed_config(args, config)
     if not args.no_preflight:
         from loop.session.preflight import preflight  # noqa: PLC0415 - on use
 

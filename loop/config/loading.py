@@ -107,6 +107,9 @@ def load_config(
     parsed = read_config_file(path)
     base = path.parent
     overrides = dict(overrides or {})
+    flags = {
+        k: v for k, v in overrides.items() if v is not None and k not in ("prompt", "prompt_file")
+    }
     backend_type = overrides.pop("backend", None)
     loop_data = parsed.loop.model_dump()
     loop_data.update({k: v for k, v in overrides.items() if v is not None})
@@ -163,6 +166,7 @@ def load_config(
         mcp=parsed.mcp,
         builtin=builtin,
         backend_given="backend" in parsed.model_fields_set or backend_type is not None,
+        flags=flags,
     )
     validate_topology(loaded)
     return loaded

@@ -148,6 +148,9 @@ class LoadedConfig:
     builtin: bool = False
     # The file set a default [backend] (or --backend did): a hat without its own has one.
     backend_given: bool = True
+    # The settings the command line gave ([loop] keys, ``backend``), the objective aside:
+    # journaled, so that a resume keeps them (:func:`loop.engine.resume.carried_flags`).
+    flags: dict[str, str | int | float] = field(default_factory=dict)
 
     def limit_settings(self) -> LimitSettings:
         """The limits and budgets this configuration sets (what a resume may override)."""

@@ -66,6 +66,7 @@ def session_start(config: LoadedConfig, session_id: str, now: float) -> SessionS
         version=__version__,
         config_source=config.source,
         fallback_hat=config.loop.fallback_hat,
+        flags=dict(config.flags),
         start_event=Event(
             topic=config.loop.starting_event, payload=config.prompt, source="loop", ts=now
         ),

@@ -4,14 +4,17 @@ A resumed session keeps the limits and budgets it ran with (its journal's
 ``session.start``, changed by any earlier ``override``), except those given as flags to
 ``run --resume`` (:class:`LimitOverrides`) and those edited in the configuration since
 the session started (:func:`resumed_limits`); a hat whose backend type changed
-(``--backend``) is a change too. The changes are journaled as one ``override`` record
-right after the ``resume`` record, so ``status`` and a replay of the session's
-recording apply the same limits from the same iteration on.
+(``--backend``) is a change too. The flags the session was started with
+(``--max-iterations``, ``--backend``...) hold on its resumes unless given again
+(:func:`carried_flags`): a plain ``run --resume`` runs as the session started. The
+changes are journaled as one ``override`` record right after the ``resume`` record, so
+``status`` and a replay of the session's recording apply the same limits from the same
+iteration on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -30,7 +33,13 @@ from loop.records import (
     validation_message,
 )
 
-__all__ = ["LimitOverrides", "journaled_limits", "resume_records", "resumed_limits"]
+__all__ = [
+    "LimitOverrides",
+    "carried_flags",
+    "journaled_limits",
+    "resume_records",
+    "resumed_limits",
+]
 
 _SETTINGS: TypeAdapter[LimitSettings] = TypeAdapter(LimitSettings)
 
@@ -49,6 +58,19 @@ class LimitOverrides:
     def given(self) -> dict[str, float | int]:
         """The limits given, by name."""
         return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+
+def carried_flags(
+    records: Sequence[JournalRecord], given: Mapping[str, object]
+) -> dict[str, str | int | float]:
+    """The flags the session last ran with (its ``session.start``'s, or its last
+    ``resume``'s) that this resume is not given again (``given``: the resume's, ``None``
+    where absent): they hold, as if given again."""
+    last: Mapping[str, str | int | float] = {}
+    for record in records:
+        if isinstance(record, SessionStart | Resume):
+            last = record.flags
+    return {name: value for name, value in last.items() if given.get(name) is None}
 
 
 def resumed_limits(
@@ -141,7 +163,11 @@ def resume_records(
     }
     appended: list[JournalRecord] = [
         Resume(
-            pid=pid, iteration=state.iteration, in_flight=min(state.in_flight, default=None), ts=now
+            pid=pid,
+            iteration=state.iteration,
+            in_flight=min(state.in_flight, default=None),
+            flags=dict(config.flags),
+            ts=now,
         )
     ]
     if after != before or changed:

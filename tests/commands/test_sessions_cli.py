@@ -92,7 +92,10 @@ def test_latest_resumes_and_exports_the_most_recent_session(tmp_path: Path) -> N
         loop("run", "-q", "--max-iterations", "1", "--session-id", "s-1", cwd=tmp_path).returncode
         == 3
     )
-    resumed = loop("run", "-q", "--json", "--resume", "latest", cwd=tmp_path)
+    # --max-iterations 1 holds on a plain resume: the resume raises it
+    resumed = loop(
+        "run", "-q", "--json", "--resume", "latest", "--max-iterations", "9", cwd=tmp_path
+    )
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["session_id"] == "s-1"
     exported = loop("export", "latest", "--json", cwd=tmp_path)
