@@ -108,6 +108,11 @@ def build_parser(
     return parser
 
 
+# The commands that are tools (agents call them): every error says its code, as a refused
+# tool call does, and with --json its structured form goes to stdout.
+TOOL_COMMANDS = ("task", "theme", "experience")
+
+
 def _command_of(argv: list[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
@@ -140,6 +145,10 @@ def main(argv: list[str]) -> int:
             raise UsageError(f"unknown command {args.command!r}")
         return handler(args)
     except LoopError as exc:
+        if _command_of(argv) in TOOL_COMMANDS:  # a tool's caller reads codes (and --json)
+            from loop.commands.tools import report_tool_error  # noqa: PLC0415 - on error
+
+            return report_tool_error(exc, as_json="--json" in argv)
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

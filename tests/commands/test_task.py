@@ -145,3 +145,33 @@ def test_python_m_loop_task(tmp_path: Path) -> None:
     )
     assert got.returncode == 0, got.stderr
     assert json.loads(got.stdout)["next_task_id"] == rid
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["task", "create", "x", "--order", "5x"], "argument --order: invalid int value: '5x'"),
+        (["theme", "heartbeat", "--bogus"], "unrecognized arguments: --bogus"),
+        (["experience", "bogus"], "invalid choice: 'bogus'"),
+    ],
+)
+def test_a_tool_commands_bad_arguments_say_their_code(
+    tmp_path: Path, argv: list[str], says: str
+) -> None:
+    """Arguments the command line refuses are refused as a tool call is: `error:
+    usage_error: ...` (exit 2) and, with --json, the structured error on stdout."""
+    for as_json in (False, True):
+        res = subprocess.run(
+            [sys.executable, "-m", "loop", *argv, *(["--json"] if as_json else [])],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert res.returncode == EXIT_USAGE
+        assert res.stderr.startswith("error: usage_error: ") and says in res.stderr, res.stderr
+        if as_json:
+            error = json.loads(res.stdout)["error"]
+            assert error["code"] == "usage_error" and says in error["message"]
+        else:
+            assert res.stdout == ""
