@@ -160,7 +160,10 @@ def render_show(view: SessionView) -> str:
             f"{view.python_version} · started {view.started_at}"
         )
     else:
-        first = f"  hatloop {view.hatloop_version} · started {view.started_at}"
+        first = (
+            f"  schema {view.schema_version} · hatloop {view.hatloop_version} · started "
+            f"{view.started_at}"
+        )
     lines = [
         f"{view.source:<9}  {view.path}",
         first,

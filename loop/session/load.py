@@ -308,6 +308,7 @@ def _from_journal(path: Path) -> SessionView:
         session_id=start.session_id,
         started_at=start.started_at,
         hatloop_version=start.version,
+        schema_version=start.schema_version,
         config_digest=start.config_digest,
         starting_event=start.starting_event,
         completion_event=start.completion_event,

@@ -166,7 +166,7 @@ class SessionView(_View):
     started_at: str
     hatloop_version: str
     python_version: str | None = None
-    schema_version: int | None = None  # a recording's format version
+    schema_version: int | None = None  # the format version of the journal or recording
     config_digest: str
     starting_event: str
     completion_event: str

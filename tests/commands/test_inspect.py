@@ -19,6 +19,7 @@ import pytest
 import structlog
 
 from loop.cli import main
+from loop.records import JOURNAL_VERSION
 from tests.commands.helpers import ENV, loop
 
 REPO = Path(__file__).resolve().parents[2]
@@ -209,6 +210,7 @@ def test_show_json_is_the_timeline(made: Made, capsys: pytest.CaptureFixture[str
     _, out, _ = run(capsys, "show", str(made.journal), "--json")
     data = json.loads(out)
     assert data["source"] == "journal" and data["session_id"] == "demo"
+    assert data["schema_version"] == JOURNAL_VERSION  # the journal's own (it was null)
     assert data["outcome"] == "completed"
     assert data["end"] == {
         "reason": "completed",
