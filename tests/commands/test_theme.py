@@ -118,15 +118,38 @@ def test_errors_exit_2_with_code(ws: str, capsys: pytest.CaptureFixture[str]) ->
     assert "unsupported_type" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("held", ["junk", "99991231235959"])
+def test_heartbeat_replaces_a_file_it_cannot_follow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], held: str
+) -> None:
+    """`theme heartbeat` over a corrupt heartbeat file (or the last ID there is) writes the
+    next ID in its place and exits 0 (no store_error, no traceback), as the guide says to
+    do for invalid_heartbeat; `theme start` then runs again."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOOP_WORKSPACE", raising=False)
+    (tmp_path / "w" / "stats").mkdir(parents=True)
+    heartbeat_file = tmp_path / "w" / "stats" / "current_heartbeat_id.txt"
+    heartbeat_file.write_text(held)
+    assert _main(["theme", "heartbeat", "--workspace", "w"]) == 0
+    new_id = capsys.readouterr().out.strip()
+    assert len(new_id) == 14 and new_id != held
+    assert heartbeat_file.read_text() == new_id + "\n"
+    start = ["theme", "start", "--theme-name", "T", "--theme-directory-part", "t"]
+    assert _main([*start, "--reason", "r", "--workspace", "w"]) == 0
+    assert f"THEME_START_ID {new_id}" in capsys.readouterr().out
+
+
 def test_heartbeat_error_exits_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A corrupt heartbeat file is reported, not a traceback."""
+    """A link at the heartbeat file is refused, not followed: one line, exit 2."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "w" / "stats").mkdir(parents=True)
-    (tmp_path / "w" / "stats" / "current_heartbeat_id.txt").write_text("junk")
+    (tmp_path / "w" / "stats" / "current_heartbeat_id.txt").symlink_to(tmp_path / "elsewhere")
     assert _main(["theme", "heartbeat", "--workspace", str(tmp_path / "w")]) == 2
-    assert "current_heartbeat_id.txt" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "invalid_path" in err and "current_heartbeat_id.txt" in err
+    assert not (tmp_path / "elsewhere").exists()
 
 
 def test_subtheme_ids_are_taken_as_text(ws: str, capsys: pytest.CaptureFixture[str]) -> None:

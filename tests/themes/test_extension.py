@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from loop.bus import EventBus
 from loop.errors import ToolError
@@ -163,3 +164,24 @@ async def test_a_feedback_item_that_cannot_be_processed_never_stops_the_loop(roo
     again = await ext.on_iteration_start(2, "worker")
     assert [e.topic for e in again] == ["theme.error"]
     assert (fb / "interrupt.b_stuck.md").read_text() == "stuck\n"  # nothing lost
+
+
+@pytest.mark.parametrize("held", ["garbage", "99991231235959"])
+async def test_a_heartbeat_file_the_next_id_cannot_follow_is_replaced_at_the_next_iteration(
+    root: Path, held: str
+) -> None:
+    """A corrupt current heartbeat file (or the last ID there is) does not fail every
+    heartbeat: the next iteration writes a new ID in its place, with a warning, and the
+    tools work again."""
+    ext, _, _ = _setup(root)
+    heartbeat_file = root / "stats" / "current_heartbeat_id.txt"
+    heartbeat_file.write_text(held + "\n")
+    with capture_logs() as logs:
+        assert await ext.on_iteration_start(1, "worker") == []
+    new_id = heartbeat_file.read_text().strip()
+    assert len(new_id) == 14 and new_id.isdigit() and new_id != held
+    warned = [e for e in logs if e["log_level"] == "warning"]
+    assert [(e["file"], e["found"]) for e in warned] == [(str(heartbeat_file), held)]
+    assert ThemeService(root).status().heartbeatId == new_id
+    assert await ext.on_iteration_start(2, "worker") == []
+    assert heartbeat_file.read_text().strip() > new_id
