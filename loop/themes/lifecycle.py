@@ -38,7 +38,13 @@ log = get_logger(__name__)
 
 # Created before the history file (stage 3); the other planned directories are stage 4.
 _HISTORY_DIRS = frozenset({"artifacts", "artifacts/theme_histories"})  # HISTORIES
-STAGES = {3: "history file", 4: "theme directory", 5: "mark processed"}
+STAGES = {
+    1: "target",
+    2: "cooldown",
+    3: "history file",
+    4: "theme directory",
+    5: "mark processed",
+}
 HISTORIES = "artifacts/theme_histories"
 _HISTORY = re.compile(HISTORIES + r"/(?P<id>[0-9]{14})_start_(?P<part>[a-z0-9_]+)\.md")
 _THEME_DIR = re.compile(

@@ -7,17 +7,19 @@ status only read: calling them changes nothing on disk.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
 from loop import _fs
 from loop._log import get_logger
 from loop._names import check_name
-from loop.errors import PathError, ToolError
+from loop.errors import LoopError, PathError, ToolError
 from loop.themes import naming
 from loop.themes.feedback import process_feedback
 from loop.themes.heartbeat import read_heartbeat_id, write_heartbeat
-from loop.themes.lifecycle import StartPlan, execute_start, repair
+from loop.themes.lifecycle import STAGES, StartPlan, execute_start, repair
 from loop.themes.models import (
     EndThemeInput,
     EndThemeOutput,
@@ -222,9 +224,12 @@ class ThemeService:
             repaired = repair(self.ws, self.ops)
             hb = read_heartbeat_id(self.ws)
             if inp.target_filename is not None:
-                self._check_target(inp.target_filename)
-            self._check_cooldown(hb, "stage 2/5 (cooldown) failed: ")
-            plan = self._plan(inp, hb, part, parent)
+                with _stage(1):
+                    self._check_target(inp.target_filename)
+            with _stage(2):
+                self._check_cooldown(hb, "stage 2/5 (cooldown) failed: ")
+            with _stage(4):  # its checks; stages 3-5 run in execute_start
+                plan = self._plan(inp, hb, part, parent)
             text = naming.render_start_history(
                 name=inp.themeName,
                 start_id=hb,
@@ -363,6 +368,21 @@ class ThemeService:
     def process_feedback(self, kind: str, *, interrupts_only: bool = False) -> FeedbackOutput:
         """Take the oldest unprocessed feedback item and mark it ``processed.``."""
         return process_feedback(self.ws, self.ops, kind, interrupts_only=interrupts_only)
+
+
+@contextmanager
+def _stage(number: int) -> Iterator[None]:
+    """An error raised inside is one of start stage ``number``: its ``details`` get the
+    ``stage`` and ``stageName`` that the errors of stages 3-5 carry (other keys kept)."""
+    try:
+        yield
+    except LoopError as exc:
+        where = {"stage": number, "stageName": STAGES[number]}
+        if exc.details is None:
+            exc.details = where
+        elif isinstance(exc.details, dict):
+            exc.details = {**where, **exc.details}
+        raise
 
 
 def _sanitize_warnings(

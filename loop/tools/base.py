@@ -243,7 +243,7 @@ class Tool:
         except ToolError:
             raise
         except InputError as exc:  # paths, stores: still the caller's to fix
-            raise ToolError(exc.code, exc.message) from exc
+            raise ToolError(exc.code, exc.message, exc.details) from exc
         except OSError as exc:  # the file system said no where no rule expected it
             where = f"{exc.filename}: " if exc.filename else ""
             raise ToolError("io_error", f"{self.name}: {where}{exc.strerror or exc}") from exc

@@ -118,6 +118,29 @@ def test_errors_exit_2_with_code(ws: str, capsys: pytest.CaptureFixture[str]) ->
     assert "unsupported_type" in capsys.readouterr().err
 
 
+def test_start_errors_show_their_stage_with_json(
+    ws: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`theme start ... --json` prints the structured error with details.stage (an int)."""
+    start = ["theme", "start", "--theme-name", "T", "--reason", "r", "--json", "--workspace", ws]
+    assert _main([*start, "missing.md", "--theme-directory-part", "t"]) == 2
+    captured = capsys.readouterr()
+    error = json.loads(captured.out)["error"]
+    assert error["code"] == "theme_file_not_found"
+    assert error["details"] == {"stage": 1, "stageName": "target"}
+    assert captured.err.startswith("error: theme_file_not_found: stage 1/5 (target) failed")
+    assert _main([*start, "001_theme.md", "--theme-directory-part", "t"]) == 0
+    capsys.readouterr()
+    assert _main([*start, "002_other.md", "--theme-directory-part", "u"]) == 2
+    details = json.loads(capsys.readouterr().out)["error"]["details"]
+    assert details == {
+        "stage": 2,
+        "stageName": "cooldown",
+        "heartbeatId": "20250801120000",
+        "existing": "20250801120000_start_t.md",
+    }
+
+
 @pytest.mark.parametrize("held", ["junk", "99991231235959"])
 def test_heartbeat_replaces_a_file_it_cannot_follow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], held: str

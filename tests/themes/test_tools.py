@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from loop.errors import ToolError
-from loop.themes import ThemeService
+from loop.errors import LoopError, ToolError
+from loop.themes import Operations, ThemeService
 from loop.themes.tools import TOOLS
 from loop.tools.base import ToolContext
 
-from .conftest import beat, snapshot
+from .conftest import FaultyOps, beat, snapshot
 
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -147,6 +147,100 @@ def test_start_stage1_errors(root: Path, target: str, code: str) -> None:
     assert err.code == code
     assert "stage 1/5" in err.message
     assert snapshot(root) == before
+
+
+def _two_faults(forward: str, cleanup: str) -> FaultyOps:
+    """A stage fails (``forward``), then the clean-up step ``cleanup`` fails too."""
+
+    class TwoFaults(FaultyOps):
+        def _tick(self, step: str) -> None:
+            if step in (forward, cleanup):
+                raise OSError(5, f"injected fault in {step}")
+
+    return TwoFaults()
+
+
+def _link_target(root: Path) -> None:
+    (root / "themebox" / "001_theme.md").unlink()
+    (root / "themebox" / "001_theme.md").symlink_to(root.parent / "elsewhere.md")
+
+
+def _started(root: Path) -> None:
+    run(root, "start_theme", {**START, "targetFilename": "002_other.md", "themeDirectoryPart": "o"})
+
+
+SUB = {"parentThemeStartId": "20240101000000", "parentThemeDirectoryPart": "ghost"}
+STAGE_ERRORS: list[tuple[str, Any, Operations | None, dict[str, Any], str, int]] = [
+    ("missing", None, None, {"targetFilename": "missing.md"}, "theme_file_not_found", 1),
+    ("processed", None, None, {"targetFilename": "processed.x.md"}, "theme_already_processed", 1),
+    ("link", _link_target, None, {}, "invalid_path", 1),
+    ("cooldown", _started, None, {}, "cooldown", 2),
+    ("intent", None, FaultyOps("write_intent"), {}, "history_write_failed", 3),
+    ("history", None, FaultyOps("write_history"), {}, "history_write_failed", 3),
+    ("parent", None, None, SUB, "parent_theme_not_found", 4),
+    ("exists", "artifacts/20250801120000_study_bus", None, {}, "theme_directory_exists", 4),
+    ("mkdir", None, FaultyOps("make_dir"), {}, "theme_directory_failed", 4),
+    ("rename", None, FaultyOps("mark_processed"), {}, "mark_processed_failed", 5),
+    ("cleanup", None, _two_faults("mark_processed", "remove_dir"), {}, "cleanup_failed", 5),
+]
+
+
+@pytest.mark.parametrize(
+    ("prepare", "ops", "overrides", "code", "stage"),
+    [row[1:] for row in STAGE_ERRORS],
+    ids=[row[0] for row in STAGE_ERRORS],
+)
+def test_every_start_error_names_its_stage_in_details(  # noqa: PLR0917 - one per field
+    root: Path,
+    prepare: Any,
+    ops: Operations | None,
+    overrides: dict[str, Any],
+    code: str,
+    stage: int,
+) -> None:
+    """Every error start_theme raises at one of its five stages carries details.stage
+    (an int, 1-5) and details.stageName, with the keys it had before (the cooldown's
+    heartbeatId and existing, the cause and manualCheck of stages 3-5)."""
+    (root / "themebox" / "processed.x.md").write_text("done\n")
+    if isinstance(prepare, str):
+        (root / prepare).mkdir()
+    elif prepare is not None:
+        prepare(root)
+    ctx = ToolContext(root=root.parent, workspace=root)
+    if ops is not None:
+        ctx.state["themes"] = ops
+    with pytest.raises(LoopError) as info:
+        BY_NAME["start_theme"].run(ctx, {**START, **overrides})
+    err = info.value.to_dict()["error"]
+    assert err["code"] == code
+    assert err["details"]["stage"] == stage and type(err["details"]["stage"]) is int
+    assert err["details"]["stageName"] in err["message"] or code == "invalid_path"
+    if code == "cooldown":
+        assert err["details"]["heartbeatId"] == "20250801120000"
+        assert err["details"]["existing"] == "20250801120000_start_o.md"
+    if ops is not None:
+        assert "injected fault" in err["details"]["cause"]
+        assert bool(err["details"]["manualCheck"]) == (code == "cleanup_failed")
+
+
+def test_end_errors_carry_no_stage(root: Path) -> None:
+    """end_theme has no stages: its cooldown keeps only heartbeatId and existing."""
+    started = run(root, "start_theme", START)
+    err = error(
+        root,
+        "end_theme",
+        {
+            "themeStartId": started["themeStartId"],
+            "themeDirectoryPart": "study_bus",
+            "themeName": "Study the bus",
+            "reason": "done",
+        },
+    )
+    assert err.code == "cooldown"
+    assert err.details == {
+        "heartbeatId": "20250801120000",
+        "existing": "20250801120000_start_study_bus.md",
+    }
 
 
 def test_start_stage2_cooldown_same_heartbeat(root: Path) -> None:
