@@ -1,4 +1,4 @@
-"""The feedbackbox: items for the agent, taken oldest first and marked ``processed.``.
+"""The feedbackbox: items for the agent, taken first by name and marked ``processed.``.
 
 Items whose names start with ``interrupt.`` are taken by the loop at the next
 heartbeat and turned into an interrupt event (see :mod:`loop.themes.extension`).
@@ -27,7 +27,7 @@ def interrupt_name(name: str) -> str:
 def process_feedback(
     ws: Workspace, ops: Operations, kind: str, *, interrupts_only: bool = False
 ) -> FeedbackOutput:
-    """Take the oldest unprocessed feedback item (or interrupt item) and mark it processed.
+    """Take the first unprocessed feedback item (or interrupt item) by name; mark it processed.
 
     A missing feedbackbox folder is created (so that it is there to drop items into),
     except for ``interrupts_only``, the loop's own check at each heartbeat.

@@ -157,7 +157,7 @@ class EndThemeOutput(_Out):
 
 
 class FeedbackOutput(_Out):
-    """The oldest feedback item (now processed), or none."""
+    """The first feedback item by name (now processed), or none."""
 
     found: bool
     filename: str | None = Field(None, description="the item's name before processing")

@@ -94,7 +94,7 @@ def theme_dir_parts(
 
 
 def candidates(names: Iterable[str]) -> list[str]:
-    """Unprocessed ``.md`` names (no ``draft.``/``processed.`` prefix), oldest (by name) first."""
+    """Unprocessed ``.md`` names (no ``draft.``/``processed.`` prefix), sorted by name."""
     return sorted(
         n for n in names if n.endswith(".md") and not n.startswith((DRAFT_PREFIX, PROCESSED_PREFIX))
     )

@@ -70,7 +70,7 @@ class ThemeService:
     # --- reads ------------------------------------------------------------------------
 
     def preview(self) -> PreviewOutput:
-        """The oldest theme candidate; read-only (takes no lock, creates nothing)."""
+        """The first theme candidate by name; read-only (takes no lock, creates nothing)."""
         pending = self.ws.exists(self.ws.intent_file)
         names = naming.candidates(self.ws.list_md(self.ws.themebox))
         if not names:
@@ -366,7 +366,7 @@ class ThemeService:
     # --- feedbackbox ------------------------------------------------------------------
 
     def process_feedback(self, kind: str, *, interrupts_only: bool = False) -> FeedbackOutput:
-        """Take the oldest unprocessed feedback item and mark it ``processed.``."""
+        """Take the first unprocessed feedback item by name and mark it ``processed.``."""
         return process_feedback(self.ws, self.ops, kind, interrupts_only=interrupts_only)
 
 

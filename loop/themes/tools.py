@@ -108,9 +108,10 @@ TOOLS: list[Tool] = [
         domain=DOMAIN,
         description=(
             "Show the next theme candidate in themebox without changing anything.\n"
-            "Returns the oldest .md file without a draft./processed. prefix: its name, its "
-            "content and how many more wait. Safe to call any number of times; start it "
-            "with start_theme."
+            "Returns the first .md file by name without a draft./processed. prefix (the "
+            "oldest when names start with a date or a number): its name, its content and "
+            "how many more wait. Safe to call any number of times; start it with "
+            "start_theme."
         ),
         input_model=NoInput,
         output_model=PreviewOutput,
@@ -148,7 +149,7 @@ TOOLS: list[Tool] = [
         name="check_and_process_item",
         domain=DOMAIN,
         description=(
-            'Take the oldest unprocessed feedback item (type "feedbackbox").\n'
+            'Take the first unprocessed feedback item by name (type "feedbackbox").\n'
             "Returns its content and marks it processed. Themes are not handled here: use "
             "preview_next_theme and start_theme."
         ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,9 @@ def test_tool_names_and_domain() -> None:
     assert not BY_NAME["start_theme"].read_only
 
 
-def test_preview_is_read_only_and_picks_oldest(root: Path) -> None:
-    """Preview returns the oldest candidate and changes nothing, however often it runs."""
+def test_preview_is_read_only_and_picks_the_first_by_name(root: Path) -> None:
+    """Preview returns the first candidate by name and changes nothing, however often it
+    runs."""
     before = snapshot(root)
     for _ in range(3):
         out = run(root, "preview_next_theme")
@@ -63,6 +65,20 @@ def test_preview_is_read_only_and_picks_oldest(root: Path) -> None:
     assert out["content"] == "# Study the bus\nread bus.py\n"
     assert out["remaining"] == 1
     assert snapshot(root) == before
+
+
+def test_preview_and_feedback_go_by_name_not_by_file_date(root: Path) -> None:
+    """The first name wins, as in the original server, even when a later name is the
+    older file: the docs say "first by name", not "oldest"."""
+    for box in ("themebox", "feedbackbox"):
+        (root / box / "b_older_file.md").write_text("b\n")
+        (root / box / "a_newer_file.md").write_text("a\n")
+        os.utime(root / box / "b_older_file.md", (1_000_000_000, 1_000_000_000))
+    (root / "themebox" / "001_theme.md").unlink()
+    (root / "themebox" / "002_other.md").unlink()
+    assert run(root, "preview_next_theme")["filename"] == "a_newer_file.md"
+    taken = run(root, "check_and_process_item", {"type": "feedbackbox"})
+    assert taken["filename"] == "a_newer_file.md"
 
 
 def test_preview_without_candidates(tmp_path: Path) -> None:
