@@ -19,7 +19,7 @@ from loop.commands.tools import (
     report_tool_error,
 )
 from loop.errors import LoopError
-from loop.exits import EXIT_OK
+from loop.exits import EXIT_FAILED, EXIT_OK
 from loop.experience.tools import TOOLS
 
 __all__ = ["COMMANDS", "register", "register_export"]
@@ -66,6 +66,12 @@ def _render_validation(out: dict[str, Any]) -> str:
     lines += [f"  error: {e}" for e in out["errors"]]
     lines += [f"  warning: {w}" for w in out["warnings"]]
     return "\n".join(lines)
+
+
+def _validation_exit(out: dict[str, Any]) -> int:
+    """``experience validate`` exits 1 when the experience is invalid (the report is
+    printed all the same), 0 when it is valid, warnings or not."""
+    return EXIT_OK if out["valid"] else EXIT_FAILED
 
 
 def _render_init(out: dict[str, Any]) -> str:
@@ -120,6 +126,7 @@ def register(subparsers: Any) -> None:
             "conversations": _render_conversations,
             "thoughts": _render_thoughts,
         },
+        exit_codes={"validate": _validation_exit},
     )
     guide = group.subcommands.add_parser(
         "guide",

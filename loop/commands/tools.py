@@ -35,6 +35,7 @@ from loop.tools.base import Tool, ToolContext
 from loop.tools.calls import Channel
 
 __all__ = [
+    "ExitCode",
     "Renderer",
     "ToolGroup",
     "add_context_options",
@@ -50,6 +51,8 @@ _COMMAND_LINES: dict[str, str] = {}
 _BOOL_ARG = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(true|false)\b")
 
 Renderer = Callable[[dict[str, Any]], str]
+# A successful call's exit code, from its output (``experience validate``: 1 when invalid).
+ExitCode = Callable[[dict[str, Any]], int]
 
 
 def _kebab(name: str) -> str:
@@ -183,6 +186,7 @@ def add_tool_group(
     commands: dict[str, str],
     positionals: dict[str, list[str]] | None = None,
     renderers: dict[str, Renderer] | None = None,
+    exit_codes: dict[str, ExitCode] | None = None,
 ) -> ToolGroup:
     """Add ``group`` with one subcommand per tool.
 
@@ -194,6 +198,8 @@ def add_tool_group(
         commands: subcommand name → tool name.
         positionals: subcommand name → fields that may also be given positionally.
         renderers: subcommand name → function that renders the output for a person.
+        exit_codes: subcommand name → function that gives the exit code of a call that
+            returned (0 when not given): a result that reports a failure, not an error.
 
     Returns:
         The group's parser and its subcommands action (see :class:`ToolGroup`).
@@ -228,7 +234,11 @@ def add_tool_group(
         )
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         add_context_options(p)
-        p.set_defaults(handler=_make_handler(tool, (renderers or {}).get(command)))
+        p.set_defaults(
+            handler=_make_handler(
+                tool, (renderers or {}).get(command), (exit_codes or {}).get(command)
+            )
+        )
     return ToolGroup(parent, sub)
 
 
@@ -270,7 +280,9 @@ def _collect_input(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
-def _make_handler(tool: Tool, renderer: Renderer | None) -> Callable[[argparse.Namespace], int]:
+def _make_handler(
+    tool: Tool, renderer: Renderer | None, exit_code: ExitCode | None = None
+) -> Callable[[argparse.Namespace], int]:
     def handler(args: argparse.Namespace) -> int:
         try:
             ctx = context_from_args(args)
@@ -282,7 +294,7 @@ def _make_handler(tool: Tool, renderer: Renderer | None) -> Callable[[argparse.N
             print(json.dumps(out, ensure_ascii=False, indent=2))
         else:
             print(cli_wording((renderer or render_fields)(out)))
-        return EXIT_OK
+        return EXIT_OK if exit_code is None else exit_code(out)
 
     return handler
 

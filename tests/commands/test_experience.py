@@ -13,7 +13,7 @@ import structlog
 
 from loop.commands.experience import register, register_export
 from loop.commands.tools import render_fields
-from loop.exits import EXIT_OK, EXIT_USAGE
+from loop.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from tests.experience.helpers import SUMMARY, conversations
 
 
@@ -87,6 +87,35 @@ def test_export_flow_through_the_cli(capsys: pytest.CaptureFixture[str], tmp_pat
     assert summary["directory"] == str(tmp_path / ".loop/experiences/experience_cli1")
     assert _run("experience", "validate", summary["directory"]) == EXIT_OK
     assert ": valid" in capsys.readouterr().out
+
+
+def test_validate_exits_1_when_the_experience_is_invalid(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """validate: 0 for a valid experience (warnings allowed), 1 for an invalid one, with
+    the report printed as text or JSON all the same; 2 when the call itself is refused."""
+    summary = json.dumps(SUMMARY)
+    assert _run("experience", "init", "--session-id", "v1", "--summary", summary) == EXIT_OK
+    argv = ("experience", "conversations", "v1", "--batch-number", "1")
+    assert _run(*argv, "--conversations-batch", json.dumps(conversations(1))) == EXIT_OK
+    assert _run("experience", "finalize", "v1") == EXIT_OK  # no thoughts: a warning
+    capsys.readouterr()
+    folder = tmp_path / ".loop/experiences/experience_v1"
+    assert _run("experience", "validate", str(folder)) == EXIT_OK
+    assert capsys.readouterr().out.startswith(f"{folder}: valid\n")
+
+    (folder / "conversations_001.json").write_text('{"session_id": "v1" "batch_info": {}}')
+    assert _run("experience", "validate", str(folder)) == EXIT_FAILED
+    out = capsys.readouterr().out
+    assert out.startswith(f"{folder}: INVALID\n")
+    assert (
+        "  error: conversations_001.json: (file): invalid JSON: Expecting ',' delimiter "
+        "at line 1 column 21"
+    ) in out
+    assert _run("experience", "validate", str(folder), "--json") == EXIT_FAILED
+    assert json.loads(capsys.readouterr().out)["valid"] is False
+    assert _run("experience", "validate", str(tmp_path / "missing")) == EXIT_USAGE
+    assert "error: directory_not_found:" in capsys.readouterr().err
 
 
 def test_every_step_prints_text_by_default_and_json_only_with_the_flag(

@@ -147,10 +147,15 @@ class Outcome:
     error_code: str | None = None  # the structured error's code, when there is one
 
     def check_clean(self) -> None:
-        """No traceback; success, or one error line (CLI) / a structured error (MCP)."""
+        """No traceback; success, a report of an invalid experience (``experience
+        validate`` exits 1 with it, and no error), or one error line (CLI) / a structured
+        error (MCP)."""
         assert "Traceback" not in self.out + self.err, self.err
-        assert self.code in (0, 2), (self.code, self.err)
-        if self.code:
+        assert self.code in (0, 1, 2), (self.code, self.err)
+        if self.code == 1:
+            assert ": INVALID\n" in self.out or '"valid": false' in self.out, self.out
+            assert not any(line.startswith("error:") for line in self.err.splitlines())
+        elif self.code:
             errors = [line for line in self.err.splitlines() if line.startswith("error:")]
             assert len(errors) == 1, self.err
             assert self.error_code != "internal_error", self.err
