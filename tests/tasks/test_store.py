@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from loop import _fs
-from loop.errors import StoreError, ToolError
+from loop.errors import PathError, StoreError, ToolError
 from loop.tasks import operations
 from loop.tasks.models import Task
 from loop.tasks.store import FileTaskStore, MemoryTaskStore, dump_tasks, store_for
@@ -154,6 +154,44 @@ def test_tool_reports_bad_file_as_store_error_code(tmp_path: Path) -> None:
     assert exc.value.code == "store_error"
     assert str(path) in exc.value.message
     assert path.read_text(encoding="utf-8") == "not json"
+
+
+@pytest.mark.parametrize(
+    ("link", "list_code"),
+    [("tasks.json", "invalid_path"), ("tasks.json.lock", None), (".", "invalid_path")],
+)
+def test_the_invalid_path_cases_tasks_md_lists(
+    tmp_path: Path, link: str, list_code: str | None
+) -> None:
+    """invalid_path, as docs/tasks.md lists it: a link at the tasks file (every call), at
+    its lock file (a change; a read takes no lock) or at a folder on the way below the
+    project folder; and a path no system call takes."""
+    from loop.tasks.tools import TOOLS
+
+    by_name = {t.name: t for t in TOOLS}
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "tasks.json").write_text("[]\n", encoding="utf-8")
+    (real / "tasks.json.lock").write_text("", encoding="utf-8")
+    folder = tmp_path / "project" / ".loop"
+    if link == ".":
+        folder.parent.mkdir()
+        folder.symlink_to(real)
+    else:
+        folder.mkdir(parents=True)
+        (folder / link).symlink_to(real / link)
+    ctx = ToolContext(root=folder.parent, tasks_file=folder / "tasks.json")
+    for tool, code in (("listTasks", list_code), ("createTask", "invalid_path")):
+        if code is None:
+            assert by_name[tool].run(ctx, {}).model_dump()["tasks"] == []
+            continue
+        with pytest.raises(ToolError) as exc:
+            by_name[tool].run(ctx, {"name": "x"} if tool == "createTask" else {})
+        assert exc.value.code == code
+        assert "refusing to follow the symbolic link" in exc.value.message
+    assert (real / "tasks.json").read_text(encoding="utf-8") == "[]\n"
+    with pytest.raises(PathError, match="NUL"):
+        ToolContext(root=tmp_path, tasks_file=Path("a\x00b.json"))
 
 
 @pytest.mark.parametrize(
