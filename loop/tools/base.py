@@ -87,25 +87,30 @@ class ToolContext:
             if path is not None:  # from flags, environment or config: still checked
                 check_path(str(path), what)
         self.root = self.root.resolve()
-        if self.tasks_file is not None and not self.tasks_file.is_absolute():
-            self.tasks_file = self.root / self.tasks_file
-        if not self.workspace.is_absolute():
-            self.workspace = self.root / self.workspace
-        if not self.experiences_base.is_absolute():
-            self.experiences_base = self.root / self.experiences_base
-        if not self.sessions_dir.is_absolute():
-            self.sessions_dir = self.root / self.sessions_dir
+        if self.tasks_file is not None:
+            self.tasks_file = self._full(self.tasks_file)
+        self.workspace = self._full(self.workspace)
+        self.experiences_base = self._full(self.experiences_base)
+        self.sessions_dir = self._full(self.sessions_dir)
+
+    def _full(self, path: Path) -> Path:
+        """A configured path, absolute: a relative one from the project folder, ``.`` and
+        ``..`` taken as written (as a shell's ``cd`` does, and as :mod:`loop._fs` reaches
+        every path), so ``../p/works`` and ``/abs/p/works`` are the same folder."""
+        return Path(os.path.normpath(self.root / path))
 
     def trusted_root(self, path: Path) -> Path:
         """The folder whose links are the user's, for a state path: see :mod:`loop._fs`.
 
         A path inside the project folder is reached from the project folder, so no
-        link below it (``.loop`` included) is followed; a path configured outside it is
-        trusted as given, and only what hatloop creates below it is checked.
+        link below it (``.loop`` included) is followed; a path configured outside it
+        (written as an absolute path or with ``..``) is trusted as given, and only what
+        hatloop creates below it is checked. ``.`` and ``..`` are taken as written.
         """
-        if path == self.root or self.root in path.parents:
+        full = Path(os.path.abspath(path))  # noqa: PTH100 - lexical, as loop._fs
+        if full == self.root or self.root in full.parents:
             return self.root
-        return path
+        return full
 
     def now(self) -> datetime:
         """The time a tool takes as "now" (UTC): the running call's, else the clock's."""
@@ -150,16 +155,28 @@ class ToolContext:
         as made over ``channel``.
         """
         env = os.environ if environ is None else environ
-        tf = tasks_file or env.get(ENV_TASKS_FILE) or default_tasks_file
-        ws = workspace or env.get(ENV_WORKSPACE) or default_workspace
-        ex = experiences_base or env.get(ENV_EXPERIENCES_DIR) or default_experiences_base
+        tf = _given(
+            (tasks_file, "--tasks-file"),
+            (env.get(ENV_TASKS_FILE), ENV_TASKS_FILE),
+            (default_tasks_file, "[tasks] file in loop.toml"),
+        )
+        ws = _given(
+            (workspace, "--workspace"),
+            (env.get(ENV_WORKSPACE), ENV_WORKSPACE),
+            (default_workspace, "[themes] workspace in loop.toml"),
+        )
+        ex = _given(
+            (experiences_base, "--experiences-dir"),
+            (env.get(ENV_EXPERIENCES_DIR), ENV_EXPERIENCES_DIR),
+            (default_experiences_base, "[experience] base_directory in loop.toml"),
+        )
         sd = env.get(ENV_SESSION_DIR)
         ef = env.get(ENV_EVENTS_FILE)
         return cls(
             root=root or Path.cwd(),
             tasks_file=Path(tf) if tf else None,
-            workspace=Path(ws),
-            experiences_base=Path(ex),
+            workspace=Path(ws or DEFAULT_WORKSPACE),
+            experiences_base=Path(ex or DEFAULT_EXPERIENCES_DIR),
             sessions_dir=Path(sessions_dir or DEFAULT_SESSIONS_DIR),
             session_dir=Path(sd) if sd else None,
             events_file=Path(ef) if ef else None,
@@ -173,6 +190,15 @@ class ToolContext:
         if self.tasks_file is not None:
             env[ENV_TASKS_FILE] = str(self.tasks_file)
         return env
+
+
+def _given(*choices: tuple[str | None, str]) -> str | None:
+    """The first path set, checked in the name of where it was set (a flag, a variable,
+    a ``loop.toml`` setting), so that a refusal says which one to fix."""
+    for value, where in choices:
+        if value:
+            return check_path(value, where)
+    return None
 
 
 ToolFunc = Callable[[ToolContext, Any], BaseModel]

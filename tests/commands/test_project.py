@@ -4,14 +4,18 @@ as pytest and ruff find theirs, from the current folder up."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import structlog
 
+from loop.__main__ import main as loop_main
 from loop.commands.init import ignores_state
 from loop.config import find_config, load_config
+from loop.tools.base import ToolContext
 from tests.commands.helpers import ENV, loop
 
 ECHO = """\
@@ -185,3 +189,120 @@ SUMMARY = {
     "experience_flow": ["x"],
     "main_topics": ["t (e.g. x)"],
 }
+
+
+def _main(*argv: str) -> int:
+    """``python -m loop ARGV`` in this process; the logging setup and the environment it
+    may change are put back."""
+    saved, logging = dict(os.environ), structlog.get_config()
+    try:
+        with structlog.testing.capture_logs():
+            return loop_main(list(argv))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        structlog.configure(**logging)
+
+
+OUTSIDE_FORMS = {
+    "relative": "../p9/{}",
+    "absolute": "{project}/../p9/{}",
+    "resolved": "{outside}/{}",
+}
+
+
+@pytest.mark.parametrize("form", list(OUTSIDE_FORMS))
+def test_a_path_outside_the_project_is_used_however_it_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], form: str
+) -> None:
+    """--tasks-file, --workspace and --experiences-dir are the person's: a folder outside
+    the project is used, whether written with `..` or as an absolute path (`..` was
+    refused as "not inside" the project, the absolute path accepted)."""
+    project, outside = tmp_path / "p13", tmp_path / "p9"
+    project.mkdir()
+    outside.mkdir()
+    monkeypatch.chdir(project)
+    for name in ("FILE_PATH", "LOOP_WORKSPACE", "LOOP_EXPERIENCES_DIR", "LOOP_EVENTS_FILE"):
+        monkeypatch.delenv(name, raising=False)
+
+    def at(name: str) -> str:
+        return OUTSIDE_FORMS[form].format(name, project=project, outside=outside)
+
+    summary = json.dumps(SUMMARY)
+    calls = [
+        ["theme", "heartbeat", "--workspace", at("works")],
+        ["theme", "preview", "--workspace", at("works")],
+        ["theme", "start", "--theme-name", "T", "--theme-directory-part", "t", "--reason", "r"],
+        ["task", "create", "t", "--tasks-file", at("tasks.json")],
+        ["task", "list", "--tasks-file", at("tasks.json")],
+        ["experience", "init", "--session-id", "s1", "--summary", summary],
+        ["experience", "status", "s1", "--experiences-dir", at("exp")],
+    ]
+    calls[2] += ["--workspace", at("works")]
+    calls[5] += ["--experiences-dir", at("exp")]
+    for argv in calls:
+        assert _main(*argv) == 0, capsys.readouterr().err
+    assert "s1: in_progress" in capsys.readouterr().out
+    assert (outside / "works/stats/current_heartbeat_id.txt").is_file()
+    assert next((outside / "works/artifacts").glob("*_t/histories")).is_dir()
+    assert json.loads((outside / "tasks.json").read_text(encoding="utf-8"))[0]["name"] == "t"
+    assert (outside / "exp/experience_s1/summary.json").is_file()
+    assert list(project.iterdir()) == []
+
+
+def test_a_path_inside_the_project_written_with_dotdot_still_follows_no_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`..` that stays inside the project is the same folder as without it: reached from
+    the project folder, so a link below it is refused, as for the plain path."""
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / ".loop").symlink_to(tmp_path / "elsewhere")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("LOOP_WORKSPACE", raising=False)
+    assert _main("theme", "heartbeat", "--workspace", "sub/../.loop/works") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: invalid_path: refusing to follow the symbolic link")
+    assert str(tmp_path / ".loop") in err
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_the_sessions_folder_outside_the_project_written_with_dotdot(tmp_path: Path) -> None:
+    """The folder the session files are reached from: the project for a path in it, the
+    path itself outside it, `..` taken as written (a sessions_dir of ../x was taken as
+    inside the project, then refused)."""
+    project = tmp_path / "p13"
+    project.mkdir()
+    ctx = ToolContext(root=project, sessions_dir=Path("../shared/sessions"))
+    assert ctx.sessions_dir == tmp_path.resolve() / "shared/sessions"
+    assert ctx.trusted_root(project / ".." / "shared") == tmp_path.resolve() / "shared"
+    assert ctx.trusted_root(project / "a" / ".." / ".loop") == project.resolve()
+
+
+REFUSED_AS = {
+    "flag": "--tasks-file",
+    "variable": "LOOP_WORKSPACE",
+    "loop.toml": "[themes] workspace in loop.toml",
+}
+
+
+@pytest.mark.parametrize("given", list(REFUSED_AS))
+def test_a_path_no_system_call_takes_names_the_flag_or_setting(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    given: str,
+) -> None:
+    """A refused path of the person's says where it was set: the flag, the variable or
+    the loop.toml setting."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("FILE_PATH", "LOOP_WORKSPACE"):
+        monkeypatch.delenv(name, raising=False)
+    long = "x" * 300
+    argv = ["task", "list", "--tasks-file", long] if given == "flag" else ["theme", "status"]
+    if given == "variable":
+        monkeypatch.setenv("LOOP_WORKSPACE", long)
+    elif given == "loop.toml":
+        (tmp_path / "loop.toml").write_text(f'[themes]\nworkspace = "{long}"\n', encoding="utf-8")
+    assert _main(*argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: invalid_path: {REFUSED_AS[given]} has a name of 300 bytes")
