@@ -113,12 +113,15 @@ def _key_parts(loc: tuple[int | str, ...]) -> list[str]:
     """The key path of an error's location, without pydantic's own steps (validator
     names, and the backend type a tagged union adds after ``backend``)."""
     parts: list[str] = []
+    tag_next = False  # the step right after ``backend`` is the union's tag, once
     for p in loc:
         text = str(p)
         if text.startswith(("function-", "tagged-")):
             continue
-        if parts and parts[-1] == "backend" and text in (*_backend_types(), "replay"):
+        if tag_next and text in (*_backend_types(), "replay"):
+            tag_next = False
             continue
+        tag_next = text == "backend"
         parts.append(text)
     return parts
 

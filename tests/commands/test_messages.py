@@ -56,6 +56,16 @@ HAT = '[loop]\nprompt = "x"\n[hats.a]\ntriggers = ["task.start"]\n'
             HAT + "max_activations = 0\n",
             "hats.a.max_activations: expected a number at least 1, got 0",
         ),
+        # a key named like a backend type (command) is named; the union's tag is not
+        (
+            '[loop]\nprompt = "x"\n[backend]\ntype = "command"\n',
+            "backend.command: missing required key",
+        ),
+        (HAT + 'backend = { type = "command" }\n', "hats.a.backend.command: missing required key"),
+        (
+            HAT + 'backend = { type = "command", command = [] }\n',
+            "hats.a.backend.command: expected at least 1 item(s), got none",
+        ),
         (
             HAT + 'backend = { type = "gemini", approval_mode = "always" }\n',
             "hats.a.backend.approval_mode: expected one of 'default', 'auto_edit', 'yolo' or "
