@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loop.config import load_config, preset_names
+from loop.config import load_config, preset_names, tool_settings_from_project
 from loop.errors import ConfigError
 
 HAT = '[hats.a]\ntriggers = ["task.start"]\n'
@@ -86,6 +86,20 @@ def test_invalid_toml_and_missing_files_are_one_line_errors(tmp_path: Path) -> N
     missing = write(tmp_path / "m.toml", '[loop]\nprompt = "x"\nhats = ["nope.toml"]\n')
     with pytest.raises(ConfigError, match=r"hat file or folder not found: nope\.toml"):
         load_config(missing)
+
+
+def test_a_byte_order_mark_is_accepted_in_every_toml_file(tmp_path: Path) -> None:
+    """UTF-8 with a byte-order mark (as Windows editors save it): loop.toml and a hat file
+    load for a run, and the tool commands read loop.toml too."""
+    bom = "\ufeff".encode()
+    (tmp_path / "hats").mkdir()
+    (tmp_path / "hats/a.toml").write_bytes(bom + HAT.encode())
+    path = tmp_path / "loop.toml"
+    text = '[loop]\nprompt = "x"\nhats = ["hats"]\n[tasks]\nfile = "t.json"\n'
+    path.write_bytes(bom + text.encode())
+    cfg = load_config(path)
+    assert list(cfg.hats) == ["a"] and cfg.prompt == "x"
+    assert tool_settings_from_project(tmp_path)["tasks_file"] == str(tmp_path / "t.json")
 
 
 def test_hat_files_and_folders_load_and_a_duplicate_hat_is_refused(tmp_path: Path) -> None:

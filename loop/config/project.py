@@ -69,8 +69,8 @@ def load_toml(path: Path) -> dict[str, Any]:
         raise ConfigError("is a folder, expected a TOML file", file=path) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read: {exc.strerror or exc}", file=path) from exc
-    try:
-        text = raw.decode("utf-8")
+    try:  # a byte-order mark (Windows editors write one) is not part of the TOML
+        text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"not UTF-8 text (byte {exc.start}: {exc.reason}); TOML files are UTF-8", file=path
