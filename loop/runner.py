@@ -27,9 +27,9 @@ from loop.errors import SessionError
 from loop.extensions import Extension
 from loop.records import Override
 from loop.session.store import (
-    find_session,
     latest_session,
     new_session_id,
+    require_session,
     validate_session_id,
 )
 from loop.tools.base import ToolContext
@@ -145,9 +145,8 @@ def resolve_session(config: LoadedConfig, options: RunOptions) -> SessionPaths:
             raise SessionError(f"no session to resume in {sessions_dir}")
         return SessionPaths(sessions_dir, latest, root=root)
     if options.resume and options.session_id is not None:  # an id or a unique prefix
-        given = options.session_id
-        found = find_session(sessions_dir, given, root=root)
-        return SessionPaths(sessions_dir, found or given, root=root)
+        found = require_session(sessions_dir, options.session_id, root=root)
+        return SessionPaths(sessions_dir, found, root=root)
     sid = validate_session_id(options.session_id) if options.session_id else new_session_id()
     return SessionPaths(sessions_dir, sid, root=root)
 

@@ -119,6 +119,18 @@ def test_a_completed_session_is_not_offered_resume(tmp_path: Path) -> None:
     assert "has completed" in res.stderr and "--resume" not in res.stderr
 
 
+def test_resuming_an_unknown_session_says_what_status_says(tmp_path: Path) -> None:
+    """`run --resume nope` and `status nope`: the same words, exit 2."""
+    assert loop("run", "-q", "--session-id", "known", cwd=tmp_path).returncode == 0
+    status = loop("status", "nope", cwd=tmp_path)
+    resume = loop("run", "-q", "--resume", "nope", cwd=tmp_path)
+    assert status.returncode == resume.returncode == 2
+    said = "error: unknown session 'nope' in "
+    assert status.stderr.startswith(said) and resume.stderr.startswith(said), resume.stderr
+    assert resume.stderr.strip().endswith(".loop/sessions")
+    assert not (tmp_path / ".loop/sessions/nope").exists()
+
+
 def test_usage_names_the_program_as_it_was_called(tmp_path: Path) -> None:
     """`hatloop` in usage lines when run as hatloop, `python -m loop` when run so."""
     assert prog_name("/usr/bin/hatloop") == "hatloop"

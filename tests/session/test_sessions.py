@@ -13,7 +13,7 @@ from loop.config import LoadedConfig
 from loop.engine.journal import read_journal
 from loop.engine.records import session_start
 from loop.engine.session_dir import SessionLock, SessionPaths
-from loop.errors import PathError, SessionError
+from loop.errors import InputError, PathError, SessionError
 from loop.records import IterationEnd, Resume, encode_record
 from loop.session.store import session_status, validate_session_id
 from loop.testing import make_config, run_hats, scripted, tag
@@ -122,9 +122,10 @@ def test_session_ids_are_plain_names(bad: str) -> None:
 
 
 async def test_resuming_an_unknown_session_creates_nothing(tmp_path: Path) -> None:
-    """--resume of an id with no journal is refused before any folder is made."""
+    """--resume of an id with no journal is refused as status refuses it (an unknown
+    session, exit 2), before any folder is made."""
     cfg = _cfg(tmp_path)
-    with pytest.raises(SessionError, match="has no journal to resume"):
+    with pytest.raises(InputError, match=r"^unknown session 'ghost' in .*sessions$") as err:
         await run_hats(
             cfg,
             {"a": scripted(tag("LOOP_COMPLETE"))},
@@ -132,6 +133,7 @@ async def test_resuming_an_unknown_session_creates_nothing(tmp_path: Path) -> No
             session_id="ghost",
             resume=True,
         )
+    assert err.value.exit_code == 2
     assert not (tmp_path / ".loop/sessions/ghost").exists()
 
 
