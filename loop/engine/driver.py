@@ -155,6 +155,7 @@ class Engine:
             completion_event=config.loop.completion_event,
             fallback=config.loop.fallback_hat,
             starting_event=config.loop.starting_event,
+            cancellation_event=config.loop.cancellation_event,
         )
         self.specs = {s.name: s for s in self.route_ctx.hats}
         self.limits = limits_of(config)

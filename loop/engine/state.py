@@ -83,6 +83,7 @@ class RouteContext:  # not slotted: cached_property needs the instance __dict__
     completion_event: str = DEFAULT_COMPLETION_EVENT
     fallback: str | None = None
     starting_event: str | None = None
+    cancellation_event: str | None = None
 
     @classmethod
     def from_topology(
@@ -92,6 +93,7 @@ class RouteContext:  # not slotted: cached_property needs the instance __dict__
         completion_event: str,
         fallback: str | None,
         starting_event: str,
+        cancellation_event: str | None = None,
     ) -> RouteContext:
         """The context of a hat topology (a configuration's, or a journal's)."""
         return cls(
@@ -99,16 +101,20 @@ class RouteContext:  # not slotted: cached_property needs the instance __dict__
             completion_event=completion_event,
             fallback=fallback,
             starting_event=starting_event,
+            cancellation_event=cancellation_event,
         )
 
     @classmethod
     def from_start(cls, start: SessionStart) -> RouteContext:
         """The context a session recorded in its ``session.start`` record."""
+        loop = start.config.get("loop")
+        cancel = loop.get("cancellation_event") if isinstance(loop, dict) else None
         return cls.from_topology(
             start.hats,
             completion_event=start.completion_event,
             fallback=start.fallback_hat,
             starting_event=start.starting_event,
+            cancellation_event=cancel if isinstance(cancel, str) else None,
         )
 
     @cached_property
@@ -231,7 +237,7 @@ def _route_into(state: LoopState, event: Event, ctx: RouteContext) -> None:
     elif (
         event.topic != ctx.starting_event
         and event.source in ctx.hat_names
-        and event.topic != ctx.completion_event
+        and event.topic not in (ctx.completion_event, ctx.cancellation_event)
         and not is_reserved(event.topic, ctx.completion_event)
     ):
         state.unrouted = event.topic

@@ -6,9 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from loop.backends.python_hat import HatContext, PythonBackend
 from loop.engine.journal import read_journal
-from loop.records import IterationEnd
+from loop.engine.state import RouteContext, fold
+from loop.records import IterationEnd, SessionStart
 from loop.testing import make_config, run_hats, scripted, tag
 
 
@@ -137,6 +140,26 @@ async def test_the_cancellation_event_ends_the_run_at_once(tmp_path: Path) -> No
     assert (summary.reason, summary.exit_code, summary.iterations) == ("cancelled", 0, 3)
     assert "loop.cancel" in cap.topics(include_loop=True)
     assert ends(tmp_path, "c")[-1].cancelled
+
+
+async def test_the_cancellation_event_is_not_an_unrouted_event(tmp_path: Path) -> None:
+    """No hat is triggered by LOOP_CANCELLED (none may be): as the completion event, it
+    is not reported as unrouted, in the log nor in the state folded from the journal."""
+    cfg = make_config(
+        {"a": {"triggers": ["task.start"], "publishes": ["LOOP_CANCELLED"]}},
+        folder=tmp_path,
+        cancellation_event="LOOP_CANCELLED",
+    )
+    with capture_logs() as logs:
+        summary, _ = await run_hats(
+            cfg, {"a": scripted(tag("LOOP_CANCELLED", "stop"))}, workdir=tmp_path, session_id="u"
+        )
+    assert (summary.reason, summary.unrouted_topic) == ("cancelled", None)
+    assert not [log for log in logs if "unrouted" in log["event"]], logs
+    records = read_journal(tmp_path / ".loop/sessions/u/journal.jsonl").records
+    start = records[0]
+    assert isinstance(start, SessionStart)
+    assert fold(records, RouteContext.from_start(start)).unrouted is None
 
 
 async def test_strict_publishes_drops_and_journals_out_of_scope_events(tmp_path: Path) -> None:
