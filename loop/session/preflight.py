@@ -7,6 +7,7 @@ skips them) and stops with exit 2 on a failure. Each check is fast and calls no 
 * every hat has a backend (its own, or a default ``[backend]``);
 * each agent or command backend's program is found (on ``PATH``, or as a path);
 * each Python hat's ``module:function`` imports;
+* each scripted hat's ``outputs_file`` is read (a JSON list of strings);
 * each agent backend has what its API needs: a key variable, in the environment or the
   backend's ``env`` table, or a login the CLI saved (a warning only: logins live in
   places a CLI may change);
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Literal
 
 from loop.backends.python_hat import resolve_target
+from loop.backends.scripted import ScriptedBackend
 from loop.config import LoadedConfig, read_prompt
 from loop.config.backends import (
     BackendConfig,
@@ -33,6 +35,7 @@ from loop.config.backends import (
     CommandConfig,
     GeminiConfig,
     PythonConfig,
+    ScriptedConfig,
 )
 from loop.errors import ConfigError
 
@@ -51,7 +54,7 @@ CheckStatus = Literal["ok", "warn", "fail"]
 class Check:
     """One check's result: what was checked, for whom, and what was found."""
 
-    what: str  # "prompt", "backend", "program", "python", "credentials", "folder"
+    what: str  # "prompt", "backend", "program", "python", "outputs", "credentials", "folder"
     subject: str  # "hat planner", "hats builder, reviewer", "sessions", "recording"...
     status: CheckStatus
     detail: str
@@ -144,8 +147,12 @@ def _backend(subject: str, backend: BackendConfig, root: Path) -> Iterator[Check
     if isinstance(backend, PythonConfig):
         yield _python(subject, backend.target, root)
         return
+    if isinstance(backend, ScriptedConfig):
+        if backend.outputs_file:
+            yield _outputs(subject, backend)
+        return
     if not isinstance(backend, CommandConfig | ClaudeConfig | GeminiConfig | CodexConfig):
-        return  # scripted, replay: nothing outside hatloop
+        return  # replay: nothing outside hatloop
     env = {**os.environ, **backend.env}
     needs = _AGENTS.get(backend.type)
     yield _program(subject, backend.command[0], root, env, needs.install if needs else None)
@@ -174,6 +181,15 @@ def _python(subject: str, target: str, root: Path) -> Check:
     except Exception as exc:  # an import runs the module's code: any error is its answer
         return Check("python", subject, "fail", f"{target}: {exc}")
     return Check("python", subject, "ok", f"{target} imports")
+
+
+def _outputs(subject: str, backend: ScriptedConfig) -> Check:
+    """A scripted backend's ``outputs_file`` is read as the run reads it."""
+    try:
+        outputs = ScriptedBackend.from_config(backend).outputs
+    except ConfigError as exc:
+        return Check("outputs", subject, "fail", exc.message)
+    return Check("outputs", subject, "ok", f"{backend.outputs_file} ({len(outputs)} outputs)")
 
 
 def _credentials(subject: str, kind: str, needs: _Needs, env: Mapping[str, str]) -> Check:

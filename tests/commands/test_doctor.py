@@ -195,3 +195,28 @@ def test_without_an_objective_doctor_lists_it_and_the_hats_commands_work(
     res = _cli("doctor", cwd=tmp_path)
     assert res.returncode == 0
     assert "ok    prompt      objective: PROMPT.md (20 characters)" in res.stdout
+
+
+def test_a_scripted_outputs_file_is_checked_as_run_reads_it(tmp_path: Path) -> None:
+    """An absent outputs_file: doctor and hats validate fail it with the words run stops
+    with (exit 2 each); a readable one is ok, with its count of outputs."""
+    toml = (
+        '[loop]\nprompt = "x"\n[hats.a]\ntriggers = ["task.start"]\n'
+        'publishes = ["LOOP_COMPLETE"]\n'
+        'backend = { type = "scripted", outputs_file = "nope.json" }\n'
+    )
+    (tmp_path / "loop.toml").write_text(toml, encoding="utf-8")
+    said = f"{tmp_path / 'nope.json'}: cannot read scripted outputs: "
+    run = _cli("run", "-q", cwd=tmp_path)  # its preflight, as without it
+    assert run.returncode == 2 and run.stderr.startswith(f"error: hat a: {said}"), run.stderr
+    run = _cli("run", "-q", "--no-preflight", cwd=tmp_path)
+    assert run.returncode == 2 and run.stderr.startswith(f"error: {said}"), run.stderr
+    doctor = _cli("doctor", cwd=tmp_path)
+    assert doctor.returncode == 2, doctor.stdout
+    assert f"fail  outputs     hat a: {said}" in doctor.stdout
+    validate = _cli("hats", "validate", cwd=tmp_path)
+    assert validate.returncode == 2 and validate.stderr.startswith(f"error: hat a: {said}")
+    (tmp_path / "nope.json").write_text('["<event topic=\\"LOOP_COMPLETE\\">x</event>"]')
+    doctor = _cli("doctor", cwd=tmp_path)
+    assert doctor.returncode == 0, doctor.stdout
+    assert f"ok    outputs     hat a: {tmp_path / 'nope.json'} (1 outputs)" in doctor.stdout
