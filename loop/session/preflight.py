@@ -11,8 +11,8 @@ skips them) and stops with exit 2 on a failure. Each check is fast and calls no 
 * each agent backend has what its API needs: a key variable, in the environment or the
   backend's ``env`` table, or a login the CLI saved (a warning only: logins live in
   places a CLI may change);
-* the folders a run writes (sessions, tasks, themes, experiences, a recording's) can be
-  written.
+* the folders a run writes (sessions, tasks, themes, experiences) can be written, and
+  a recording's file too (as ``run`` checks it).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from loop.config.backends import (
     PythonConfig,
     ScriptedConfig,
 )
-from loop.errors import ConfigError
+from loop.errors import ConfigError, InputError
+from loop.session.target import check_target
 
 __all__ = [
     "Check",
@@ -54,8 +55,8 @@ CheckStatus = Literal["ok", "warn", "fail"]
 class Check:
     """One check's result: what was checked, for whom, and what was found."""
 
-    what: str  # "prompt", "backend", "program", "python", "outputs", "credentials", "folder"
-    subject: str  # "hat planner", "hats builder, reviewer", "sessions", "recording"...
+    what: str  # "prompt", "backend", "program", "python", "outputs", "folder", "recording"...
+    subject: str  # "hat planner", "hats builder, reviewer", "sessions", "--record-session"...
     status: CheckStatus
     detail: str
 
@@ -98,7 +99,8 @@ def preflight(config: LoadedConfig, *, recording: Path | None = None) -> list[Ch
     return [
         _objective_check(config),
         *backend_checks(config),
-        *folder_checks(config, recording=recording),
+        *folder_checks(config),
+        *([recording_check(recording)] if recording is not None else []),
     ]
 
 
@@ -209,7 +211,7 @@ def _credentials(subject: str, kind: str, needs: _Needs, env: Mapping[str, str])
     )
 
 
-def folder_checks(config: LoadedConfig, *, recording: Path | None = None) -> list[Check]:
+def folder_checks(config: LoadedConfig) -> list[Check]:
     """The folders a run writes: each exists as a writable folder, or can be made."""
     folders = [("sessions", config.resolve(config.loop.sessions_dir))]
     if config.tasks.enabled:
@@ -218,9 +220,26 @@ def folder_checks(config: LoadedConfig, *, recording: Path | None = None) -> lis
         folders.append(("themes", config.resolve(config.themes.workspace)))
     if config.experience.enabled:
         folders.append(("experiences", config.resolve(config.experience.base_directory)))
-    if recording is not None:
-        folders.append(("recording", Path(os.path.abspath(recording)).parent))  # noqa: PTH100
     return [_writable(subject, folder) for subject, folder in folders]
+
+
+def recording_check(path: Path) -> Check:
+    """``--record-session FILE`` checked with the check ``run`` makes
+    (:func:`~loop.session.target.check_target`): a link, a folder, a pipe or a socket,
+    or a file that cannot be created or opened for writing, fails. An existing file is
+    a warning: ``run`` overwrites it only with ``--force`` (or appends with ``--resume``)."""
+    try:
+        check_target(path, force=True, append=False)  # what it is, and whether it opens
+    except InputError as exc:
+        return Check("recording", "--record-session", "fail", exc.message)
+    if path.exists():
+        return Check(
+            "recording",
+            "--record-session",
+            "warn",
+            f"{path}: exists; run overwrites it only with --force (--resume appends to it)",
+        )
+    return Check("recording", "--record-session", "ok", f"{path} can be written")
 
 
 def _writable(subject: str, folder: Path) -> Check:

@@ -26,33 +26,47 @@ def check_target(path: Path, *, force: bool, append: bool) -> None:
     """Check that the recording can go to ``path``, before the run starts: open it for
     writing as the recorder will, and leave it as it was.
 
-    A new file is created and removed again; an existing one (only with ``force`` or
-    ``append``) is opened for appending and left untouched (a device such as
-    ``/dev/null`` is accepted). A folder, a symbolic link, a pipe and a socket are refused.
+    What ``path`` is comes first: a symbolic link, a folder, a pipe and a socket are
+    refused whatever the flags. Then an existing file is refused unless ``force`` or
+    ``append``; with one, it is opened for appending and left untouched (a device such
+    as ``/dev/null`` is accepted). A new file is created and removed again, and so are
+    the folders made for it. ``run`` and ``doctor`` both check with this.
 
     Raises:
         InputError: one line saying why the file cannot be written.
     """
+    if path.is_symlink():
+        raise InputError(f"{path}: is a symbolic link; --record-session needs a plain file")
     if path.is_dir():
         raise InputError(f"{path}: is a folder; --record-session needs a file")
-    if path.exists() and not (force or append):
+    if path.is_fifo() or path.is_socket():  # opening one would block or fail
+        raise InputError(f"{path}: is a pipe or a socket; --record-session needs a file")
+    existed = path.exists()
+    if existed and not (force or append):
         raise InputError(
             f"{path}: recording already exists; pass --force to overwrite it or choose another file"
         )
-    if path.is_symlink():
-        raise InputError(f"{path}: is a symbolic link; --record-session needs a plain file")
-    existed = path.exists()
-    if existed and (path.is_fifo() or path.is_socket()):  # opening one would block or fail
-        raise InputError(f"{path}: is a pipe or a socket; --record-session needs a file")
+    missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
     flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_APPEND if existed else os.O_CREAT | os.O_EXCL)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, flags, 0o644)
     except OSError as exc:
+        _remove_folders(missing)
         raise InputError(f"{path}: cannot write the recording: {exc.strerror or exc}") from None
     os.close(fd)
     if not existed:
         path.unlink(missing_ok=True)
+    _remove_folders(missing)
+
+
+def _remove_folders(made: list[Path]) -> None:
+    """Remove the folders a check made, deepest first (each only if still empty)."""
+    for folder in made:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def open_recording(path: Path, flags: int) -> int:

@@ -220,3 +220,37 @@ def test_a_scripted_outputs_file_is_checked_as_run_reads_it(tmp_path: Path) -> N
     doctor = _cli("doctor", cwd=tmp_path)
     assert doctor.returncode == 0, doctor.stdout
     assert f"ok    outputs     hat a: {tmp_path / 'nope.json'} (1 outputs)" in doctor.stdout
+
+
+def test_doctor_checks_the_recording_as_run_does(tmp_path: Path) -> None:
+    """--record-session to a folder, a link, a FIFO or a file that cannot be created:
+    doctor fails it (exit 2) with the words run refuses it with (exit 2), whatever is
+    there is said before "already exists"; a new file is ok and the check leaves
+    nothing behind, not even the folders it would go in; an existing file is a warning."""
+    (tmp_path / "loop.toml").write_text(HATS.format(program="true", loop_extra=""), "utf-8")
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    os.mkfifo(tmp_path / "fifo")
+    for target, why in (
+        ("folder", "folder: is a folder; --record-session needs a file"),
+        ("link.jsonl", "link.jsonl: is a symbolic link; --record-session needs a plain file"),
+        ("fifo", "fifo: is a pipe or a socket; --record-session needs a file"),
+        ("/proc/x.jsonl", "/proc/x.jsonl: cannot write the recording: "),
+    ):
+        doctor = _cli("doctor", "--record-session", target, cwd=tmp_path)
+        assert doctor.returncode == 2, (target, doctor.stdout)
+        assert f"fail  recording   --record-session: {why}" in doctor.stdout, doctor.stdout
+        run = _cli("run", "-q", "--record-session", target, cwd=tmp_path)
+        assert run.returncode == 2 and run.stderr.startswith(f"error: {why}"), run.stderr
+    assert not (tmp_path / "elsewhere.jsonl").exists()
+    assert not (tmp_path / ".loop").exists()
+    doctor = _cli("doctor", "--record-session", "new/sub/r.jsonl", cwd=tmp_path)
+    assert doctor.returncode == 0, doctor.stdout
+    assert "ok    recording   --record-session: new/sub/r.jsonl can be written" in doctor.stdout
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "r.jsonl").write_text("")
+    doctor = _cli("doctor", "--record-session", "r.jsonl", cwd=tmp_path)
+    assert doctor.returncode == 0, doctor.stdout
+    assert "warn  recording   --record-session: r.jsonl: exists; run overwrites it only" in (
+        doctor.stdout
+    )

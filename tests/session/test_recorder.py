@@ -457,8 +457,8 @@ async def test_an_unopenable_file_is_counted_and_the_loop_goes_on(tmp_path: Path
     (tmp_path / "loop.toml").write_text(LOOP_TOML, encoding="utf-8")
     config = load_config(tmp_path / "loop.toml", root=tmp_path)
     path = tmp_path / "not-a-dir/rec.jsonl"
-    rec = Recorder(path)  # checked while the folder is there
-    (tmp_path / "not-a-dir").rmdir()
+    rec = Recorder(path)  # checked while the folder can be made (the check leaves none)
+    assert not (tmp_path / "not-a-dir").exists()
     (tmp_path / "not-a-dir").write_text("")
     options = RunOptions(workdir=tmp_path, progress=False, handle_signals=False)
     summary = await run_loop(config, options, [rec])
