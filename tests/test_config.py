@@ -139,6 +139,29 @@ def test_a_missing_prompt_is_an_error_that_says_how_to_give_one(tmp_path: Path) 
         load_config(path, root=tmp_path)
 
 
+@pytest.mark.parametrize(
+    ("loop", "files", "where"),
+    [
+        ('prompt = ""\n', {}, "loop.toml: loop.prompt"),
+        ('prompt = "  \\n"\n', {"PROMPT.md": "not used"}, "loop.toml: loop.prompt"),
+        ("", {"PROMPT.md": ""}, "PROMPT.md"),
+        ("", {"PROMPT.md": "\n\n   \n"}, "PROMPT.md"),
+        ('prompt_file = "PLAN.md"\n', {"PLAN.md": " "}, "PLAN.md"),
+    ],
+)
+def test_an_objective_of_only_white_space_is_none(
+    tmp_path: Path, loop: str, files: dict[str, str], where: str
+) -> None:
+    """An empty (or blank) prompt, PROMPT.md or prompt_file is refused, naming where the
+    empty objective is; no other source is taken in its place."""
+    for name, text in files.items():
+        write(tmp_path / name, text)
+    path = write(tmp_path / "loop.toml", "[loop]\n" + loop + HAT)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, root=tmp_path)
+    assert str(err.value) == f"{tmp_path / where}: empty objective"
+
+
 def test_backend_override_sets_every_hat_and_the_digest_changes(tmp_path: Path) -> None:
     """--backend claude applies to each hat; the config digest reflects it."""
     path = write(tmp_path / "loop.toml", '[loop]\nprompt = "x"\n' + HAT)

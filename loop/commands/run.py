@@ -80,6 +80,8 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
         "backend": args.backend,
     }
     if args.prompt is not None:
+        if not args.prompt.strip():
+            raise UsageError("--prompt: empty objective")
         out["prompt"] = args.prompt
     if args.prompt_file is not None:
         out["prompt_file"] = str(_readable_prompt_file(args.prompt_file))
@@ -99,7 +101,8 @@ def limit_overrides(args: argparse.Namespace) -> LimitOverrides:
 
 
 def _readable_prompt_file(raw: str) -> Path:
-    """``--prompt-file``'s file, resolved; a file that cannot be read is the flag's fault.
+    """``--prompt-file``'s file, resolved; a file that cannot be read as an objective
+    (missing, not UTF-8, empty or only white space) is the flag's fault.
 
     Raises:
         UsageError: naming the flag (not the config, which has nothing to do with it).
@@ -110,10 +113,13 @@ def _readable_prompt_file(raw: str) -> Path:
     if not path.is_file():
         raise UsageError(f"--prompt-file {raw}: not a file")
     try:
-        with path.open("rb"):
-            pass
+        text = path.read_bytes().decode("utf-8")
     except OSError as exc:
         raise UsageError(f"--prompt-file {raw}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--prompt-file {raw}: not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise UsageError(f"--prompt-file {raw}: empty objective")
     return path
 
 

@@ -231,7 +231,10 @@ def read_prompt(config: LoadedConfig) -> str:
 
 
 def _prompt(loop: LoopSection, base: Path, root: Path, path: Path) -> str:
-    if loop.prompt:
+    """The objective; one of only white space is none, refused naming where it is."""
+    if loop.prompt is not None:
+        if not loop.prompt.strip():
+            raise ConfigError("empty objective", file=path, key="loop.prompt")
         return loop.prompt
     candidates = []
     if loop.prompt_file:
@@ -246,9 +249,12 @@ def _prompt(loop: LoopSection, base: Path, root: Path, path: Path) -> str:
     for c in candidates:
         if c.exists():
             try:
-                return c.read_text(encoding="utf-8")
+                text = c.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"cannot read prompt file: {exc}", file=c) from exc
+            if not text.strip():
+                raise ConfigError("empty objective", file=c)
+            return text
     raise ConfigError(
         "no prompt: set [loop] prompt or prompt_file, add PROMPT.md, or pass --prompt",
         file=path,

@@ -51,6 +51,26 @@ def test_a_missing_prompt_file_is_the_flags_error(tmp_path: Path) -> None:
     assert not (tmp_path / ".loop/sessions").exists()
 
 
+def test_an_empty_or_unreadable_objective_from_a_flag_is_the_flags_error(
+    tmp_path: Path,
+) -> None:
+    """``--prompt ""``, ``--prompt "  "``, an empty ``--prompt-file`` and one that is not
+    UTF-8: exit 2, one line naming the flag; nothing runs."""
+    (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
+    (tmp_path / "blank.md").write_text(" \n\t\n", encoding="utf-8")
+    (tmp_path / "latin1.md").write_bytes("caf\u00e9".encode("latin-1"))
+    for argv, said in (
+        (["--prompt", ""], "--prompt: empty objective"),
+        (["--prompt", "  "], "--prompt: empty objective"),
+        (["--prompt-file", "blank.md"], "--prompt-file blank.md: empty objective"),
+        (["--prompt-file", "latin1.md"], "--prompt-file latin1.md: not UTF-8 text (byte 3)"),
+    ):
+        res = loop("run", "-q", *argv, cwd=tmp_path)
+        assert res.returncode == 2, argv
+        assert res.stderr.strip().splitlines() == [f"error: {said}"], res.stderr
+    assert not (tmp_path / ".loop/sessions").exists()
+
+
 def test_prompt_and_prompt_file_exclude_each_other(tmp_path: Path) -> None:
     """Both objectives at once is a usage error, not a silent choice."""
     res = loop("run", "--prompt", "a", "--prompt-file", "b.md", cwd=tmp_path)
