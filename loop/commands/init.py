@@ -11,6 +11,7 @@ left without outputs gets a stand-in that publishes its way onwards, so the loop
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -24,7 +25,7 @@ from loop.cli import prog_name
 from loop.config import preset_dir, preset_names
 from loop.config.backends import CLI_BACKENDS, stand_in_output
 from loop.config.ralph import RalphConversion, convert_ralph
-from loop.errors import InputError, UsageError
+from loop.errors import ConfigError, InputError, UsageError
 from loop.topics import DEFAULT_COMPLETION_EVENT
 
 __all__ = [
@@ -143,25 +144,68 @@ def _init(args: argparse.Namespace) -> int:
         origin = f"converted from {args.from_ralph}"
     else:
         files, origin = plan_files(args.preset, args.backend), f"preset {args.preset}"
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"--dir {args.dir}: not a folder")
     existing = [str(target / rel) for rel in files if (target / rel).exists()]
     if existing:
         raise UsageError("init never overwrites; these files exist already: " + ", ".join(existing))
-    for rel, text in files.items():
-        dest = target / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        try:  # whole or not at all, and never over a file that appeared meanwhile
-            write_new_file(dest, text)
-        except FileExistsError:
-            raise UsageError(f"init never overwrites; {dest} exists already") from None
+    written = _Written()
+    try:  # all of it or nothing: what was written is removed again on a failure
+        for rel, text in files.items():
+            written.write(target / rel, text)
+        said = _ignore_state(target / ".gitignore")  # last: an append cannot be undone
+    except InputError as exc:  # a file in the way, a folder that cannot be written...
+        written.undo()
+        kind = UsageError if isinstance(exc, UsageError) else InputError
+        raise kind(f"{exc.message}; nothing was written") from None
+    except BaseException:
+        written.undo()
+        raise
+    for dest in written.files:
         print(f"wrote {dest}")
     for note in notes:
         print(f"not carried over: {note}")
-    said = _ignore_state(target / ".gitignore")
     if said:
         print(said)
     prog = prog_name()
     print(f"next: {prog} doctor && {prog} run   ({origin})")
     return 0
+
+
+class _Written:
+    """The files and folders ``init`` made, to remove again when it cannot finish."""
+
+    def __init__(self) -> None:
+        self.files: list[Path] = []
+        self.folders: list[Path] = []
+
+    def write(self, dest: Path, text: str) -> None:
+        """Create ``dest`` (and the folders it goes in) with ``text``, never over a file.
+
+        Raises:
+            UsageError: ``dest`` appeared meanwhile. InputError: it cannot be written.
+        """
+        missing = [p for p in (dest.parent, *dest.parent.parents) if not p.exists()]
+        try:
+            for folder in reversed(missing):
+                folder.mkdir()
+                self.folders.append(folder)
+            write_new_file(dest, text)  # whole or not at all
+        except FileExistsError:
+            raise UsageError(f"init never overwrites; {dest} exists already") from None
+        except OSError as exc:
+            where = exc.filename or dest
+            raise InputError(f"init: cannot write {where}: {exc.strerror or exc}") from None
+        self.files.append(dest)
+
+    def undo(self) -> None:
+        """Remove what was written, then the folders made (each only when empty)."""
+        for dest in reversed(self.files):
+            with contextlib.suppress(OSError):
+                dest.unlink()
+        for folder in reversed(self.folders):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def ralph_files(path: Path) -> RalphConversion:
@@ -192,7 +236,6 @@ def check_converted(files: dict[Path, str], source: str) -> None:
         InputError: naming ``source``, the converted file and the key.
     """
     from loop.config import load_config  # noqa: PLC0415 - init of a preset does not need it
-    from loop.errors import ConfigError  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="hatloop-init-") as tmp:
         folder = Path(tmp)
@@ -228,6 +271,8 @@ def _ignore_state(path: Path) -> str:
         )
     except FileExistsError:
         pass
+    except OSError as exc:
+        raise InputError(f"init: cannot write {path}: {exc.strerror or exc}") from None
     else:
         return f"wrote {path}"
     try:
@@ -236,6 +281,9 @@ def _ignore_state(path: Path) -> str:
         raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if ignores_state(text):
         return ""
-    with path.open("a", encoding="utf-8") as fh:  # appended: the user's lines stay as they are
-        fh.write(("" if not text or text.endswith("\n") else "\n") + IGNORED + "\n")
+    try:
+        with path.open("a", encoding="utf-8") as fh:  # appended: the user's lines stay
+            fh.write(("" if not text or text.endswith("\n") else "\n") + IGNORED + "\n")
+    except OSError as exc:
+        raise InputError(f"init: cannot write {path}: {exc.strerror or exc}") from None
     return f"added {IGNORED} to {path}"

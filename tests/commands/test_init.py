@@ -81,3 +81,49 @@ def test_a_preset_ships_its_backends_own_block(preset: str) -> None:
     own = next(b for b in BACKENDS if text.endswith(backend_block(b)))
     shipped = plan_files(preset, None)
     assert plan_files(preset, own) == shipped
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
+
+
+def test_init_where_it_cannot_write_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """--dir naming a file, a folder under a file or in /proc, a hats/ that is a file, a
+    .gitignore that is a folder (found after every other file was written): exit 2, one
+    `error:` line, and the folder is left as it was (what was written is removed)."""
+    (tmp_path / "f").write_text("mine")
+    (tmp_path / "g/.gitignore").mkdir(parents=True)
+    (tmp_path / "h").mkdir()
+    (tmp_path / "h/hats").write_text("mine")
+    before = _tree(tmp_path)
+    for folder, said in (
+        ("f", "error: --dir f: not a folder"),
+        ("f/sub", "error: init: cannot write f/sub: Not a directory; nothing was written"),
+        ("/proc/x", "error: init: cannot write /proc/x: No such file or directory; nothing "),
+        ("g", "error: g/.gitignore: cannot read: Is a directory; nothing was written"),
+        ("h", f"error: {tmp_path}/h/hats: not a folder (something else is in its place); "),
+    ):
+        res = _loop("init", "--dir", folder, cwd=tmp_path)
+        assert res.returncode == 2, (folder, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(said), (folder, lines)
+        assert res.stdout == ""
+    assert _tree(tmp_path) == before
+    assert (tmp_path / "f").read_text() == "mine"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes in a read-only folder")
+def test_init_in_a_read_only_folder_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    """--dir in a folder that cannot be written: exit 2, one line naming it."""
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        res = _loop("init", "--dir", "locked/new", cwd=tmp_path)
+    finally:
+        locked.chmod(0o755)
+    assert res.returncode == 2
+    assert res.stderr.strip() == (
+        "error: init: cannot write locked/new: Permission denied; nothing was written"
+    )
+    assert _tree(locked) == []
