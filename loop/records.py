@@ -60,6 +60,7 @@ __all__ = [
     "ChildStarted",
     "EventMalformed",
     "EventsPublished",
+    "FlagValue",
     "HatExhausted",
     "HatTopology",
     "IterationEnd",
@@ -87,6 +88,10 @@ __all__ = [
 # Version 2 reads as it is: its session.start has no ``flags`` (a resume of it keeps
 # what the file says for them). Another version is a one-line error.
 JOURNAL_VERSION = 3
+
+# A setting given as a flag of ``run``: a value, or a hat's budgets by hat name
+# (``--hat-max-cost-usd HAT=USD``).
+FlagValue = str | int | float | dict[str, int | float]
 READABLE_JOURNAL_VERSIONS = (1, 2, JOURNAL_VERSION)
 
 RECORD_CONFIG = ConfigDict(strict=True, extra="forbid")
@@ -143,7 +148,7 @@ class SessionStart(SessionFields):
     config_source: str
     fallback_hat: str | None = None
     flags: Annotated[
-        dict[str, str | int | float],
+        dict[str, FlagValue],
         Field(
             description="the settings given as flags of run (--max-iterations, --backend...): "
             "a resume keeps them unless it is given them again"
@@ -405,7 +410,7 @@ class Resume:
     in_flight: int | None = None
     stopped: tuple[int, ...] = ()
     flags: Annotated[
-        dict[str, str | int | float],
+        dict[str, FlagValue],
         Field(description="the settings given as flags to this run, or held from the last"),
     ] = field(default_factory=dict)
     ts: float

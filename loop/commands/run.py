@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from loop.extensions import Extension
 if TYPE_CHECKING:
     from loop.config import LoadedConfig
     from loop.engine.progress import RunSummary
+    from loop.records import FlagValue
 
 __all__ = ["add_config_options", "register", "wants_export"]
 
@@ -54,6 +56,20 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-cost-usd", type=float, metavar="USD", help="the run's budget in dollars")
     g.add_argument(
         "--max-tokens", type=int, metavar="N", help="the run's budget in tokens (input + output)"
+    )
+    g.add_argument(
+        "--hat-max-cost-usd",
+        type=_hat_budget(float),
+        action="append",
+        metavar="HAT=USD",
+        help="a hat's budget in dollars (repeatable; overrides its max_cost_usd)",
+    )
+    g.add_argument(
+        "--hat-max-tokens",
+        type=_hat_budget(int),
+        action="append",
+        metavar="HAT=N",
+        help="a hat's budget in tokens (repeatable; overrides its max_tokens)",
     )
     g.add_argument(
         "--max-wait",
@@ -97,7 +113,29 @@ def limit_overrides(args: argparse.Namespace) -> LimitOverrides:
         max_cost_usd=args.max_cost_usd,
         max_tokens=args.max_tokens,
         max_wait_seconds=args.max_wait,
+        hat_max_cost_usd=dict(args.hat_max_cost_usd) if args.hat_max_cost_usd else None,
+        hat_max_tokens=dict(args.hat_max_tokens) if args.hat_max_tokens else None,
     )
+
+
+def _hat_budget(kind: type[float] | type[int]) -> Callable[[str], tuple[str, float]]:
+    """The type of ``--hat-max-cost-usd`` (``kind`` float) or ``--hat-max-tokens`` (int):
+    ``HAT=VALUE``, a hat's name and a budget above zero."""
+    words = "a whole number of tokens, at least 1" if kind is int else "dollars, above 0"
+
+    def parse(raw: str) -> tuple[str, float]:
+        hat, sep, value = raw.partition("=")
+        if not (sep and hat):
+            raise argparse.ArgumentTypeError(f"expected HAT=VALUE, got {raw!r}")
+        try:
+            budget = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{hat}: expected {words}, got {value!r}") from None
+        if not (budget > 0 and math.isfinite(budget)):
+            raise argparse.ArgumentTypeError(f"{hat}: expected {words}, got {value!r}")
+        return hat, budget
+
+    return parse
 
 
 def _readable_prompt_file(raw: str) -> Path:
@@ -127,7 +165,7 @@ def load_from_args(
     args: argparse.Namespace,
     *,
     prompt: bool = True,
-    carried: Mapping[str, str | int | float] | None = None,
+    carried: Mapping[str, FlagValue] | None = None,
 ) -> LoadedConfig:
     """Load the configuration the flags describe (``prompt``: see :func:`load_config`;
     ``carried``: the flags a resumed session was started with and is not given again)."""

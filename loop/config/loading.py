@@ -111,6 +111,11 @@ def load_config(
         k: v for k, v in overrides.items() if v is not None and k not in ("prompt", "prompt_file")
     }
     backend_type = overrides.pop("backend", None)
+    hat_budgets = {
+        key: given
+        for key in ("max_cost_usd", "max_tokens")
+        if (given := overrides.pop(f"hat_{key}", None))
+    }
     loop_data = parsed.loop.model_dump()
     loop_data.update({k: v for k, v in overrides.items() if v is not None})
     # the objective given on the command line replaces the file's, whichever form it takes
@@ -146,6 +151,8 @@ def load_config(
             all_hats[name] = _resolve_hat_paths(hat, hat_file.parent)
             sources[name] = hat_file
 
+    for key, given in hat_budgets.items():
+        all_hats = _with_budgets(all_hats, key, given)
     backend = parsed.backend
     if backend_type is not None:
         backend, all_hats = _force_backend(backend_type, all_hats, loop.completion_event)
@@ -170,6 +177,25 @@ def load_config(
     )
     validate_topology(loaded)
     return loaded
+
+
+def _with_budgets(
+    hats: dict[str, HatConfig], key: str, given: dict[str, float]
+) -> dict[str, HatConfig]:
+    """``hats`` with the budgets ``--hat-max-cost-usd`` or ``--hat-max-tokens`` give.
+
+    Raises:
+        UsageError: a hat the configuration does not define, naming the flag.
+    """
+    for name in given:
+        if name not in hats:
+            raise UsageError(
+                f"--hat-{key.replace('_', '-')}: no hat {name!r} (hats: {', '.join(hats)})"
+            )
+    return {
+        name: hat.model_copy(update={key: given[name]}) if name in given else hat
+        for name, hat in hats.items()
+    }
 
 
 def _resolve_hat_paths(hat: HatConfig, base: Path) -> HatConfig:

@@ -28,7 +28,7 @@ from loop.config.sections import (
     ThemesSection,
 )
 from loop.events import is_valid_pattern, is_valid_topic
-from loop.records import HatTopology, LimitSettings
+from loop.records import FlagValue, HatTopology, LimitSettings
 
 __all__ = [
     "AggregateConfig",
@@ -150,7 +150,7 @@ class LoadedConfig:
     backend_given: bool = True
     # The settings the command line gave ([loop] keys, ``backend``), the objective aside:
     # journaled, so that a resume keeps them (:func:`loop.engine.resume.carried_flags`).
-    flags: dict[str, str | int | float] = field(default_factory=dict)
+    flags: dict[str, FlagValue] = field(default_factory=dict)
 
     def limit_settings(self) -> LimitSettings:
         """The limits and budgets this configuration sets (what a resume may override)."""

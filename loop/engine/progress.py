@@ -111,10 +111,32 @@ def resume_command(
     elif reason == "budget_exhausted":
         budget = limits.budget
         if budget.max_cost_usd is not None and state.cost_usd >= budget.max_cost_usd:
-            flag = f" --max-cost-usd {math.ceil(state.cost_usd * 200) / 100:g}"
+            flag = f" --max-cost-usd {_twice_dollars(state.cost_usd)}"
         elif budget.max_tokens is not None and state.tokens >= budget.max_tokens:
             flag = f" --max-tokens {state.tokens * 2}"
+        flag += _hat_budget_flags(state, limits)  # each hat's spent budget, too
     return f"python -m loop run --resume {session_id}{flag}"
+
+
+def _twice_dollars(spent: float) -> str:
+    """Twice ``spent``, rounded up to the cent (past float noise: 1.2 gives 2.4): a
+    budget above what was spent."""
+    return f"{math.ceil(round(spent * 200, 6)) / 100:g}"
+
+
+def _hat_budget_flags(state: LoopState, limits: Limits) -> str:
+    """The flags that raise each hat budget spent (``--hat-max-cost-usd HAT=USD``)."""
+    flags = ""
+    for hat, budget in limits.hat_budgets.items():
+        usage = state.usage_per_hat.get(hat)
+        if usage is None:
+            continue
+        cost, tokens = usage.cost_usd, usage.tokens
+        if budget.max_cost_usd is not None and cost is not None and cost >= budget.max_cost_usd:
+            flags += f" --hat-max-cost-usd {hat}={_twice_dollars(cost)}"
+        if budget.max_tokens is not None and tokens is not None and tokens >= budget.max_tokens:
+            flags += f" --hat-max-tokens {hat}={tokens * 2}"
+    return flags
 
 
 def _count(n: int) -> str:
@@ -191,6 +213,8 @@ class ProgressReporter(Extension):
                     max_consecutive_failures=override.max_consecutive_failures,
                     max_cost_usd=override.max_cost_usd,
                     max_tokens=override.max_tokens,
+                    hat_max_cost_usd=override.hat_max_cost_usd or None,
+                    hat_max_tokens=override.hat_max_tokens or None,
                     backends=override.backends or None,
                 )
         else:

@@ -25,6 +25,7 @@ from loop.config.models import snapshot_limits
 from loop.engine.state import LoopState, RouteContext, fold
 from loop.errors import InputError, SessionError
 from loop.records import (
+    FlagValue,
     JournalRecord,
     LimitSettings,
     Override,
@@ -46,7 +47,8 @@ _SETTINGS: TypeAdapter[LimitSettings] = TypeAdapter(LimitSettings)
 
 @dataclass(frozen=True, slots=True)
 class LimitOverrides:
-    """The limits given on the command line of a resume (None: keep the session's)."""
+    """The limits given on the command line of a resume (None: keep the session's); a
+    hat's budgets by hat name (``--hat-max-cost-usd HAT=USD``), for the hats given."""
 
     max_iterations: int | None = None
     max_runtime_seconds: float | None = None
@@ -54,19 +56,21 @@ class LimitOverrides:
     max_cost_usd: float | None = None
     max_tokens: int | None = None
     max_wait_seconds: float | None = None
+    hat_max_cost_usd: Mapping[str, float] | None = None
+    hat_max_tokens: Mapping[str, int] | None = None
 
-    def given(self) -> dict[str, float | int]:
-        """The limits given, by name."""
+    def given(self) -> dict[str, Any]:
+        """The limits given, by name (a hat's budgets: a mapping of the hats given)."""
         return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
 
 
 def carried_flags(
     records: Sequence[JournalRecord], given: Mapping[str, object]
-) -> dict[str, str | int | float]:
+) -> dict[str, FlagValue]:
     """The flags the session last ran with (its ``session.start``'s, or its last
     ``resume``'s) that this resume is not given again (``given``: the resume's, ``None``
     where absent): they hold, as if given again."""
-    last: Mapping[str, str | int | float] = {}
+    last: Mapping[str, FlagValue] = {}
     for record in records:
         if isinstance(record, SessionStart | Resume):
             last = record.flags
@@ -83,7 +87,8 @@ def resumed_limits(
     """The limits a session resumes with, limit by limit: the one given on the command
     line; else the configuration's when it differs from what the session started with
     (the file was edited since); else the one the session last ran with (``last``: a
-    previous resume's override stays).
+    previous resume's override stays). The hats' budgets are taken so as a whole, then
+    the hats given on the command line change theirs.
 
     Raises:
         ValueError: a limit given is out of range (``max_iterations = 0``, say).
@@ -92,12 +97,14 @@ def resumed_limits(
     values: dict[str, Any] = {}
     for f in fields(LimitSettings):
         name = f.name
-        if name in flags:
+        edited = getattr(loaded, name) != getattr(started, name)
+        kept = getattr(loaded, name) if edited else getattr(last, name)
+        if name in flags and isinstance(kept, dict):  # a hat's budgets: the hats given
+            values[name] = {**kept, **flags[name]}
+        elif name in flags:
             values[name] = flags[name]
-        elif getattr(loaded, name) != getattr(started, name):
-            values[name] = getattr(loaded, name)
         else:
-            values[name] = getattr(last, name)
+            values[name] = kept
     try:
         return _SETTINGS.validate_python(values, strict=False)  # a dict, of typed values
     except ValidationError as exc:

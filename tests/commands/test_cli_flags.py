@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from loop.cli import build_parser
+from loop.commands.run import overrides_from
+from loop.config import load_config
 from tests.commands.helpers import loop
 
 ECHO = """\
@@ -69,6 +72,33 @@ def test_an_empty_or_unreadable_objective_from_a_flag_is_the_flags_error(
         assert res.returncode == 2, argv
         assert res.stderr.strip().splitlines() == [f"error: {said}"], res.stderr
     assert not (tmp_path / ".loop/sessions").exists()
+
+
+def test_a_hats_budget_flag_sets_that_hat_and_names_itself_when_wrong(tmp_path: Path) -> None:
+    """--hat-max-cost-usd HAT=USD and --hat-max-tokens HAT=N set the hat's budget for a
+    run too (the summary's note names it); an unknown hat or a bad value is an exit-2
+    error naming the flag."""
+    (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
+    for argv, said in (
+        (["--hat-max-cost-usd", "nope=1"], "error: --hat-max-cost-usd: no hat 'nope' (hats: echo)"),
+        (["--hat-max-tokens", "echo=0"], "echo: expected a whole number of tokens, at least 1"),
+        (["--hat-max-cost-usd", "echo"], "expected HAT=VALUE, got 'echo'"),
+        (["--hat-max-cost-usd", "echo=x"], "echo: expected dollars, above 0, got 'x'"),
+    ):
+        res = loop("run", "-q", *argv, cwd=tmp_path)
+        assert res.returncode == 2, argv
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and said in lines[0], lines
+    config = load_config(
+        tmp_path / "loop.toml",
+        overrides=overrides_from(
+            build_parser("run").parse_args(
+                ["run", "--hat-max-cost-usd", "echo=0.5", "--hat-max-tokens", "echo=900"]
+            )
+        ),
+    )
+    assert (config.hats["echo"].max_cost_usd, config.hats["echo"].max_tokens) == (0.5, 900)
+    assert config.limit_settings().hat_max_cost_usd == {"echo": 0.5}
 
 
 def test_prompt_and_prompt_file_exclude_each_other(tmp_path: Path) -> None:

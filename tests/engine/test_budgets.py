@@ -9,6 +9,9 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from loop.backends.base import Backend, BackendRequest, BackendResult
+from loop.cli import build_parser
+from loop.commands.run import limit_overrides, overrides_from
+from loop.config import load_config
 from loop.engine.decide import (
     NO_BUDGET,
     Budget,
@@ -17,10 +20,13 @@ from loop.engine.decide import (
     check_limits,
     unheld_by_budgets,
 )
+from loop.engine.journal import read_journal
 from loop.engine.state import fold
 from loop.exits import exit_code_for
+from loop.records import Override
 from loop.replay import replay_recording
 from loop.session.recorder import Recorder
+from loop.session.store import session_status
 from loop.testing import make_config, run_hats, tag
 from tests.engine.test_decide import CTX, LIMITS, end_record, start_record
 
@@ -155,3 +161,51 @@ async def test_a_replay_stops_at_the_recorded_budget_without_warning_of_it(
     assert result.ok, result.summary()
     assert (result.actual_reason, result.actual_iterations) == ("budget_exhausted", 5)
     assert [e for e in logs if e["event"] == "a budget cannot hold this hat"] == []
+
+
+class Finishing(Metered):
+    """A metered backend that completes the loop on its ``last``-th call."""
+
+    def __init__(self, output: str, last: int) -> None:
+        super().__init__(output, 0.01, 10)
+        self.last = last
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        result = await super().run(request)
+        if self.calls == self.last:
+            return replace(result, output=tag("LOOP_COMPLETE"))
+        return result
+
+
+async def test_a_hats_spent_budget_goes_on_with_the_command_the_hint_gives(
+    tmp_path: Path,
+) -> None:
+    """[hats.ping] max_cost_usd spent: the summary and status give the command that goes
+    on (a plain resume stops again at once); that command, parsed as the command line
+    parses it, raises the hat's budget and the resumed run goes on to completion."""
+    cfg = pingpong(tmp_path, hat_keys={"max_cost_usd": 1.0})
+    ping, pong = Metered(tag("ping.done"), 0.4, 10), Finishing(tag("pong.done"), last=4)
+    backends = {"ping": ping, "pong": pong}
+    first, _ = await run_hats(cfg, backends, workdir=tmp_path, session_id="h")
+    assert (first.reason, ping.calls, pong.calls) == ("budget_exhausted", 3, 3)
+    assert first.notes == ["hat 'ping': max_cost_usd 1 reached ($1.2000 spent)"]
+    hint = "python -m loop run --resume h --hat-max-cost-usd ping=2.4"
+    assert first.resume_command == hint
+    assert session_status(tmp_path / ".loop/sessions", "h").resume_command == hint
+    again, _ = await run_hats(cfg, backends, workdir=tmp_path, session_id="h", resume=True)
+    assert (again.reason, again.resume_command, ping.calls) == ("budget_exhausted", hint, 3)
+
+    args = build_parser("run").parse_args(hint.split()[3:])
+    config = load_config(tmp_path / "loop.toml", root=tmp_path, overrides=overrides_from(args))
+    done, _ = await run_hats(
+        config,
+        backends,
+        workdir=tmp_path,
+        session_id=args.resume,
+        resume=True,
+        limit_overrides=limit_overrides(args),
+    )
+    assert (done.reason, ping.calls, pong.calls) == ("completed", 4, 4)
+    records = read_journal(tmp_path / ".loop/sessions/h/journal.jsonl").records
+    overrides = [r for r in records if isinstance(r, Override)]
+    assert [o.hat_max_cost_usd for o in overrides] == [{"ping": 2.4}]

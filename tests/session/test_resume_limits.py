@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,29 @@ def test_resumed_limits_take_flags_then_edits_then_the_last_run() -> None:
             loaded=SETTINGS,
             given=LimitOverrides(max_iterations=0),
         )
+
+
+def test_a_hats_budget_given_on_the_command_line_changes_that_hat_alone() -> None:
+    """--hat-max-cost-usd / --hat-max-tokens change the hats they name; the other hats
+    keep what the session ran with, or what the file says when it was edited since."""
+    started = replace(SETTINGS, hat_max_cost_usd={"a": 1.0, "b": 2.0}, hat_max_tokens={"b": 9})
+    last = replace(started, hat_max_cost_usd={"a": 1.0, "b": 3.0})  # an earlier resume's
+    after = resumed_limits(
+        started=started,
+        last=last,
+        loaded=started,
+        given=LimitOverrides(hat_max_cost_usd={"a": 2.4}, hat_max_tokens={"c": 5}),
+    )
+    assert after.hat_max_cost_usd == {"a": 2.4, "b": 3.0}
+    assert after.hat_max_tokens == {"b": 9, "c": 5}
+    edited = replace(started, hat_max_cost_usd={"a": 1.0, "b": 5.0})
+    after = resumed_limits(
+        started=started,
+        last=last,
+        loaded=edited,
+        given=LimitOverrides(hat_max_cost_usd={"a": 2.4}),
+    )
+    assert after.hat_max_cost_usd == {"a": 2.4, "b": 5.0}
 
 
 async def test_a_recording_resumed_with_other_limits_replays(tmp_path: Path) -> None:
