@@ -230,7 +230,8 @@ class ProgressReporter(Extension):
             "status": rec.status,
             "took": f"{rec.duration:.2f}s",
             "elapsed": f"{rec.elapsed:.1f}s",
-            "events": ",".join(e.topic for e in rec.events) or "-",
+            # what was published: strict_publishes' dropped events are a note's
+            "events": ",".join(e.topic for e in rec.events if e not in rec.dropped) or "-",
         }
         if rec.cost_usd is not None:
             fields["cost"] = f"${rec.cost_usd:.4f}"

@@ -104,6 +104,19 @@ async def test_progress_line_shows_cost_and_tokens() -> None:
     assert "cost" not in lines[1] and "tokens" not in lines[1]
 
 
+async def test_progress_line_lists_the_published_events_not_the_dropped() -> None:
+    """Under strict_publishes, events= names what was published; a dropped event is the
+    note's (it was listed as if published)."""
+    bus = EventBus()
+    ProgressReporter().attach(bus)
+    done, stray = (Event(topic=t, source="builder", ts=0.0) for t in ("build.done", "stray.x"))
+    record = replace(end_record(1, "builder", [], []), events=(done, stray), dropped=(stray,))
+    with capture_logs() as logs:
+        await bus.publish(Event(topic="loop.iteration.done", source="loop", payload=record))
+    line = next(e for e in logs if e["event"] == "iteration")
+    assert line["events"] == "build.done"
+
+
 async def test_progress_shows_the_sessions_spend_so_far_across_a_resume() -> None:
     """spent= adds each iteration's figures to what the session had spent at its start."""
     bus = EventBus()
