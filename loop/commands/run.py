@@ -286,7 +286,12 @@ def _record_cap(raw: str) -> int:
     return value
 
 
-def _recorder(args: argparse.Namespace, config: LoadedConfig, resume: bool) -> list[Extension]:
+def _recorder(
+    args: argparse.Namespace, config: LoadedConfig, resumed: str | None
+) -> list[Extension]:
+    """The recorder the flags ask for, checked now: a refusal stops the run before it
+    starts. ``resumed``: the id of the session a resume continues (it appends to the
+    file, which must hold that session's recording if it holds one)."""
     if not args.record_session:
         return []
     from loop.session.recorder import Recorder  # noqa: PLC0415 - only when recording
@@ -300,10 +305,24 @@ def _recorder(args: argparse.Namespace, config: LoadedConfig, resume: bool) -> l
                 else args.record_max_bytes
             ),
             force=args.force,
-            append=resume,
+            append=resumed is not None,
+            session_id=resumed,
             redact=config.recording.redact_secrets and not args.no_redact,
         )
     ]
+
+
+def _resumed_session(config: LoadedConfig, args: argparse.Namespace) -> str:
+    """The id of the session ``--resume [ID]`` continues (the most recent one, or the one
+    an id or a prefix names), found now so the recording can be checked against it.
+
+    Raises:
+        SessionError: there is no session to resume.
+    """
+    from loop.runner import RunOptions, resolve_session  # noqa: PLC0415 - heavy
+
+    options = RunOptions(workdir=config.root, session_id=args.resume or None, resume=True)
+    return resolve_session(config, options).session_id
 
 
 def _live(args: argparse.Namespace) -> Any:
@@ -335,13 +354,16 @@ def _run(args: argparse.Namespace) -> int:
         if report_checks(preflight(config), hint=hint):
             return EXIT_USAGE
     resume = args.resume is not None
-    extra = _recorder(args, config, resume)  # an unwritable recording stops the run here
+    # the session a resume continues, found before anything is written: a recording that
+    # holds another session's is refused here, with the recordings that cannot be written
+    resumed = _resumed_session(config, args) if resume and args.record_session else None
+    extra = _recorder(args, config, resumed)
     if not args.quiet:
         _announce(config)
     live = _live(args)
     options = RunOptions(
         workdir=config.root,
-        session_id=args.resume or args.session_id or None,
+        session_id=resumed or args.resume or args.session_id or None,
         resume=resume,
         progress=not args.quiet,
         observer=live.observe if live is not None and args.verbose else None,

@@ -18,7 +18,9 @@ Guarantees:
   off, and the loop goes on; the next record that gets through is preceded by a
   ``write_failed`` marker saying how many records were lost;
 * an existing file is refused unless ``force``; ``append`` (a resumed session) adds a
-  ``resumed`` marker after the previous records;
+  ``resumed`` marker after the previous records, and a file that holds another
+  session's recording is refused before the run starts when the session is known (and
+  left alone, with every record counted as a write failure, when it is not);
 * values of secret-looking environment variables are redacted from every string.
 """
 
@@ -105,22 +107,27 @@ class Recorder(Extension):
         max_bytes: int = DEFAULT_MAX_BYTES,
         force: bool = False,
         append: bool = False,
+        session_id: str | None = None,
         redact: bool = True,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         """Check the target now, so a refused recording stops the run before it starts.
 
+        ``session_id``, with ``append``: the session that will be resumed, when the caller
+        knows it; an existing recording must be of that session.
+
         Raises:
             InputError: ``path`` exists (without ``force`` or ``append``), is a folder, a
                 link or anything but a plain file, cannot be written (a missing or
-                read-only folder, ``/proc``), or ``max_bytes`` is below
+                read-only folder, ``/proc``), holds another session's recording (with
+                ``append`` and ``session_id``), or ``max_bytes`` is below
                 :data:`MIN_MAX_BYTES`.
         """
         if max_bytes < MIN_MAX_BYTES:
             raise InputError(
                 f"--record-max-bytes {max_bytes}: the cap must be at least {MIN_MAX_BYTES} bytes"
             )
-        check_target(path, force=force, append=append)
+        check_target(path, force=force, append=append, session_id=session_id)
         self.path = path
         self.max_bytes = max_bytes
         self.force = force

@@ -14,15 +14,22 @@ from pathlib import Path
 
 import structlog
 
+from loop import _json
 from loop._fs import link_error
 from loop.errors import InputError, PathError
 
-__all__ = ["check_target", "cut_torn_tail", "open_recording", "open_target"]
+__all__ = [
+    "check_same_session",
+    "check_target",
+    "cut_torn_tail",
+    "open_recording",
+    "open_target",
+]
 
 log = structlog.get_logger("loop.recorder")
 
 
-def check_target(path: Path, *, force: bool, append: bool) -> None:
+def check_target(path: Path, *, force: bool, append: bool, session_id: str | None = None) -> None:
     """Check that the recording can go to ``path``, before the run starts: open it for
     writing as the recorder will, and leave it as it was.
 
@@ -31,6 +38,8 @@ def check_target(path: Path, *, force: bool, append: bool) -> None:
     ``append``; with one, it is opened for appending and left untouched (a device such
     as ``/dev/null`` is accepted). A new file is created and removed again, and so are
     the folders made for it. ``run`` and ``doctor`` both check with this.
+    ``session_id`` (with ``append``): the session resumed, which an existing recording
+    must be of (see :func:`check_same_session`).
 
     Raises:
         InputError: one line saying why the file cannot be written.
@@ -58,6 +67,8 @@ def check_target(path: Path, *, force: bool, append: bool) -> None:
     if not existed:
         path.unlink(missing_ok=True)
     _remove_folders(missing)
+    if existed and append and session_id is not None:
+        check_same_session(path, session_id)
 
 
 def _remove_folders(made: list[Path]) -> None:
@@ -67,6 +78,44 @@ def _remove_folders(made: list[Path]) -> None:
             folder.rmdir()
         except OSError:
             return
+
+
+# The longest first line read to find whose recording a file is: a header with its
+# configuration is a few kilobytes.
+FIRST_LINE_LIMIT = 1024 * 1024
+
+
+def check_same_session(path: Path, session_id: str) -> None:
+    """Refuse to append session ``session_id`` (resumed) to ``path`` unless the file is
+    empty, holds only a torn first line (the recorder cuts it), or starts with the header
+    of that same session.
+
+    Raises:
+        InputError: the file holds another session's recording, or is not a recording.
+    """
+    try:
+        fd = open_recording(path, os.O_RDONLY)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the recording: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        first = fh.readline(FIRST_LINE_LIMIT)
+        torn = not first.endswith(b"\n") and not fh.read(1)
+    if not first or torn:
+        return
+    try:
+        header = _json.loads(first)
+    except (ValueError, RecursionError):
+        header = None
+    if not (isinstance(header, dict) and header.get("kind") == "header"):
+        raise InputError(
+            f"{path}: is not a recording (its first line is no recording header); "
+            "choose another file for --record-session"
+        )
+    if header.get("session_id") != session_id:
+        raise InputError(
+            f"{path}: holds the recording of session {header.get('session_id')}, not of "
+            f"session {session_id} (the one resumed); choose another file for --record-session"
+        )
 
 
 def open_recording(path: Path, flags: int) -> int:

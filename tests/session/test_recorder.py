@@ -302,6 +302,39 @@ async def test_appending_to_another_session_is_refused(tmp_path: Path) -> None:
     assert rec.write_failures == 6  # the resume marker, four iterations and the footer
 
 
+def test_resuming_into_another_sessions_recording_is_refused_before_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run --resume s1 --record-session F` where F records session s2 (or is not a
+    recording) stops with exit 2 and one line naming the file and both sessions; nothing
+    is written: neither the file nor the resumed session's journal."""
+    from loop.cli import main
+
+    (tmp_path / "loop.toml").write_text(LOOP_TOML, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    quiet = ["-q", "--log-format", "json", "--max-iterations", "2"]
+    for sid, name in (("s1", "mine.jsonl"), ("s2", "other.jsonl")):
+        assert main(["run", *quiet, "--session-id", sid, "--record-session", name]) == 3
+    capsys.readouterr()
+    journal = tmp_path / ".loop/sessions/s1/journal.jsonl"
+    (tmp_path / "notes.jsonl").write_text('{"note": "mine"}\n', encoding="utf-8")
+    files = ("other.jsonl", "notes.jsonl", "mine.jsonl")
+    before = {p: p.read_bytes() for p in [journal, *map(tmp_path.joinpath, files)]}
+    resume = ["run", "-q", "--log-format", "json", "--resume"]
+    assert main([*resume, "s1", "--record-session", "other.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "error: other.jsonl: holds the recording of session s2, not of session s1 (the one "
+        "resumed); choose another file for --record-session\n"
+    )
+    assert main([*resume, "--record-session", "notes.jsonl"]) == 2  # the latest: s2
+    assert "notes.jsonl: is not a recording" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in before} == before
+    assert main([*resume, "s1", "--record-session", "mine.jsonl"]) == 0  # its own: appended
+    assert [d["kind"] for d in lines(tmp_path / "mine.jsonl")].count("header") == 1
+    assert lines(tmp_path / "mine.jsonl")[-1]["reason"] == "completed"
+
+
 async def test_secrets_are_redacted_and_the_replay_still_matches(tmp_path: Path) -> None:
     """Secret-looking env values vanish from prompts, outputs and events; replay agrees."""
     toml = LOOP_TOML.replace("first build", "first build with sk-live-12345").replace(
