@@ -13,7 +13,10 @@ Guarantees:
 
 * the file never passes ``max_bytes``: room for a cap marker and the footer is always
   kept, and when the next record would need it, the marker is written instead and
-  recording stops (with a warning; the loop goes on);
+  recording stops (with a warning; the loop goes on). The one exception is the header,
+  which makes the file a recording: it is written even when it leaves no room under the
+  cap (or passes it), and then the cap is reached at once, the marker and the footer
+  following it (a recording of no iteration, which replays as a prefix);
 * a failed write (disk full, permission) is counted and logged, the partial line is cut
   off, and the loop goes on; the next record that gets through is preceded by a
   ``write_failed`` marker saying how many records were lost;
@@ -137,6 +140,7 @@ class Recorder(Extension):
         self.bytes = 0
         self.write_failures = 0
         self.cap_reached = False
+        self._limit = max_bytes  # the cap, or past it what a header too large took
         self._lost = 0
         self._fd: int | None = None
         self._disabled = False
@@ -292,18 +296,38 @@ class Recorder(Extension):
         self._queue(line)
         return None
 
-    def _fits(self, line: bytes, reserve: int) -> bool:
-        return self.bytes + self._batched + len(line) + reserve <= self.max_bytes
+    def _put_header(self, header: HeaderRecord) -> None:
+        """Write the header, which makes the file a recording: always, even when it
+        leaves no room for the cap marker and the footer under the cap (or passes it).
+        Then the cap is reached at once, and the marker and the footer follow it."""
+        if self._refused():
+            return
+        line = _line(header, self.redactor)
+        reserve = MARKER_RESERVE + FOOTER_RESERVE
+        if self._fits(line, reserve):
+            self._queue(line)
+            return
+        self._limit = self.bytes + self._batched + len(line) + reserve
+        self._queue(line)
+        self._cap(what=f"the header ({len(line)} bytes) leaves no room under the cap")
 
-    def _cap(self, needed: int | None = None) -> None:
+    def _fits(self, line: bytes, reserve: int) -> bool:
+        return self.bytes + self._batched + len(line) + reserve <= self._limit
+
+    def _cap(self, needed: int | None = None, *, what: str | None = None) -> None:
         self.flush()  # what is buffered fits: it was checked line by line
         self.cap_reached = True
-        what = f"the next record ({needed} bytes)" if needed else "the next record"
+        if what is None:
+            what = (
+                f"the next record ({needed} bytes) would pass the cap"
+                if needed
+                else "the next record would pass the cap"
+            )
         marker = MarkerRecord(
             marker="cap_reached",
             max_bytes=self.max_bytes,
             ts=_now(),
-            message=f"recording stopped: {what} would pass the cap",
+            message=f"recording stopped: {what}",
         )
         line = _line(marker, None)
         if len(line) <= MARKER_RESERVE and self._fits(line, FOOTER_RESERVE):
@@ -326,7 +350,7 @@ class Recorder(Extension):
         if self._fd is None and not self._disabled:
             self._open()
         if self._disabled or self.bytes == 0:
-            self._put(self._header(started, event.ts))
+            self._put_header(self._header(started, event.ts))
         elif not self._same_session(started.start.session_id):
             self._disabled = True
             log.error(
@@ -475,7 +499,7 @@ class Recorder(Extension):
             ts=event.ts,
         )
         line = _line(footer, None)
-        if self.bytes + len(line) <= self.max_bytes:
+        if self.bytes + len(line) <= self._limit:
             if not self._write(line):
                 self.write_failures += 1
         else:

@@ -384,8 +384,7 @@ async def test_size_cap_is_never_exceeded_and_the_loop_goes_on(tmp_path: Path) -
         folder = tmp_path / f"cap{cap}"
         folder.mkdir()
         path, summary, rec = await record_session(folder, max_bytes=cap)
-        size = path.stat().st_size
-        assert size <= cap, (cap, size)
+        assert_within_cap(path, cap)
         assert summary.reason == "completed"
         assert summary.iterations == 5
         data = lines(path)
@@ -396,6 +395,45 @@ async def test_size_cap_is_never_exceeded_and_the_loop_goes_on(tmp_path: Path) -
         if capped:
             assert "cap reached" in rec.describe()
             assert [d["kind"] for d in data][-2:] == ["marker", "footer"]
+
+
+def assert_within_cap(path: Path, cap: int) -> None:
+    """The recording at ``path`` holds at most ``cap`` bytes; or its header alone left no
+    room under the cap for the cap marker and the footer, and it holds those three."""
+    raw = path.read_bytes().splitlines(keepends=True)
+    reserve = recorder_mod.MARKER_RESERVE + recorder_mod.FOOTER_RESERVE
+    if len(raw[0]) + reserve <= cap:
+        assert path.stat().st_size <= cap, (cap, path.stat().st_size)
+    else:
+        assert [d["kind"] for d in lines(path)] == ["header", "marker", "footer"], cap
+
+
+async def test_the_smallest_cap_still_records_the_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A cap the header alone passes: the header is written all the same (it is what makes
+    the file a recording), the cap is reached at once, and the file replays as a prefix of
+    no iteration and is shown by `show`."""
+    from loop.cli import main
+
+    path, summary, rec = await record_session(tmp_path, max_bytes=MIN_MAX_BYTES)
+    assert summary.iterations == 5
+    data = lines(path)
+    assert [d["kind"] for d in data] == ["header", "marker", "footer"]
+    assert len(path.read_bytes().splitlines()[0]) > MIN_MAX_BYTES
+    assert data[1]["marker"] == "cap_reached"
+    assert "the header" in data[1]["message"]
+    assert (data[2]["cap_reached"], data[2]["records"]) == (True, 2)
+    assert rec.cap_reached
+    assert rec.bytes == path.stat().st_size
+    result = await replay_recording(path)
+    assert result.ok, result.divergence
+    assert result.actual_iterations == 0
+    assert result.partial is not None and "size cap" in result.partial
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "cap_reached: recording stopped: the header" in out
+    assert "3 records" in out
 
 
 async def test_a_capped_recording_replays_its_prefix(tmp_path: Path) -> None:
@@ -502,13 +540,15 @@ async def test_an_unopenable_file_is_counted_and_the_loop_goes_on(tmp_path: Path
 
 
 def test_markers_and_records_are_small_enough_for_the_reserve() -> None:
-    """The cap marker and the footer fit the room the recorder keeps for them."""
-    marker = MarkerRecord(
-        marker="cap_reached",
-        max_bytes=10**12,
-        ts=1e10,
-        message="recording stopped: the next record (123456789012 bytes) would pass the cap",
-    )
+    """The cap marker (either reason) and the footer fit the room the recorder keeps."""
+    for what in (
+        "the next record (123456789012 bytes) would pass the cap",
+        "the header (123456789012 bytes) leaves no room under the cap",
+    ):
+        marker = MarkerRecord(
+            marker="cap_reached", max_bytes=10**12, ts=1e10, message=f"recording stopped: {what}"
+        )
+        assert len(recorder_mod._line(marker, None)) <= recorder_mod.MARKER_RESERVE
     footer = FooterRecord(
         reason="x" * 64,
         iterations=10**9,
@@ -519,7 +559,6 @@ def test_markers_and_records_are_small_enough_for_the_reserve() -> None:
         cap_reached=True,
         ts=1e10,
     )
-    assert len(recorder_mod._line(marker, None)) <= recorder_mod.MARKER_RESERVE
     assert len(recorder_mod._line(footer, None)) <= recorder_mod.FOOTER_RESERVE
 
 
@@ -554,7 +593,7 @@ def test_run_command_records_and_refuses_to_overwrite(
         )
         == 0
     )
-    assert (tmp_path / "out.jsonl").stat().st_size <= 2048
+    assert_within_cap(tmp_path / "out.jsonl", 2048)
 
 
 async def test_secrets_set_in_a_backend_env_table_are_redacted_too(tmp_path: Path) -> None:
@@ -791,10 +830,10 @@ async def test_batched_lines_respect_the_cap_exactly(tmp_path: Path) -> None:
         summary = await _record_ping_pong(folder, 300, _ping_pong_backends(300), rec)
         assert summary.iterations == 300
         size = path.stat().st_size
-        assert size <= cap, (cap, size)
+        assert_within_cap(path, cap)
         assert rec.bytes == size
         data = lines(path)  # every line parses
-        assert (data[0]["kind"] == "header") == (cap > MIN_MAX_BYTES)  # 1 KB: no room
+        assert data[0]["kind"] == "header"  # always, even when it leaves no room (1 KB)
         assert data[-1]["kind"] == "footer" and data[-1]["cap_reached"]
         assert data[-2].get("marker") == "cap_reached"
         recorded = [d["iteration"] for d in data if d["kind"] == "iteration"]
