@@ -70,8 +70,9 @@ __all__ = [
     "replay_recording",
 ]
 
-# Terminations a replay cannot reproduce (a clock, a signal): only the prefix is compared.
-_UNREPRODUCIBLE = frozenset({"interrupted", "max_runtime"})
+# Terminations a replay cannot reproduce (a clock, a signal, an internal error such as a
+# full disk): only the prefix is compared.
+_UNREPRODUCIBLE = frozenset({"interrupted", "max_runtime", "error"})
 
 
 # -- comparison (pure) --------------------------------------------------------------------
