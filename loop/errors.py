@@ -12,6 +12,7 @@
     │   └── RecordingError    recording_error       2     a recording cannot be read: file, line
     ├── ToolError             <domain's>            2     a tool refused a call: ``details`` too
     ├── SessionError          session_error         2     a session cannot run (locked, corrupt)
+    │   └── JournalWriteError  journal_write_failed  1     its journal cannot take a record
     ├── BackendError          backend_error         1     a backend could not run an iteration
     │   └── BackendUnavailable  backend_unavailable  1     its program is missing (fatal)
     ├── BusOverflow           bus_overflow          1     a publish cascade outgrew the bus
@@ -46,6 +47,7 @@ __all__ = [
     "ConfigError",
     "InputError",
     "InternalError",
+    "JournalWriteError",
     "LoopError",
     "PathError",
     "RecorderClosed",
@@ -165,6 +167,15 @@ class SessionError(LoopError):
 
     code = "session_error"
     exit_code = EXIT_USAGE
+
+
+class JournalWriteError(SessionError):
+    """A session's journal cannot take a record (a full disk, a file too large): the
+    session ends with the reason ``error``, and the run fails with that reason's exit
+    code, not as bad input."""
+
+    code = "journal_write_failed"
+    exit_code = EXIT_FAILED
 
 
 class BackendError(LoopError):

@@ -268,6 +268,7 @@ class Engine:
         for ext in self.extensions:
             ext.attach(self.bus)
         reason = "error"
+        ended = False  # the loop ended by itself (no error, no cancellation on its way out)
         notes: list[str] = []
         end_failure: SessionError | None = None
         try:
@@ -276,6 +277,7 @@ class Engine:
                 Event(topic=topic, payload=started, source="loop", ts=self.wall_clock())
             )
             reason = await self._loop(notes)
+            ended = True
         except anyio.get_cancelled_exc_class():
             reason = "interrupted"
             raise
@@ -284,7 +286,7 @@ class Engine:
             raise
         finally:
             with anyio.CancelScope(shield=True):
-                end_failure = await finish_session(self, reason)
+                end_failure = await finish_session(self, reason, ended=ended)
         if end_failure is not None:  # the run itself went well: the journal's end did not
             raise end_failure
         return self.summary(reason, notes)

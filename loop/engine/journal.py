@@ -18,7 +18,7 @@ from pathlib import Path
 from loop._faults import crash_armed
 from loop._fs import fsync_dir, open_file, write_all
 from loop.config import LoadedConfig
-from loop.errors import InputError, SessionError
+from loop.errors import InputError, JournalWriteError, SessionError
 from loop.records import IterationStart, JournalRecord, encode_record, parse_record
 from loop.redact import Redactor, redact_line
 
@@ -126,7 +126,8 @@ class Journal:
         """Write one record as one line; sync it if durable and a commit point.
 
         Raises:
-            SessionError: the write failed (disk full...); no partial line is left.
+            JournalWriteError: the write failed (disk full...); no partial line is left.
+            SessionError: the journal is not open.
         """
         fd = self._fd
         if fd is None:
@@ -140,7 +141,7 @@ class Journal:
         except OSError as exc:  # disk full, I/O error: leave no half line behind
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, self._size)
-            raise SessionError(
+            raise JournalWriteError(
                 f"{self.path}: cannot append to the journal: {exc.strerror or exc}"
             ) from exc
         self._size += len(line)

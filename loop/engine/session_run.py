@@ -131,12 +131,14 @@ async def start_session(engine: Engine) -> SessionStarted:
     )
 
 
-async def finish_session(engine: Engine, reason: str) -> SessionError | None:
+async def finish_session(engine: Engine, reason: str, *, ended: bool) -> SessionError | None:
     """Journal the end, tell the subscribers, close every extension, release the session.
 
     A journal that cannot take the end record (the disk filled up) does not stop the
     rest: the recording still gets its footer and is closed. The error is returned, for
-    :meth:`loop.engine.driver.Engine.run` to raise when no earlier error is on its way out.
+    :meth:`loop.engine.driver.Engine.run` to raise when no earlier error is on its way out
+    (``ended``: the loop ended by itself, for ``reason``); the run then exits with that
+    error's code, and so says the exit code the subscribers are told (the footer's).
     """
     failure: SessionError | None = None
     try:
@@ -156,9 +158,14 @@ async def finish_session(engine: Engine, reason: str) -> SessionError | None:
         except SessionError as exc:
             failure = failure or exc
         engine._outside.ended = True
-        ended = SessionEnded(end=end, exit_code=exit_code_for(reason))
+        code = failure.exit_code if failure is not None and ended else exit_code_for(reason)
         await engine._publish_own(
-            Event(topic=LOOP_TERMINATED, source="loop", payload=ended, ts=end.ts)
+            Event(
+                topic=LOOP_TERMINATED,
+                source="loop",
+                payload=SessionEnded(end=end, exit_code=code),
+                ts=end.ts,
+            )
         )
     finally:
         for ext in engine.extensions:

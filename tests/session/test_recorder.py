@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -995,6 +997,67 @@ async def test_a_journal_that_fills_up_still_leaves_a_closed_recording(
     assert result.ok, result.divergence and result.divergence.render()
     assert result.partial == "the recorded run ended by error"
     assert result.actual_iterations == 1
+
+
+def refuse_journal_writes(
+    monkeypatch: pytest.MonkeyPatch, journal: Path, refused: Callable[[int, bytes], bool]
+) -> None:
+    """Make the writes to ``journal`` for which ``refused(n, data)`` holds (``n``: the
+    write's number, from 1) fail as a file grown past ``ulimit -f`` does (EFBIG)."""
+    real = os.write
+    count = {"n": 0}
+
+    def write(fd: int, data: bytes) -> int:
+        if os.path.realpath(f"/proc/self/fd/{fd}") == str(journal.resolve()):
+            count["n"] += 1
+            if refused(count["n"], bytes(data)):
+                raise OSError(errno.EFBIG, "File too large")
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+
+
+@pytest.mark.parametrize("refused", ["a commit", "the end"])
+def test_a_journal_write_failure_fails_the_run_with_the_recorded_exit_code(
+    refused: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The journal refuses a record while the session runs: the run prints one line and
+    exits 1, the exit code the recording's footer says and status derives (failed); it
+    exited 2, as for bad input, while the footer said 1."""
+    from loop.cli import main
+
+    (tmp_path / "loop.toml").write_text(LOOP_TOML, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    journal = tmp_path / ".loop/sessions/fs/journal.jsonl"
+    if refused == "a commit":  # the second iteration's commit (its end record fits)
+        commits: list[int] = []
+
+        def second_commit(n: int, data: bytes) -> bool:
+            if b'"iteration.end"' in data:
+                commits.append(n)
+            return len(commits) == 2 and commits[-1] == n
+
+        refuse_journal_writes(monkeypatch, journal, second_commit)
+    else:  # only the last record, the loop having completed
+        refuse_journal_writes(monkeypatch, journal, lambda n, data: b'"session.end"' in data)
+    run = ["run", "-q", "--log-format", "json", "--session-id", "fs"]
+    code = main([*run, "--record-session", "rec.jsonl"])
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1] == f"error: {journal}: cannot append to the journal: File too large"
+    footer = lines(tmp_path / "rec.jsonl")[-1]
+    assert footer["kind"] == "footer"
+    assert code == footer["exit_code"] == 1
+    monkeypatch.undo()
+    monkeypatch.chdir(tmp_path)
+    if refused == "a commit":
+        assert footer["reason"] == "error"
+        assert main(["status", "fs", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["status"] == "failed"
+    else:
+        assert footer["reason"] == "completed"  # the loop's own end, which the journal lacks
 
 
 async def test_a_torn_line_longer_than_a_block_is_cut_alone(tmp_path: Path) -> None:
