@@ -542,6 +542,30 @@ def test_replay_command_runs_a_folder_with_junit_xml(
     assert "a different hat ran" in str(failure.get("message"))
 
 
+def test_a_junit_file_that_cannot_be_written_is_refused_before_any_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--junit naming a folder, a symbolic link or a file below a file: one line, exit 2,
+    before any recording is replayed (it was a traceback after every replay)."""
+    (tmp_path / "jd").mkdir()
+    (tmp_path / "link.xml").symlink_to(tmp_path / "elsewhere.xml")
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    recording = str(REPO / "recordings" / "default.jsonl")
+    for junit, message in (
+        ("jd", "jd: is a folder; --junit needs a file name"),
+        ("link.xml", "link.xml: is a symbolic link; --junit needs a plain file"),
+        ("a-file/r.xml", f"a-file/r.xml: cannot write it: {tmp_path / 'a-file'} is not a folder"),
+    ):
+        code = main(["replay", recording, "--junit", str(tmp_path / junit)])
+        out, err = capsys.readouterr()
+        assert code == 2
+        assert out == ""  # nothing replayed
+        assert err.count("\n") == 1 and err.startswith("error: ") and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert list((tmp_path / "jd").iterdir()) == []
+
+
 def test_replay_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Exit 0 when all match, 2 on bad input (an empty folder, a missing file)."""
     assert main(["replay", str(REPO / "recordings"), "--log-format", "json"]) == 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loop._fs import require_folder
+from loop.errors import InputError
 from loop.locations import DEFAULT_SESSIONS_DIR
 
 if TYPE_CHECKING:
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SESSIONS_DIR_HELP",
+    "check_output_file",
     "print_json",
     "report_checks",
     "run_async",
@@ -81,6 +83,31 @@ def run_interruptible(func: Callable[..., Any], *args: Any) -> Any:
     if stopped:
         raise KeyboardInterrupt
     return result
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Check, before any work, that a command can write its output file at ``path`` (the
+    value of ``option``, such as ``-o`` or ``--junit``), which it replaces atomically and
+    whose missing folders it makes: ``path`` is no folder, no symbolic link and nothing
+    but a plain file, and its folder is one, or can be made (the nearest one that exists
+    is a folder that can be written).
+
+    Raises:
+        InputError: one line naming the file and the option.
+    """
+    if path.is_symlink():
+        raise InputError(f"{path}: is a symbolic link; {option} needs a plain file")
+    if path.is_dir():
+        raise InputError(f"{path}: is a folder; {option} needs a file name")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{path}: is not a regular file; {option} needs a plain file")
+    folder = Path(os.path.abspath(path)).parent  # noqa: PTH100 - lexical
+    while not folder.exists() and not folder.is_symlink() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise InputError(f"{path}: cannot write it: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write it: the folder {folder} is not writable")
 
 
 def print_json(value: Any) -> None:

@@ -20,7 +20,7 @@ from typing import TextIO
 
 from loop._fs import atomic_write
 from loop._log import live_line_allowed
-from loop.commands.common import run_interruptible
+from loop.commands.common import check_output_file, run_interruptible
 from loop.commands.replay_suite import (
     InOrder,
     ReplayJob,
@@ -34,6 +34,7 @@ from loop.commands.replay_suite import (
     problem_outcome,
     summary_lines,
 )
+from loop.errors import InputError
 from loop.exits import EXIT_OK
 
 __all__ = ["Progress", "cpu_count", "register"]
@@ -183,6 +184,8 @@ def _replay(args: argparse.Namespace) -> int:
 
     shard = Shard.parse(args.shard) if args.shard else None
     jobs = parse_jobs(args.jobs, cpu_count())
+    if args.junit:  # written after the last replay: checked before the first
+        check_output_file(Path(args.junit), "--junit")
     files, problems = collect_recordings(args.paths)
     selected = shard.select(files) if shard is not None else files
     outcomes = [problem_outcome(i, path, message) for i, (path, message) in enumerate(problems)]
@@ -218,8 +221,13 @@ def _replay(args: argparse.Namespace) -> int:
     _summary(outcomes, elapsed, jobs=jobs, shard=shard)
     if args.junit:
         target = Path(args.junit)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, junit_xml(outcomes, elapsed, shard=shard))
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(target, junit_xml(outcomes, elapsed, shard=shard))
+        except OSError as exc:  # changed since the check: one line, not a traceback
+            raise InputError(
+                f"{target}: cannot write the JUnit XML: {exc.strerror or exc}"
+            ) from None
         print(f"JUnit XML written to {target}")
     return exit_code(outcomes)
 

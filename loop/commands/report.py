@@ -27,6 +27,7 @@ from typing import Any
 
 from loop._fs import atomic_write
 from loop._version import __version__
+from loop.commands.common import check_output_file
 from loop.commands.inspect import TARGET_HELP, load_target
 from loop.commands.report_svg import fmt_seconds, graph_svg, timeline_svg
 from loop.commands.sessions import SESSIONS_DIR_HELP
@@ -71,10 +72,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    if args.output:  # before the session is read
+        check_output_file(Path(args.output), "-o")
     view = load_target(args.target, args.sessions_dir)
     target = Path(args.output) if args.output else Path(f"{view.session_id}.html")
-    if target.is_dir():
-        raise InputError(f"{target}: is a folder; -o needs a file name")
+    if not args.output:  # the default name, once the session's id is known
+        check_output_file(target, "-o")
     page = render_report(view).encode("utf-8", "backslashreplace")  # lone surrogates
     try:
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -270,14 +270,19 @@ def test_the_timeline_has_a_lane_per_hat_and_a_bar_per_iteration(recorded: Path)
 def test_report_errors_are_one_line_with_exit_2(
     recorded: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Unknown id, a file that is no session, `-o` a folder: one line, exit 2, no file."""
+    """Unknown id, a file that is no session, `-o` a folder, a link or below a file: one
+    line, exit 2, no file."""
     monkeypatch.chdir(recorded)
     (recorded / "folder").mkdir(exist_ok=True)
     (recorded / "notes.txt").write_text("hello\n", encoding="utf-8")
+    if not (recorded / "link.html").is_symlink():
+        (recorded / "link.html").symlink_to(recorded / "elsewhere.html")
     for args, message in (
         (["report", "nope"], "unknown session 'nope'"),
         (["report", "notes.txt"], "neither a session journal nor a recording"),
         (["report", "demo", "-o", "folder"], "folder: is a folder; -o needs a file name"),
+        (["report", "demo", "-o", "link.html"], "link.html: is a symbolic link; -o needs"),
+        (["report", "demo", "-o", "notes.txt/r.html"], "notes.txt is not a folder"),
     ):
         assert main(args) == 2
         out, err = capsys.readouterr()
