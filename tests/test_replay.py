@@ -397,7 +397,32 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path, Path], Path], str]] = {
             lambda rs: rs[0]["hats"]["builder"].update(triggers=["other.topic"]),
             name="m.jsonl",
         ),
-        r"m\.jsonl:1: header does not match the hats: hat 'builder'",
+        r"m\.jsonl:1: header does not match the hats: hat 'builder': triggers is "
+        r'\["other\.topic"\] in the header, \["plan\.ready", "review\.rejected"\] in the '
+        r"recorded configuration$",
+    ),
+    "header max_activations differs": (  # the one field that differs, with both values
+        lambda rec, d: edit(
+            rec,
+            lambda rs: rs[0]["hats"]["builder"].update(max_activations=9),
+            name="ma.jsonl",
+        ),
+        r"ma\.jsonl:1: header does not match the hats: hat 'builder': max_activations is 9 "
+        r"in the header, 5 in the recorded configuration$",
+    ),
+    "header hat the configuration lacks": (
+        lambda rec, d: edit(
+            rec,
+            lambda rs: rs[0]["hats"].update(ghost=rs[0]["hats"]["planner"]),
+            name="gh.jsonl",
+        ),
+        r"gh\.jsonl:1: header does not match the hats: hat 'ghost' is in the header, not in "
+        r"the recorded configuration$",
+    ),
+    "header completion event differs": (
+        lambda rec, d: edit(rec, lambda rs: rs[0].update(completion_event="DONE"), name="ce.jsonl"),
+        r'ce\.jsonl:1: header does not match the hats: completion_event is "DONE" in the '
+        r'header, "LOOP_COMPLETE" in the recorded configuration$',
     ),
     "config digest differs": (
         lambda rec, d: edit(

@@ -12,8 +12,10 @@ when it is read. Bad input is a
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
+from dataclasses import fields
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO
@@ -41,7 +43,7 @@ from loop.session.recording import (
     parse_line,
 )
 
-__all__ = ["RESUMED", "RecordingReader"]  # RESUMED: see loop.engine.lanes
+__all__ = ["RESUMED", "RecordingReader", "hat_difference"]  # RESUMED: see loop.engine.lanes
 
 
 def _versions() -> str:
@@ -343,20 +345,18 @@ class RecordingReader:
             mine, theirs = header.hats.get(name), derived.get(name)
             if mine != theirs:
                 raise self._error(
-                    f"header does not match the hats: hat {name!r} is "
-                    f"{_brief(mine)} in the header, {_brief(theirs)} in the "
-                    "recorded configuration",
-                    1,
+                    f"header does not match the hats: {hat_difference(name, mine, theirs)}", 1
                 )
-        if (header.starting_event, header.completion_event) != (
-            config.loop.starting_event,
-            config.loop.completion_event,
-        ):
-            raise self._error(
-                "header does not match the hats: starting or completion event "
-                "differs from the recorded configuration",
-                1,
+        events = [
+            _differs(field, in_header, in_config)
+            for field, in_header, in_config in (
+                ("starting_event", header.starting_event, config.loop.starting_event),
+                ("completion_event", header.completion_event, config.loop.completion_event),
             )
+            if in_header != in_config
+        ]
+        if events:
+            raise self._error(f"header does not match the hats: {'; '.join(events)}", 1)
         lost = [(n, m) for n, m in self.markers if m.marker == "write_failed"]
         if lost or (self.footer is not None and self.footer.write_failures):
             where = lost[0][0] if lost else None
@@ -401,7 +401,36 @@ def _typed(raw: bytes) -> RecordingRecord | None:
         return None
 
 
-def _brief(hat: HatTopology | None) -> str:
-    if hat is None:
-        return "missing"
-    return f"triggers={hat.triggers} publishes={hat.publishes}"
+def hat_difference(name: str, header: HatTopology | None, recorded: HatTopology | None) -> str:
+    """How hat ``name`` in a header differs from the same hat in the recorded
+    configuration: each field that differs, with both values (one line).
+
+    >>> from dataclasses import replace
+    >>> a = HatTopology(triggers=("go",), max_activations=9, backend="scripted")
+    >>> hat_difference("builder", a, replace(a, max_activations=3))
+    "hat 'builder': max_activations is 9 in the header, 3 in the recorded configuration"
+    >>> hat_difference("ghost", a, None)
+    "hat 'ghost' is in the header, not in the recorded configuration"
+    """
+    if recorded is None:
+        return f"hat {name!r} is in the header, not in the recorded configuration"
+    if header is None:
+        return f"hat {name!r} is in the recorded configuration, not in the header"
+    parts = [
+        _differs(f.name, getattr(header, f.name), getattr(recorded, f.name))
+        for f in fields(HatTopology)
+        if getattr(header, f.name) != getattr(recorded, f.name)
+    ]
+    return f"hat {name!r}: " + "; ".join(parts)
+
+
+def _differs(field: str, in_header: object, in_config: object) -> str:
+    return (
+        f"{field} is {_shown(in_header)} in the header, "
+        f"{_shown(in_config)} in the recorded configuration"
+    )
+
+
+def _shown(value: object) -> str:
+    """A value of a hat's topology as JSON writes it (``not set`` for none)."""
+    return "not set" if value is None else json.dumps(value, ensure_ascii=False)
