@@ -7,8 +7,10 @@ stays flat), rebuilds the recorded configuration in a scratch folder, runs
 hat, and compares, iteration by iteration: the hat, the tool calls made in its context
 (each call's tool, channel, input, and result or error), its status, its trigger topics,
 its events (topic, payload, target; never timestamps) and the events it published; the
-events published between iterations; then the iteration count and the termination
-reason. The first difference stops the run and becomes a :class:`Divergence`.
+events published between iterations; then the termination reason and the iteration
+count the footer gives (not for a prefix: a recording cut by its cap, without a footer,
+or of a run whose end a replay cannot reproduce). The first difference stops the run and
+becomes a :class:`Divergence`.
 
 The replay runs under the recorded session's id, and gives every tool call the time
 it had, so the ids and times the tools derive from them come out as recorded; the
@@ -413,13 +415,33 @@ def _final_check(reader: RecordingReader, result: ReplayResult, published: int) 
             [f"hat {nxt.hat}: {nxt.status}" if nxt else "(an iteration)"],
             [f"loop terminated: {result.actual_reason}"],
         )
-    elif not result.partial and result.expected_reason != result.actual_reason:
-        result.divergence = Divergence(
-            None,
-            "termination differs",
-            [f"{result.expected_reason} after {result.expected_iterations} iteration(s)"],
-            [f"{result.actual_reason} after {result.actual_iterations} iteration(s)"],
+    elif not result.partial and reader.footer is not None:  # a whole recording: its end
+        result.divergence = _end_divergence(
+            reader.footer.reason,
+            reader.footer.iterations,
+            result.actual_reason,
+            result.actual_iterations,
         )
+
+
+def _end_divergence(
+    reason: str, iterations: int, actual_reason: str | None, actual_iterations: int
+) -> Divergence | None:
+    """The recorded end (the footer's reason and iteration count) against the replay's."""
+    if (reason, iterations) == (actual_reason, actual_iterations):
+        return None
+    what = (
+        "termination differs"
+        if reason != actual_reason
+        else f"the iteration count differs: the footer says {iterations}, "
+        f"the replay ran {actual_iterations}"
+    )
+    return Divergence(
+        None,
+        what,
+        [f"{reason} after {iterations} iteration(s)"],
+        [f"{actual_reason} after {actual_iterations} iteration(s)"],
+    )
 
 
 async def replay_recording(

@@ -238,6 +238,37 @@ async def test_a_different_termination_diverges(recording: Path) -> None:
     assert "diverged at the end" in result.divergence.render()
 
 
+async def test_a_different_iteration_count_in_the_footer_diverges(recording: Path) -> None:
+    """A footer that says 6 iterations where 5 were recorded and replayed is a divergence
+    at the end, naming both counts (only the reason was compared)."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        rs[-1]["iterations"] = 6
+
+    result = await replay_recording(edit(recording, change))
+    assert result.divergence is not None
+    assert result.divergence.iteration is None
+    assert (
+        result.divergence.what == "the iteration count differs: the footer says 6, the replay ran 5"
+    )
+    assert result.divergence.expected == ["completed after 6 iteration(s)"]
+    assert result.divergence.actual == ["completed after 5 iteration(s)"]
+
+
+async def test_a_prefix_recording_is_not_held_to_its_footers_count(recording: Path) -> None:
+    """A recording of a run that ended in a way a replay cannot reproduce (interrupted):
+    its iterations are compared, not the footer's count, which the replay cannot reach."""
+
+    def change(rs: list[dict[str, Any]]) -> None:
+        del rs[3:-1]  # iterations 3 to 5 never recorded: the run was stopped
+        rs[-1].update(reason="interrupted", iterations=3)
+
+    result = await replay_recording(edit(recording, change))
+    assert result.ok, result.divergence and result.divergence.render()
+    assert result.partial == "the recorded run ended by interrupted"
+    assert result.actual_iterations == 2
+
+
 async def test_a_changed_routing_rule_in_the_config_diverges(recording: Path) -> None:
     """Recorded under other triggers (review.rejected → planner), the replay diverges."""
 
