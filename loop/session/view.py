@@ -30,6 +30,7 @@ __all__ = [
     "HatStats",
     "IterationView",
     "LoopEvent",
+    "MarkerKind",
     "MarkerView",
     "SessionView",
     "ToolCallView",
@@ -137,13 +138,26 @@ class LoopEvent(_View):
     event: EventView
 
 
+# What a marker of the timeline says happened (docs/inspect.md lists each): resumed,
+# override (a resume's changed limits), ended (before a resume), hat_exhausted,
+# published (events published outside any iteration), in_flight (journal), and a
+# recording's own: cap_reached, write_failed.
+MarkerKind = Literal[
+    "ended",
+    "resumed",
+    "override",
+    "hat_exhausted",
+    "published",
+    "in_flight",
+    "cap_reached",
+    "write_failed",
+]
+
+
 class MarkerView(_View):
     """Something that happened between iterations, or to the file itself."""
 
-    # resumed, override (a resume's changed limits), ended (before a resume),
-    # hat_exhausted, published (events published outside any iteration), in_flight
-    # (journal), and a recording's own: cap_reached, write_failed
-    kind: str
+    kind: MarkerKind
     after: int  # the iterations done at the time
     message: str
 

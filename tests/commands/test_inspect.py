@@ -488,3 +488,16 @@ def test_events_on_a_terminal_cuts_payloads_to_its_width(made: Made) -> None:
     assert len(lines) == 7
     assert all(len(line) <= 60 for line in lines), lines
     assert lines[1].endswith("…")
+
+
+def test_the_marker_table_in_the_docs_lists_every_marker_show_prints() -> None:
+    """docs/inspect.md's table of timeline markers has a row for each kind of marker."""
+    from typing import get_args
+
+    from loop.session.view import MarkerKind
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "inspect.md").read_text("utf-8")
+    table = text[text.index("| marker | what |") :].split("\n\n")[0]
+    listed = set(re.findall(r"^\| `(\w+)`(?:, `(\w+)`)?", table, re.MULTILINE))
+    names = {name for row in listed for name in row if name}
+    assert names == set(get_args(MarkerKind))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -32,3 +33,29 @@ def test_schema_recording_prints_the_json_schema(capsys: pytest.CaptureFixture[s
             jsonschema.validate(json.loads(line), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"kind": "iteration", "iteration": 0}, schema)
+
+
+def test_the_format_table_in_the_docs_lists_every_kind_and_field() -> None:
+    """docs/recording.md's format table has a row for each kind of line the schema has,
+    naming every field of that kind (and each marker), so the docs follow the records."""
+    from loop.session.recording import recording_json_schema
+
+    text = (REPO / "docs" / "recording.md").read_text(encoding="utf-8")
+    table = text[text.index("## The format") :]
+    rows = {m[1]: m[2] for m in re.finditer(r"^\| `(\w+)`[^|]*\| (.*) \|$", table, re.MULTILINE)}
+    defs = recording_json_schema()["$defs"]
+    kinds = {
+        d["properties"]["kind"]["const"]: d
+        for d in defs.values()
+        if "const" in d.get("properties", {}).get("kind", {})
+    }
+    assert sorted(kinds) == sorted(rows)
+    for kind, definition in kinds.items():
+        missing = [
+            f for f in definition["properties"] if f != "kind" and f"`{f}`" not in rows[kind]
+        ]
+        assert not missing, (kind, missing)
+    for marker in defs["MarkerRecord"]["properties"]["marker"]["enum"]:
+        assert f"`{marker}`" in rows["marker"], marker
+    for field in defs["HatTopology"]["properties"]:
+        assert f"`{field}`" in rows["header"], field
