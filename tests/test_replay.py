@@ -418,6 +418,11 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path, Path], Path], str]] = {
         lambda rec, d: edit(rec, lambda rs: rs[0].pop("schema_version"), name="n.jsonl"),
         r"n\.jsonl:1: unknown schema version None",
     ),
+    "a session journal": (  # what a run writes anyway: say how to get a recording
+        lambda rec, d: next(d.glob(".loop/sessions/*/journal.jsonl")),
+        r"journal\.jsonl:1: a session journal, not a recording: record a session to replay "
+        r"with run --record-session FILE",
+    ),
     "header not first": (
         lambda rec, d: edit(rec, lambda rs: rs.pop(0), name="h.jsonl"),
         r"h\.jsonl:1: expected a header record first, found 'iteration'",
@@ -625,9 +630,24 @@ def test_a_junit_file_that_cannot_be_written_is_refused_before_any_replay(
 def test_replay_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Exit 0 when all match, 2 on bad input (an empty folder, a missing file)."""
     assert main(["replay", str(REPO / "recordings"), "--log-format", "json"]) == 0
+    capsys.readouterr()
+    assert main(["replay", str(tmp_path / "x.jsonl"), "--log-format", "json"]) == 2
+    out = capsys.readouterr().out
+    assert "ERROR    " in out and "1 recording(s): 0 passed, 0 diverged, 1 error(s)" in out
+
+
+def test_an_empty_folder_is_bad_usage_before_any_replay(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder with no *.jsonl is one line, exit 2, before anything is replayed and with
+    no JUnit file; it was counted as a recording, with an error row and a JUnit case."""
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert main(["replay", str(empty), "--log-format", "json"]) == 2
-    assert "no recordings (*.jsonl) in this folder" in capsys.readouterr().out
-    assert main(["replay", str(tmp_path / "x.jsonl"), "--log-format", "json"]) == 2
-    assert "ERROR    " in capsys.readouterr().out
+    junit = tmp_path / "replay.xml"
+    recording = str(REPO / "recordings" / "default.jsonl")
+    code = main(["replay", recording, str(empty), "--junit", str(junit), "--log-format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 2
+    assert out == ""
+    assert err == f"error: no recordings in {empty} (no *.jsonl file in that folder)\n"
+    assert not junit.exists()

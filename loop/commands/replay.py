@@ -31,7 +31,6 @@ from loop.commands.replay_suite import (
     junit_xml,
     outcome_lines,
     parse_jobs,
-    problem_outcome,
     summary_lines,
 )
 from loop.errors import InputError
@@ -186,18 +185,17 @@ def _replay(args: argparse.Namespace) -> int:
     jobs = parse_jobs(args.jobs, cpu_count())
     if args.junit:  # written after the last replay: checked before the first
         check_output_file(Path(args.junit), "--junit")
-    files, problems = collect_recordings(args.paths)
+    files = collect_recordings(args.paths)
     selected = shard.select(files) if shard is not None else files
-    outcomes = [problem_outcome(i, path, message) for i, (path, message) in enumerate(problems)]
-    todo = [ReplayJob(index=len(problems) + i, path=str(p)) for i, p in enumerate(selected)]
+    outcomes: list[ReplayOutcome] = []
+    todo = [ReplayJob(index=i, path=str(p)) for i, p in enumerate(selected)]
     workers = min(jobs, len(todo))
     progress = Progress(
         len(todo), workers, out=sys.stdout, err=sys.stderr, live=live_line_allowed()
     )
-    order = InOrder(first=len(problems))
+    order = InOrder()
     if shard is not None:
         print(f"shard {shard}: {len(selected)} of {len(files)} recording(s)", file=sys.stderr)
-    progress.rows([line for o in outcomes for line in outcome_lines(o)])
 
     def on_outcome(outcome: ReplayOutcome) -> None:
         outcomes.append(outcome)
@@ -213,8 +211,7 @@ def _replay(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the summary so far, exit 130
         progress.close()
         elapsed = time.perf_counter() - started
-        total = len(problems) + len(todo)
-        _summary(outcomes, elapsed, jobs=jobs, shard=shard, total=total)
+        _summary(outcomes, elapsed, jobs=jobs, shard=shard, total=len(todo))
         raise
     progress.close()
     elapsed = time.perf_counter() - started

@@ -34,7 +34,6 @@ __all__ = [
     "junit_xml",
     "outcome_lines",
     "parse_jobs",
-    "problem_outcome",
     "summary_lines",
 ]
 
@@ -79,30 +78,27 @@ class ReplayOutcome(BaseModel):
         return [*self.warnings, *([f"prefix only: {self.partial}"] if self.partial else [])]
 
 
-def problem_outcome(index: int, path: Path, message: str) -> ReplayOutcome:
-    """An error row for something that is not a recording to replay (an empty folder)."""
-    return ReplayOutcome(
-        index=index, path=str(path), status="error", line=f"ERROR    {message}", detail=message
-    )
-
-
 # -- which recordings -----------------------------------------------------------------------
 
 
-def collect_recordings(paths: Iterable[str]) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """Expand folders to their ``*.jsonl`` files (sorted by name): ``(recordings, problems)``.
+def collect_recordings(paths: Iterable[str]) -> list[Path]:
+    """Expand folders to their ``*.jsonl`` files (sorted by name).
 
-    Files keep the order they are named in; a file named twice is replayed once.
+    Files keep the order they are named in; a file named twice is replayed once. A file
+    that is missing or no recording is replayed as bad input (its own ``ERROR`` row).
+
+    Raises:
+        UsageError: a folder holds no ``*.jsonl`` file: the command names a folder of
+            recordings that has none, so nothing is replayed.
     """
     found: list[Path] = []
     seen: set[str] = set()
-    problems: list[tuple[Path, str]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             inside = sorted(path.glob("*.jsonl"))
             if not inside:
-                problems.append((path, f"{path}: no recordings (*.jsonl) in this folder"))
+                raise UsageError(f"no recordings in {path} (no *.jsonl file in that folder)")
         else:
             inside = [path]
         for item in inside:
@@ -110,7 +106,7 @@ def collect_recordings(paths: Iterable[str]) -> tuple[list[Path], list[tuple[Pat
             if key not in seen:
                 seen.add(key)
                 found.append(item)
-    return found, problems
+    return found
 
 
 @dataclass(frozen=True)

@@ -173,6 +173,12 @@ class RecordingReader:
             raise self._error("not a JSONL recording: the line is not JSON", number) from exc
         if not isinstance(data, dict) or "kind" not in data:
             raise self._error('not a hatloop recording: a record has no "kind"', number)
+        if data.get("kind") == "session.start":  # a journal's first record
+            raise self._error(
+                "a session journal, not a recording: record a session to replay with "
+                "run --record-session FILE (show, events and report read a journal too)",
+                number,
+            )
         if data.get("kind") != "header":
             raise self._error(f"expected a header record first, found {data.get('kind')!r}", number)
         version = data.get("schema_version")

@@ -148,14 +148,15 @@ def test_junit_has_one_case_per_recording(tmp_path: Path) -> None:
 
 
 def test_collect_expands_folders_and_replays_a_file_once(tmp_path: Path) -> None:
-    """Folders give their *.jsonl sorted; a file named twice is listed once; empty folders
-    are problems."""
+    """Folders give their *.jsonl sorted; a file named twice is listed once; a missing
+    file is listed (its replay says so); a folder without recordings is a usage error."""
     (tmp_path / "b.jsonl").write_text("", encoding="utf-8")
     (tmp_path / "a.jsonl").write_text("", encoding="utf-8")
     (tmp_path / "notes.txt").write_text("", encoding="utf-8")
     (tmp_path / "empty").mkdir()
-    found, problems = collect_recordings(
-        [str(tmp_path), str(tmp_path / "a.jsonl"), str(tmp_path / "empty")]
+    found = collect_recordings(
+        [str(tmp_path), str(tmp_path / "a.jsonl"), str(tmp_path / "missing.jsonl")]
     )
-    assert found == [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
-    assert [p for p, _ in problems] == [tmp_path / "empty"]
+    assert found == [tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "missing.jsonl"]
+    with pytest.raises(UsageError, match=r"^no recordings in .*empty \(no \*\.jsonl file"):
+        collect_recordings([str(tmp_path), str(tmp_path / "empty")])
