@@ -332,7 +332,8 @@ def test_resuming_into_another_sessions_recording_is_refused_before_the_run(
     assert main([*resume, "--record-session", "notes.jsonl"]) == 2  # the latest: s2
     assert "notes.jsonl: is not a recording" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in before} == before
-    assert main([*resume, "s1", "--record-session", "mine.jsonl"]) == 0  # its own: appended
+    mine = ["--record-session", "mine.jsonl", "--max-iterations", "9"]  # 2 held: raised
+    assert main([*resume, "s1", *mine]) == 0  # its own: appended
     assert [d["kind"] for d in lines(tmp_path / "mine.jsonl")].count("header") == 1
     assert lines(tmp_path / "mine.jsonl")[-1]["reason"] == "completed"
 
