@@ -20,14 +20,16 @@ HOSTILE = (
 )
 
 
-def loop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """The real CLI in a child process."""
+def loop(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real CLI in a child process (``env``: variables set on top of :data:`ENV`)."""
     return subprocess.run(
         [sys.executable, "-m", "loop", *args],
         cwd=cwd,
         text=True,
         capture_output=True,
-        env=ENV,
+        env={**ENV, **(env or {})},
         timeout=300,
         check=False,
     )

@@ -146,9 +146,9 @@ def test_where_the_tool_files_live_flag_then_environment_then_loop_toml(
     """`--tasks-file`/`--workspace`/`--experiences-dir` win over `FILE_PATH`/
     `LOOP_WORKSPACE`/`LOOP_EXPERIENCES_DIR`, which win over loop.toml's settings."""
     (tmp_path / "loop.toml").write_text(FILES_TOML, encoding="utf-8")
-    env = dict(ENV)
+    env: dict[str, str] = {}
     if given != "loop.toml":
-        env |= {
+        env = {
             "FILE_PATH": "env-tasks.json",
             "LOOP_WORKSPACE": "env-works",
             "LOOP_EXPERIENCES_DIR": "env-experiences",
@@ -165,15 +165,7 @@ def test_where_the_tool_files_live_flag_then_environment_then_loop_toml(
     ]
     for call in calls:
         argv = [*call, *flags[call[0]]] if given == "flag" else call
-        res = subprocess.run(
-            [sys.executable, "-m", "loop", *argv],
-            cwd=tmp_path,
-            env=env,
-            text=True,
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
+        res = loop(*argv, cwd=tmp_path, env=env)
         assert res.returncode == 0, res.stderr
     prefix = {"flag": "flag", "environment": "env", "loop.toml": "toml"}[given]
     made = {p.name for p in tmp_path.iterdir() if p.name.split("-")[0] in FILE_OWNERS}

@@ -3,9 +3,6 @@ as an override; status and the summary agree on the hint; a recording replays.""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,6 +19,7 @@ from loop.runner import RunOptions, build_backends, run_loop
 from loop.session.recorder import Recorder
 from loop.session.store import session_status
 from loop.testing import make_config, run_hats, tag
+from tests.commands.helpers import loop
 
 from .test_recorder import LOOP_TOML, Yielding, lines
 
@@ -216,27 +214,14 @@ async def test_a_recording_resumed_with_other_limits_replays(tmp_path: Path) -> 
     assert not result.warnings  # only the limits changed: the same configuration
 
 
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
-    return subprocess.run(
-        [sys.executable, "-m", "loop", *args],
-        cwd=cwd,
-        env=env,
-        text=True,
-        capture_output=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_a_plain_resume_keeps_the_flags_the_session_was_started_with(tmp_path: Path) -> None:
     """A session started with --backend scripted (the file says claude, not installed)
     and --max-iterations 1 resumes with both when they are not given again; a flag given
     to a resume holds for the resumes after it. Before, a plain resume took loop.toml's
     backend and limit as if the file had been edited."""
-    assert _cli("init", "--backend", "claude", cwd=tmp_path).returncode == 0
+    assert loop("init", "--backend", "claude", cwd=tmp_path).returncode == 0
     sid = ["--session-id", "s"]
-    first = _cli(
+    first = loop(
         "run",
         "-q",
         "--no-preflight",
@@ -248,12 +233,12 @@ def test_a_plain_resume_keeps_the_flags_the_session_was_started_with(tmp_path: P
         cwd=tmp_path,
     )
     assert first.returncode == EXIT_LIMIT, first.stderr
-    again = _cli("run", "-q", "--resume", "s", cwd=tmp_path)  # the limit holds: stops at once
+    again = loop("run", "-q", "--resume", "s", cwd=tmp_path)  # the limit holds: stops at once
     assert again.returncode == EXIT_LIMIT, again.stderr
     assert "not found on PATH" not in again.stderr  # still on the scripted backend
-    raised = _cli("run", "-q", "--resume", "s", "--max-iterations", "2", cwd=tmp_path)
+    raised = loop("run", "-q", "--resume", "s", "--max-iterations", "2", cwd=tmp_path)
     assert raised.returncode == EXIT_LIMIT, raised.stderr
-    last = _cli("run", "--resume", "s", "--log-format", "json", cwd=tmp_path)
+    last = loop("run", "--resume", "s", "--log-format", "json", cwd=tmp_path)
     assert last.returncode == EXIT_LIMIT, last.stderr
     assert '"backend": "scripted"' in last.stderr and '"max_iterations": 2' in last.stderr
     records = read_journal(tmp_path / ".loop/sessions/s/journal.jsonl").records
