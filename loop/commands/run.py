@@ -177,27 +177,33 @@ def load_from_args(
     )
 
 
-def _resumed_config(args: argparse.Namespace, config: LoadedConfig) -> LoadedConfig:
-    """``run --resume``: the configuration with the flags the session last ran with that
-    are not given again (a session started with ``--backend scripted`` resumes on it). A
-    session that cannot be found or read is left for the run to report."""
+def _resumed(args: argparse.Namespace, config: LoadedConfig) -> tuple[LoadedConfig, str]:
+    """``run --resume [ID]``: the session it continues (the most recent one, or the one an
+    id or a prefix names), found before anything is written, and the configuration with
+    the flags that session last ran with that are not given again (a session started
+    with ``--backend scripted`` resumes on it). A journal that cannot be read is left for
+    the run to report.
+
+    Raises:
+        SessionError: there is no session to resume.
+    """
     from loop.engine.journal import read_journal  # noqa: PLC0415 - resume only
     from loop.runner import RunOptions, resolve_session  # noqa: PLC0415 - heavy
 
+    options = RunOptions(workdir=config.root, session_id=args.resume or None, resume=True)
+    paths = resolve_session(config, options)
     try:
-        options = RunOptions(workdir=config.root, session_id=args.resume, resume=True)
-        paths = resolve_session(config, options)
         records = read_journal(paths.journal, root=paths.trusted).records
     except LoopError:
-        return config
+        return config, paths.session_id
     carried = carried_flags(records, overrides_from(args))
     if not carried:
-        return config
+        return config, paths.session_id
     if not args.quiet:
         import structlog  # noqa: PLC0415 - logging is configured by now
 
         structlog.get_logger("loop.run").info("the session's flags hold", **carried)
-    return load_from_args(args, carried=carried)
+    return load_from_args(args, carried=carried), paths.session_id
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -312,19 +318,6 @@ def _recorder(
     ]
 
 
-def _resumed_session(config: LoadedConfig, args: argparse.Namespace) -> str:
-    """The id of the session ``--resume [ID]`` continues (the most recent one, or the one
-    an id or a prefix names), found now so the recording can be checked against it.
-
-    Raises:
-        SessionError: there is no session to resume.
-    """
-    from loop.runner import RunOptions, resolve_session  # noqa: PLC0415 - heavy
-
-    options = RunOptions(workdir=config.root, session_id=args.resume or None, resume=True)
-    return resolve_session(config, options).session_id
-
-
 def _live(args: argparse.Namespace) -> Any:
     """The live view the flags and the terminal ask for (a LiveExtension), or None.
 
@@ -345,8 +338,9 @@ def _run(args: argparse.Namespace) -> int:
     from loop.runner import RunOptions, run_loop, summary_dict  # noqa: PLC0415 - heavy
 
     config = load_from_args(args)
+    resumed: str | None = None  # a resume's session, checked against its recording
     if args.resume is not None:
-        config = _resumed_config(args, config)
+        config, resumed = _resumed(args, config)
     if not args.no_preflight:
         from loop.session.preflight import preflight  # noqa: PLC0415 - on use
 
@@ -354,10 +348,7 @@ def _run(args: argparse.Namespace) -> int:
         if report_checks(preflight(config), hint=hint):
             return EXIT_USAGE
     resume = args.resume is not None
-    # the session a resume continues, found before anything is written: a recording that
-    # holds another session's is refused here, with the recordings that cannot be written
-    resumed = _resumed_session(config, args) if resume and args.record_session else None
-    extra = _recorder(args, config, resumed)
+    extra = _recorder(args, config, resumed)  # a recording that cannot be written stops here
     if not args.quiet:
         _announce(config)
     live = _live(args)
