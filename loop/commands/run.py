@@ -299,6 +299,17 @@ def _recorder(
     starts. ``resumed``: the id of the session a resume continues (it appends to the
     file, which must hold that session's recording if it holds one)."""
     if not args.record_session:
+        given = [
+            flag
+            for flag, on in (
+                ("--force", args.force),
+                ("--no-redact", args.no_redact),
+                ("--record-max-bytes", args.record_max_bytes is not None),
+            )
+            if on
+        ]
+        if given:  # a recording's options without a recording: surely a slip
+            raise UsageError(f"{', '.join(given)}: only with --record-session FILE")
         return []
     from loop.session.recorder import Recorder  # noqa: PLC0415 - only when recording
 

@@ -126,3 +126,16 @@ def test_an_unopenable_recording_is_refused_before_any_iteration(tmp_path: Path)
         assert not (tmp_path / ".loop/sessions").exists()
     assert not (tmp_path / "elsewhere.jsonl").exists()
     assert not Path("/proc/x.jsonl").exists()
+
+
+def test_a_recordings_options_without_a_recording_are_refused(tmp_path: Path) -> None:
+    """--force, --no-redact and --record-max-bytes without --record-session: exit 2
+    naming them, before any session (they were accepted and did nothing)."""
+    (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
+    res = loop("run", "-q", "--force", "--record-max-bytes", "4096", cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.strip() == (
+        "error: --force, --record-max-bytes: only with --record-session FILE"
+    )
+    assert loop("run", "-q", "--no-redact", cwd=tmp_path).returncode == 2
+    assert not (tmp_path / ".loop/sessions").exists()
