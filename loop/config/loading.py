@@ -69,6 +69,18 @@ def _hat_files(base: Path, entries: list[str], origin: Path) -> list[Path]:
     return files
 
 
+def _flag_hat_files(root: Path, hats: list[Path]) -> list[Path]:
+    """The hat files ``--hats`` names.
+
+    Raises:
+        UsageError: its folders hold no hat file (not "no hats defined" in loop.toml).
+    """
+    files = _hat_files(root, [str(h) for h in hats], Path("--hats"))
+    if not files:
+        raise UsageError(f"--hats {' '.join(str(h) for h in hats)}: no hat files (*.toml)")
+    return files
+
+
 def load_config(
     config: Path | None = None,
     *,
@@ -131,10 +143,7 @@ def load_config(
 
     all_hats = {n: _resolve_hat_paths(h, base) for n, h in parsed.hats.items()}
     sources: dict[str, Path] = dict.fromkeys(parsed.hats, path)
-    if hats is not None:
-        files = _hat_files(root, [str(h) for h in hats], Path("--hats"))
-    else:
-        files = _hat_files(base, loop.hats, path)
+    files = _flag_hat_files(root, hats) if hats is not None else _hat_files(base, loop.hats, path)
     for hat_file in files:
         data = load_toml(hat_file)
         try:

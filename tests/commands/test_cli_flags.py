@@ -139,3 +139,13 @@ def test_a_recordings_options_without_a_recording_are_refused(tmp_path: Path) ->
     )
     assert loop("run", "-q", "--no-redact", cwd=tmp_path).returncode == 2
     assert not (tmp_path / ".loop/sessions").exists()
+
+
+def test_hats_naming_a_folder_without_hat_files_is_the_flags_error(tmp_path: Path) -> None:
+    """--hats naming a folder with no *.toml: exit 2, one line naming the flag (it said
+    `loop.toml: hats: no hats defined`, blaming a file that was not at fault)."""
+    (tmp_path / "loop.toml").write_text('[loop]\nprompt = "x"\n', encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    res = loop("run", "-q", "--hats", "empty", cwd=tmp_path)
+    assert res.returncode == 2
+    assert res.stderr.strip() == "error: --hats empty: no hat files (*.toml)"
