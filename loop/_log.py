@@ -23,7 +23,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO, get_args
 
 if TYPE_CHECKING:
     import structlog
@@ -127,7 +127,7 @@ def configure_logging(
     """
     import structlog  # noqa: PLC0415 - start-up speed, see the module docstring
 
-    if fmt not in ("auto", "console", "json"):
+    if fmt not in get_args(LogFormat):
         raise ValueError(f"log format {fmt!r}: expected 'auto', 'console' or 'json'")
     asked = os.environ.get(LOG_FORMAT_ENV, "").strip() if fmt == "auto" else ""
     fmt = log_format(fmt)
@@ -156,7 +156,7 @@ def configure_logging(
         cache_logger_on_first_use=False,
     )
     _route_stdlib_logging()
-    if asked and asked.lower() not in ("json", "console"):
+    if asked and asked.lower() not in get_args(LogFormat):  # "auto" too: its own default
         structlog.get_logger("loop").warning(
             f"{LOG_FORMAT_ENV} is not a log format (console or json): console is used",
             value=asked,
