@@ -68,6 +68,7 @@ __all__ = [
     "IterationStart",
     "JournalRecord",
     "LimitSettings",
+    "LostCalls",
     "Override",
     "Resume",
     "SessionEnd",
@@ -81,18 +82,20 @@ __all__ = [
     "parse_record",
     "parse_tool_call_line",
     "validation_message",
+    "without_lost_calls",
 ]
 
 # The journal's format; session.start records it. Version 1 (before tool calls were
 # journaled) reads as it is: it has no tool calls and no events.published records.
 # Version 2 reads as it is: its session.start has no ``flags`` (a resume of it keeps
-# what the file says for them). Another version is a one-line error.
-JOURNAL_VERSION = 3
+# what the file says for them). Version 3 reads as it is: its iterations have no
+# ``lost_calls``. Another version is a one-line error.
+JOURNAL_VERSION = 4
 
 # A setting given as a flag of ``run``: a value, or a hat's budgets by hat name
 # (``--hat-max-cost-usd HAT=USD``).
 FlagValue = str | int | float | dict[str, int | float]
-READABLE_JOURNAL_VERSIONS = (1, 2, JOURNAL_VERSION)
+READABLE_JOURNAL_VERSIONS = (1, 2, 3, JOURNAL_VERSION)
 
 RECORD_CONFIG = ConfigDict(strict=True, extra="forbid")
 
@@ -275,6 +278,20 @@ def parse_tool_call_line(line: bytes | str) -> ToolCall:
 
 @with_config(RECORD_CONFIG)
 @dataclass(kw_only=True)
+class LostCalls:
+    """The tool calls an earlier attempt of an iteration made before it was lost (the run
+    was killed, and the resumed run ran the iteration again as a new attempt).
+
+    What they changed (a task started, a theme file taken) stayed, so they belong to
+    the iteration: a replay makes them again, as they were, before the iteration's own.
+    """
+
+    attempt: Annotated[int, Field(ge=1, description="the attempt that made them")]
+    tool_calls: tuple[ToolCall, ...]
+
+
+@with_config(RECORD_CONFIG)
+@dataclass(kw_only=True)
 class IterationFields:
     """What an iteration amounted to: the seed's fields plus how the backend and the engine
     saw it (the journal's ``iteration.end`` and a recording's ``iteration`` line)."""
@@ -310,6 +327,10 @@ class IterationFields:
     meta: dict[str, Any] = field(default_factory=dict)
     tool_calls: Annotated[
         tuple[ToolCall, ...], Field(description="hatloop tool calls made in its context")
+    ] = ()
+    lost_calls: Annotated[
+        tuple[LostCalls, ...],
+        Field(description="tool calls of its earlier attempts that did not end (left out: none)"),
     ] = ()
     ts: float
 
@@ -500,4 +521,15 @@ def encode_record(record: object) -> bytes:
         # an optional field is left out when unset: older readers read the line as before
         data = {k: v for k, v in asdict(record).items() if k != "unrouted_topic"}
         return _json.dumps_line(data)
+    if isinstance(record, IterationFields):
+        return _json.dumps_line(without_lost_calls(record), large=large)
     return _json.dumps_line(record, large=large)
+
+
+def without_lost_calls(record: IterationFields) -> dict[str, Any]:
+    """An iteration's fields as data (a copy), ``lost_calls`` left out when there are
+    none: almost every iteration, whose line reads as it did before the field existed."""
+    data = vars(record).copy()
+    if not record.lost_calls:
+        del data["lost_calls"]
+    return data

@@ -26,7 +26,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,9 +52,15 @@ from loop.locations import (
     DEFAULT_TASKS_FILE,
     DEFAULT_WORKSPACE,
 )
-from loop.records import EventsPublished, IterationEnd, IterationFields, IterationStart
+from loop.records import (
+    EventsPublished,
+    IterationEnd,
+    IterationFields,
+    IterationStart,
+    LostCalls,
+)
 from loop.runner import RunOptions, run_loop, tool_context
-from loop.session.calls import CallReplayer, PathMap, compare_calls, recorded_clock
+from loop.session.calls import CallReplayer, PathMap, call_line, compare_calls, recorded_clock
 from loop.session.reader import RecordingReader
 from loop.session.recording import HeaderRecord
 from loop.tools.base import ToolContext
@@ -140,10 +146,13 @@ def compare_iteration(
     actual: IterationFields,
     last: int,
     paths: PathMap | None = None,
+    *,
+    lost: Sequence[LostCalls] = (),
 ) -> Divergence | None:
     """Compare one replayed iteration (the engine's record) with its recording.
 
-    ``paths`` maps the recorded run's locations in tool calls to the replay's.
+    ``paths`` maps the recorded run's locations in tool calls to the replay's; ``lost``:
+    the calls of the recorded iteration's lost attempts, as the replay made them again.
     """
     hat = actual.hat
     if expected is None:
@@ -157,6 +166,10 @@ def compare_iteration(
         )
     if expected.hat != hat:
         return Divergence(number, "a different hat ran", [expected.hat], [hat])
+    for want, got in itertools.zip_longest(expected.lost_calls, lost):
+        diff = _lost_differ(number, hat, want, got, paths or PathMap())
+        if diff is not None:
+            return diff
     if expected.tool_calls or actual.tool_calls:
         mapped = [(paths or PathMap()).call(c) for c in expected.tool_calls]
         calls = compare_calls(mapped, actual.tool_calls)
@@ -177,6 +190,26 @@ def compare_iteration(
     if not _same_events(want, got):
         return _differ(number, f"hat {hat}: published events differ", want, got)
     return None
+
+
+def _lost_differ(
+    number: int, hat: str, want: LostCalls | None, got: LostCalls | None, paths: PathMap
+) -> Divergence | None:
+    """How the calls of a lost attempt, made again, differ from the recorded ones."""
+    if want is None or got is None:  # the replay makes exactly the recorded attempts
+        what = f"hat {hat}: the calls of attempts that did not end differ"
+        return Divergence(number, what, _attempt_lines(want), _attempt_lines(got))
+    calls = compare_calls([paths.call(c) for c in want.tool_calls], got.tool_calls)
+    if calls is None:
+        return None
+    what = f"hat {hat}: attempt {want.attempt}, which did not end: {calls[0]}"
+    return Divergence(number, what, calls[1], calls[2])
+
+
+def _attempt_lines(lost: LostCalls | None) -> list[str]:
+    if lost is None:
+        return ["(none)"]
+    return [f"attempt {lost.attempt}: {call_line(c)}" for c in lost.tool_calls]
 
 
 def _differ(
@@ -238,8 +271,11 @@ class _Comparer(Extension):
         scope: anyio.CancelScope,
         stop_after: int | None,
         paths: PathMap | None = None,
+        *,
+        lost: Mapping[int, tuple[LostCalls, ...]] | None = None,
     ) -> None:
         self.reader = reader
+        self.lost = {} if lost is None else lost  # lost attempts' calls, made again
         self.result = result
         self.scope = scope
         self.stop_after = stop_after
@@ -303,7 +339,7 @@ class _Comparer(Extension):
         # events recorded as published before this iteration that the replay did not
         # publish (an extension of the recorded run is missing) are the first difference
         diff = missed_published(self.reader, self.matched, number - 1) or compare_iteration(
-            number, expected, event.payload, last, self.paths
+            number, expected, event.payload, last, self.paths, lost=self.lost.get(number, ())
         )
         if diff is not None:
             self.result.divergence = diff
@@ -504,6 +540,7 @@ async def _replay(path: Path, extensions: Sequence[Extension]) -> ReplayResult:
                     scope,
                     reader.last_iteration if result.partial else None,
                     paths,
+                    lost=replayer.lost,
                 )
                 try:
                     await run_loop(config, options, [comparer, *extensions])

@@ -93,7 +93,7 @@ class ReplayBackend(Backend):
                     root=request.root,
                     create_folders=True,
                 )
-        if record.tool_calls and self.apply_calls is not None:
+        if (record.tool_calls or record.lost_calls) and self.apply_calls is not None:
             self.apply_calls(request, record)
         self.served += 1
         return BackendResult(

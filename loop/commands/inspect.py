@@ -237,6 +237,8 @@ def render_iteration(view: SessionView, it: IterationView) -> str:
     others = [e for e in it.published if e.source != it.hat]
     if others:
         block("also", [_event_text(e) for e in others])
+    for lost in it.lost_calls:  # made by an attempt that did not end; they stayed made
+        block(f"attempt {lost.attempt}", [_call_text(c) for c in lost.tool_calls])
     block("tool calls", [_call_text(c) for c in it.tool_calls])
     if it.agent_tools:
         block("agent used", [", ".join(it.agent_tools)])

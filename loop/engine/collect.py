@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -33,7 +33,7 @@ from loop.emit import MAX_LINE_BYTES
 from loop.engine.session_dir import EVENTS_FILE_NAME
 from loop.errors import InputError
 from loop.events import PLACEHOLDER_TOPICS, Event, is_valid_topic, parse_event_tags
-from loop.records import EventMalformed, ToolCall, parse_tool_call_line
+from loop.records import EventMalformed, LostCalls, ToolCall, parse_tool_call_line
 
 __all__ = [
     "CHUNK_BYTES",
@@ -44,6 +44,7 @@ __all__ = [
     "EventsFile",
     "Problem",
     "collect_events",
+    "lost_calls",
     "malformed_notice",
     "malformed_records",
     "read_events_file",
@@ -218,6 +219,21 @@ def collect_events(
     emitted, calls, problems = read_events_file(events_file, hat, now, root=root)
     events = emitted + parse_event_tags(output, source=hat, ts=now)
     return Collected(emitted, events, calls, problems)
+
+
+def lost_calls(
+    events_path: Callable[[int], str], attempt: int, hat: str, now: float, *, root: Path | None
+) -> tuple[LostCalls, ...]:
+    """The tool calls journaled in the events files of the attempts before ``attempt``
+    (``events_path``: an attempt's file, by its number), which did not end: the run was
+    killed, and a resume runs the iteration again as a new attempt. What they changed
+    stayed; their events did not count and are not read."""
+    lost = []
+    for earlier in range(1, attempt):
+        calls = read_events_file(events_path(earlier), hat, now, root=root).calls
+        if calls:
+            lost.append(LostCalls(attempt=earlier, tool_calls=tuple(calls)))
+    return tuple(lost)
 
 
 def malformed_records(

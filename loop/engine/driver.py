@@ -39,7 +39,7 @@ from loop.backends._procs import SpawnedProcess
 from loop.backends.base import Backend, BackendRequest, OutputObserver
 from loop.bus import EventBus
 from loop.config import LoadedConfig
-from loop.engine.collect import collect_events, malformed_records
+from loop.engine.collect import collect_events, lost_calls, malformed_records
 from loop.engine.decide import (
     Selection,
     budget_spent,
@@ -424,6 +424,13 @@ class Engine:
         if problems:
             for malformed in malformed_records(hat, iteration, attempt, problems, now):
                 self._record(malformed)
+        lost = (  # an earlier attempt's calls stay made: they are the iteration's too
+            lost_calls(
+                partial(self.paths.events_path, iteration), attempt, hat, now, root=self._root
+            )
+            if attempt > 1 and events_path is not None
+            else ()
+        )
         loop = self.config.loop
         outcome = decide_outcome(
             self.specs[hat],
@@ -462,6 +469,7 @@ class Engine:
             emitted=emitted,
             published=published,
             tool_calls=merge_calls(calls.records(), agent_calls, before),
+            lost_calls=lost,
             duration=ended - started,
             elapsed=self._base_elapsed + (ended - self._t0),
             now=self.wall_clock(),

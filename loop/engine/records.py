@@ -16,6 +16,7 @@ from loop.records import (
     ChildStarted,
     HatExhausted,
     IterationEnd,
+    LostCalls,
     SessionEnd,
     SessionStart,
     ToolCall,
@@ -103,6 +104,7 @@ def iteration_end(
     emitted: Sequence[Event],
     published: Sequence[Event],
     tool_calls: Sequence[ToolCall] = (),
+    lost_calls: Sequence[LostCalls] = (),
     duration: float,
     elapsed: float,
     now: float,
@@ -144,5 +146,6 @@ def iteration_end(
         turns=result.turns,
         meta=result.meta,
         tool_calls=tuple(tool_calls),
+        lost_calls=tuple(lost_calls),
         ts=now,
     )

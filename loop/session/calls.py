@@ -28,7 +28,15 @@ from typing import Any
 
 from loop import _fs
 from loop.backends.base import BackendRequest
-from loop.records import CallError, IterationFields, ToolCall, ToolCallLine, encode_record
+from loop.engine.collect import read_events_file
+from loop.records import (
+    CallError,
+    IterationFields,
+    LostCalls,
+    ToolCall,
+    ToolCallLine,
+    encode_record,
+)
 from loop.tools.base import Tool, ToolContext
 from loop.tools.calls import FILE_CHANNELS, FileCalls, local_offset
 
@@ -127,16 +135,32 @@ class CallReplayer:
         self.tools = tools
         self.base = base
         self.paths = paths
+        # by iteration: the calls of its recorded lost attempts, as made again here
+        self.lost: dict[int, tuple[LostCalls, ...]] = {}
 
     def __call__(self, request: BackendRequest, record: IterationFields) -> None:
-        """Make the agent's recorded calls of ``record`` for ``request``'s iteration."""
-        agent = [c for c in record.tool_calls if c.channel in FILE_CHANNELS]
-        if not agent:
-            return
+        """Make the agent's recorded calls of ``record`` for ``request``'s iteration: first
+        those of its lost attempts (each numbered from 1 in a file of its own, as in its
+        own events file, so the ids they mint are the recorded ones), then its own."""
         events_file = request.events_file
         assert events_file is not None  # a replayed hat writes events: the engine names it
-        events_file.parent.mkdir(parents=True, exist_ok=True)
-        for recorded in agent:
+        if record.lost_calls:
+            events_file.parent.mkdir(parents=True, exist_ok=True)
+            made = []
+            for lost in record.lost_calls:
+                path = events_file.with_name(f"lost-attempt-{lost.attempt}.jsonl")
+                self._make(request, lost.tool_calls, path)
+                calls = read_events_file(path, request.hat, 0.0).calls
+                made.append(LostCalls(attempt=lost.attempt, tool_calls=tuple(calls)))
+            self.lost[request.iteration] = tuple(made)
+        agent = [c for c in record.tool_calls if c.channel in FILE_CHANNELS]
+        if agent:
+            events_file.parent.mkdir(parents=True, exist_ok=True)
+            self._make(request, agent, events_file)
+
+    def _make(self, request: BackendRequest, calls: Sequence[ToolCall], events_file: Path) -> None:
+        """Make ``calls`` again in ``request``'s iteration, journaled in ``events_file``."""
+        for recorded in calls:
             call = self.paths.call(recorded)
             journal = FileCalls(
                 request.session_id,

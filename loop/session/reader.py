@@ -47,7 +47,8 @@ __all__ = ["RESUMED", "RecordingReader", "hat_difference"]  # RESUMED: see loop.
 
 
 def _versions() -> str:
-    return " and ".join(map(str, READABLE_VERSIONS))
+    *first, last = map(str, READABLE_VERSIONS)
+    return f"{', '.join(first)} and {last}" if first else last
 
 
 log = structlog.get_logger("loop.replay")
@@ -70,6 +71,7 @@ class _LineKey(BaseModel):
     hat: str | None = None
     emitted: object = None
     tool_calls: object = None
+    lost_calls: object = None
 
 
 class RecordingReader:
@@ -219,7 +221,9 @@ class RecordingReader:
             self._index_iteration(
                 key.iteration, key.hat, number, offset=offset, size=size, header=header
             )
-            self.file_events = self.file_events or bool(key.emitted or key.tool_calls)
+            self.file_events = self.file_events or bool(
+                key.emitted or key.tool_calls or key.lost_calls
+            )
             return
         self._add_record(self._parse(raw, number), number, offset=offset, size=size, header=header)
 
@@ -247,7 +251,9 @@ class RecordingReader:
             )
             self._parsed[record.iteration] = record
             self._kept += size
-            self.file_events = self.file_events or bool(record.emitted or record.tool_calls)
+            self.file_events = self.file_events or bool(
+                record.emitted or record.tool_calls or record.lost_calls
+            )
         elif isinstance(record, MarkerRecord):
             self.markers.append((number, record))
             if record.marker == "resumed":  # what was in flight was lost: a replay drops it

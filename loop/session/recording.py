@@ -39,6 +39,7 @@ from loop.records import (
     SessionEndFields,
     SessionFields,
     validation_message,
+    without_lost_calls,
 )
 
 __all__ = [
@@ -67,8 +68,11 @@ __all__ = [
 # Version 3: a session whose hats run at once has a ``start`` line per activation, so
 # the recording holds the real interleaving (starts and commits, in order). Version 2 is
 # version 3 without them: it is read as it is.
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (2, 3)
+# Version 4: an iteration keeps the tool calls of its attempts that a kill (or a
+# rate-limit wait) cut short (``lost_calls``), which a replay makes again. Version 3 is
+# version 4 without them: it is read as it is.
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (2, 3, 4)
 
 
 @dataclass(kw_only=True)
@@ -213,7 +217,7 @@ def iteration_data(record: IterationEnd) -> dict[str, Any]:
     iteration, and building the object first would double its cost. A copy of the
     record's fields (keys in their order: ``kind`` keeps its place, ``timestamp`` last).
     """
-    data = vars(record).copy()
+    data = without_lost_calls(record)
     data["kind"] = "iteration"
     data["timestamp"] = iso_time(record.ts)
     return data

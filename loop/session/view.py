@@ -30,6 +30,7 @@ __all__ = [
     "HatStats",
     "IterationView",
     "LoopEvent",
+    "LostCallsView",
     "MarkerKind",
     "MarkerView",
     "SessionView",
@@ -88,6 +89,14 @@ class ToolCallView(_View):
         return f"error {self.error.code}: {self.error.message}"
 
 
+class LostCallsView(_View):
+    """The tool calls of an attempt of the iteration that did not end (the run was
+    killed): what they changed stayed."""
+
+    attempt: int
+    tool_calls: tuple[ToolCallView, ...] = ()
+
+
 class IterationView(_View):
     """One committed iteration: what the hat was asked, what it answered, what it cost."""
 
@@ -115,6 +124,7 @@ class IterationView(_View):
     turns: int | None = None
     meta: dict[str, Any] = {}
     tool_calls: tuple[ToolCallView, ...] = ()
+    lost_calls: tuple[LostCallsView, ...] = ()
     ts: float | None = None
     ran_with: tuple[int, ...] = ()  # parallel hats: the iterations in flight with it
 
