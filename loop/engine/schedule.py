@@ -36,6 +36,7 @@ The rules (documented in ``docs/parallel.md``):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -246,8 +247,15 @@ def plan_step(
         if hard is not None:
             return Plan(stop=hard, cancel={r.iteration: hard for r in running})
     if budget_spent(state, limits) is not None:  # draining: nothing starts
-        return Plan()
-    return _Pass(state, specs, schedule, limits, running).plan(now)
+        plan = Plan()
+    else:
+        plan = _Pass(state, specs, schedule, limits, running).plan(now)
+    if (running or plan.start) and math.isfinite(limits.max_runtime_seconds):
+        # max_runtime_seconds stops what is in flight as it passes: plan again then
+        deadline = now + max(limits.max_runtime_seconds - elapsed, 0.0)
+        if plan.wake_at is None or deadline < plan.wake_at:
+            plan.wake_at = deadline
+    return plan
 
 
 class _Pass:

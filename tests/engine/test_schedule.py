@@ -3,6 +3,7 @@ with work in flight, on a fake clock."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -185,7 +186,7 @@ def test_a_spent_hat_budget_stops_new_starts_when_its_event_is_next() -> None:
     state.usage_per_hat["reviewer"] = HatUsage(input_tokens=20)
     assert seqs(step(state, schedule(max_parallel=2), limits=limits)) == [("other", [1])]
     running = [Running(1, "other", (1,), 0.0)]
-    assert step(state, schedule(max_parallel=2), running, limits=limits) == Plan()
+    assert step(state, schedule(max_parallel=2), running, limits=limits) == Plan(wake_at=600.0)
     state.pending = state.pending[1:]
     plan = step(state, schedule(max_parallel=2), limits=limits)
     assert plan.stop == "budget_exhausted" and plan.note and "reviewer" in plan.note
@@ -230,9 +231,22 @@ def test_failure_limits_stop_at_once() -> None:
 
 
 def test_nothing_left_with_work_in_flight_waits_for_it() -> None:
+    """... until it ends, or until max_runtime_seconds passes (then it is cancelled)."""
     running = [Running(2, "reviewer", (1,), 0.0)]
     plan = step(LoopState(pending=perspectives(1)), schedule(), running)
-    assert plan == Plan()
+    assert plan == Plan(wake_at=600.0)
+
+
+def test_max_runtime_is_a_deadline_of_what_is_in_flight() -> None:
+    """Planned at 100 s into the session with work in flight or starting: plan again when
+    max_runtime_seconds passes, which cancels it, even if nothing ends before."""
+    running = [Running(2, "reviewer", (1,), 90.0)]
+    plan = step(LoopState(pending=perspectives(1)), schedule(), running, now=100.0)
+    assert plan.wake_at == 600.0 and plan.stop is None
+    starting = step(LoopState(pending=perspectives(1)), schedule(), now=100.0)
+    assert seqs(starting) == [("reviewer", [1])] and starting.wake_at == 600.0
+    unlimited = Limits(max_iterations=50, max_runtime_seconds=math.inf, max_consecutive_failures=5)
+    assert step(LoopState(pending=perspectives(1)), schedule(), running, limits=unlimited) == Plan()
 
 
 # -- aggregation --------------------------------------------------------------------------
