@@ -530,3 +530,20 @@ def test_a_wave_killed_at_any_point_resumes_and_its_recording_replays(
     assert [r.hat for r in ends].count("synthesizer") == 1
     result = replay_file(tmp_path / "rec.jsonl")
     assert result.ok, result.divergence and result.divergence.render()
+
+
+async def test_max_runtime_cancels_a_hanging_wave_when_it_passes(tmp_path: Path) -> None:
+    """A reviewer hangs: max_runtime_seconds stops the loop as it passes, though nothing
+    ends then; the hung activation is cancelled (its process killed), not committed."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    cfg = wave_config(tmp_path / "w", max_runtime_seconds=3)
+    agent = wave_agent(signals, "hang3")
+    summary, _ = await run_hats(
+        cfg, dict.fromkeys(cfg.hats, agent), workdir=tmp_path / "w", session_id="s"
+    )
+    assert summary.reason == "max_runtime", summary
+    assert summary.elapsed < 60  # the hung agent sleeps far longer; its timeout is 600 s
+    assert not _alive(int((signals / "pid-3").read_text()))
+    ends = [r for r in journal(tmp_path / "w", "s") if isinstance(r, IterationEnd)]
+    assert all("perspective-3" not in str(e.triggers[0].payload) for e in ends)
