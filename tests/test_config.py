@@ -49,6 +49,24 @@ def test_the_packaged_default_is_used_where_there_is_no_loop_toml(tmp_path: Path
             "loop.max_iterations",
             "expected a number at least 1, got 0",
         ),
+        # inf was journaled as null: the recording's configuration digest then differed
+        (
+            '[loop]\nprompt = "x"\nmax_runtime_seconds = inf\n' + HAT,
+            "loop.max_runtime_seconds",
+            "expected a finite number, got inf",
+        ),
+        (
+            '[loop]\nprompt = "x"\n[hats.a]\ntriggers = ["task.start"]\nconcurrency = 2\n'
+            'aggregate = { mode = "first", timeout_seconds = inf }\n',
+            "hats.a.aggregate.timeout_seconds",
+            "expected a finite number, got inf",
+        ),
+        (
+            '[loop]\nprompt = "x"\n[backend]\ntype = "command"\ncommand = ["true"]\n'
+            "timeout_seconds = inf\n" + HAT,
+            "backend.timeout_seconds",
+            "expected a finite number, got inf",
+        ),
     ],
 )
 def test_config_errors_name_the_file_and_the_key(

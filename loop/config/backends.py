@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from loop.config.sections import Strict
 
 __all__ = [
     "BACKEND_TYPES",
@@ -29,11 +31,7 @@ __all__ = [
 DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ScriptedConfig(_Strict):
+class ScriptedConfig(Strict):
     """Canned outputs served in order, one per activation of the hat (deterministic)."""
 
     type: Literal["scripted"] = "scripted"
@@ -43,7 +41,7 @@ class ScriptedConfig(_Strict):
     )
 
 
-class CommandConfig(_Strict):
+class CommandConfig(Strict):
     """Any CLI: the prompt goes on stdin, as an argument, or in a file."""
 
     type: Literal["command"] = "command"
@@ -54,7 +52,7 @@ class CommandConfig(_Strict):
     max_output_bytes: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
 
 
-class AgentCliConfig(_Strict):
+class AgentCliConfig(Strict):
     """The settings shared by the agent-CLI backends (``claude``, ``gemini``, ``codex``)."""
 
     model: str | None = None
@@ -96,7 +94,7 @@ class CodexConfig(AgentCliConfig):
     )
 
 
-class PythonConfig(_Strict):
+class PythonConfig(Strict):
     """A hat written in Python: ``target = "module:function"``."""
 
     type: Literal["python"] = "python"
@@ -104,7 +102,7 @@ class PythonConfig(_Strict):
     timeout_seconds: float | None = Field(default=None, gt=0)
 
 
-class ReplayConfig(_Strict):
+class ReplayConfig(Strict):
     """Outputs served from a recording (set by ``loop replay``, not written by hand)."""
 
     type: Literal["replay"] = "replay"

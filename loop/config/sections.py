@@ -37,9 +37,11 @@ __all__ = [
 
 
 class Strict(BaseModel):
-    """A configuration model: unknown keys are errors; values are frozen."""
+    """A configuration model: unknown keys are errors; values are frozen; numbers are
+    finite (``inf`` would be journaled as ``null``, and a replay could not check the
+    recorded configuration's digest; ``nan`` is no number at all)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class LoopSection(Strict):
