@@ -73,7 +73,7 @@ from loop.engine.schedule import schedule_of
 from loop.engine.session_dir import SessionLock, SessionPaths
 from loop.engine.session_run import finish_session, start_session
 from loop.engine.state import LoopState, RouteContext, apply
-from loop.engine.waits import LimitWaits
+from loop.engine.waits import Called, LimitWaits
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
 from loop.extensions import Extension
@@ -407,7 +407,7 @@ class Engine:
             elapsed=self._elapsed,
             record=self._record,
         )
-        called = await (call if lane is None else lane.call(call))
+        called = await self._call(call, lane, iteration, hat)
         if called is None:  # cancelled as the loop stopped: nothing of it is committed
             return None
         if called.stop is not None:  # a limit the loop does not wait for: it stops
@@ -482,6 +482,27 @@ class Engine:
             Event(topic=ITERATION_DONE, source="loop", payload=record, ts=record.ts)
         )
         crash_point("iteration.recorded")
+        return None
+
+    async def _call(
+        self, call: Awaitable[Called], lane: Lane | None, iteration: int, hat: str
+    ) -> Called | None:
+        """The backend call (a lane's under its scope); None: cancelled as the loop stops,
+        nothing of the iteration is committed (a resume runs it again).
+
+        The session's runtime may end before the hat's own time limit: then the call is
+        cancelled (its process group stopped) as max_runtime_seconds passes, as the
+        activations in flight are when the limit stops a session of parallel hats."""
+        if lane is not None:
+            return await lane.call(call)
+        left = self.limits.max_runtime_seconds - self._elapsed()
+        if left >= self._caller.deadlines[hat]:
+            return await call
+        with anyio.move_on_after(left):
+            return await call
+        why = f"iteration {iteration} ({hat}) was cancelled as max_runtime_seconds passed"
+        log.warning("max_runtime passed: iteration cancelled", iteration=iteration, hat=hat)
+        self._notes.append(f"{why}; nothing of it was committed, a resume runs it again")
         return None
 
     def summary(self, reason: str, notes: list[str]) -> RunSummary:

@@ -12,8 +12,10 @@ that never committed, and only those:
   ``LOOP_ITERATION_DIR`` (a child whose record the crash kept from the journal).
 
 Each gets SIGTERM, a short grace, then SIGKILL. Whatever such a process wrote went to
-its own attempt's files, which the new attempt never reads; stopping it ends its other
-side effects (tool calls) before the new attempt starts.
+its own attempt's files, whose events the new attempt never reads (the tool calls it
+made before the kill are kept with the iteration: ``lost_calls``); its calls since were
+refused (``run_stopped``), and stopping it ends its other side effects before the new
+attempt starts.
 """
 
 from __future__ import annotations

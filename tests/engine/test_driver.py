@@ -159,6 +159,24 @@ async def test_a_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert not _alive(parent) and not _alive(child)
 
 
+async def test_max_runtime_cancels_the_iteration_in_flight_when_it_passes(tmp_path: Path) -> None:
+    """A hat's limit is 600 s, the session's runtime 2 s: the hanging agent (and its
+    grandchild) are stopped as the runtime passes; nothing of the iteration is committed,
+    so a resume runs it again, and the summary says so."""
+    pids = tmp_path / "pids"
+    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path, max_runtime_seconds=2)
+    agent = CommandBackend([sys.executable, str(AGENTS / "misbehave.py"), "hang", str(pids)])
+    summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="r")
+    assert summary.reason == "max_runtime"
+    assert summary.elapsed < 60
+    assert journal_ends(tmp_path, "r") == []
+    assert any(
+        "iteration 1 (a) was cancelled as max_runtime_seconds passed" in n for n in summary.notes
+    )
+    parent, child = (int(x) for x in pids.read_text().split())
+    assert not _alive(parent) and not _alive(child)
+
+
 async def test_a_timed_out_command_keeps_what_it_printed(tmp_path: Path) -> None:
     """The backend's own timeout acts first (the engine's scope is only a backstop), so
     the iteration records the partial output and the stderr tail, not an empty result."""
