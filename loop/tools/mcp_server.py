@@ -27,6 +27,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+import anyio
 import anyio.to_thread
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
@@ -113,6 +114,8 @@ class HatloopMCPServer(MCPServer[Any]):
         super().__init__(SERVER_NAME, version=__version__, instructions=INSTRUCTIONS)
         self.ctx = ctx
         self.catalog = catalog
+        # anyio's Lock is fair: waiters get it in the order they asked (see the docstring).
+        self._calls = anyio.Lock()
 
     async def list_tools(self) -> list[MCPTool]:
         """The registry's tools first, then any added through the SDK."""
@@ -137,9 +140,14 @@ class HatloopMCPServer(MCPServer[Any]):
             )
             return _text_result(err.to_dict(), is_error=True)
         try:
-            ctx = self.tool_context(context)
-            # Not abandoned on cancel: a started write always finishes (atomic either way).
-            result = await anyio.to_thread.run_sync(self._run, name, ctx, arguments)
+            # No await before the lock: a call queues in the order its request arrived.
+            async with self._calls:
+                # Looked up once the call's turn has come: a call queued behind others
+                # still runs only in a context that is live then.
+                ctx = self.tool_context(context)
+                # Not abandoned on cancel: a started write always finishes (atomic either
+                # way), and the next call waits for it.
+                result = await anyio.to_thread.run_sync(self._run, name, ctx, arguments)
         except LoopError as exc:
             log.info("mcp.tool_error", tool=name, code=exc.code, message=exc.message)
             return _text_result(exc.to_dict(), is_error=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -22,6 +23,7 @@ import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import TextContent
+from pydantic import BaseModel
 
 from loop.backends.claude import ClaudeBackend, ClaudeConfig
 from loop.backends.command import CommandBackend
@@ -30,7 +32,7 @@ from loop.errors import ConfigError, ToolError
 from loop.extensions import RunningIteration
 from loop.runner import serves_tools
 from loop.testing import make_config, run_hats, scripted
-from loop.tools.base import ToolContext
+from loop.tools.base import Tool, ToolContext
 from loop.tools.endpoint import SessionEndpoint
 from loop.tools.grants import bearer_token
 from loop.tools.registry import all_tools
@@ -204,6 +206,46 @@ async def test_a_call_whose_iteration_ended_meanwhile_is_refused(
     assert isinstance(block, TextContent)
     assert json.loads(block.text)["error"]["code"] == "not_authorized"
     assert not it.events_file.exists()
+
+
+class _Nth(BaseModel):
+    n: int = 0
+
+
+async def test_calls_sent_while_one_runs_are_made_in_the_order_they_arrived(
+    tmp_path: Path,
+) -> None:
+    """Requests that arrive while a call runs wait their turn in arrival order.
+
+    Over HTTP each request has its own connection; the calls of an iteration are
+    journaled under its events file's lock, which waiting threads won in any order.
+    """
+    first_may_end = threading.Event()
+    ran: list[int] = []
+
+    def nth(ctx: ToolContext, inp: _Nth) -> _Nth:
+        if inp.n == 0:
+            first_may_end.wait(30)
+        ran.append(inp.n)
+        return inp
+
+    served = SessionEndpoint(
+        ToolContext(root=tmp_path), {"nth": Tool("nth", "test", "the nth call", _Nth, _Nth, nth)}
+    )
+    it = running(tmp_path, 1)
+    async with anyio.create_task_group() as tg:
+        await tg.start(served.serve)
+        assert served.url is not None
+        async with (
+            connect(served.url, grant(served, it)) as client,
+            anyio.create_task_group() as calls,
+        ):
+            for n in range(8):  # sent at once, but surely one after another
+                calls.start_soon(client.call_tool, "nth", {"n": n})
+                await anyio.sleep(0.3)
+            first_may_end.set()
+        tg.cancel_scope.cancel()
+    assert ran == list(range(8))
 
 
 def test_bearer_token_parsing() -> None:

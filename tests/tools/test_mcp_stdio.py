@@ -197,3 +197,42 @@ def test_stdin_that_cannot_block_ends_the_server_at_once(tmp_path: Path, source:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert b"Traceback" not in proc.stderr
     assert proc.stdout == b""
+
+
+async def test_calls_a_client_pipelines_are_made_in_the_order_they_were_sent(
+    tmp_path: Path,
+) -> None:
+    """Twenty createTask sent at once, before any reply: the orders follow the sending.
+
+    Seed 003 gives a task without ``order`` its siblings' largest order + 1, and the tasks
+    guide has agents create subtasks in the order they should run; run concurrently, the
+    calls took the tasks file's lock in any order (fast1, fast16, fast15, ...).
+    """
+    server = _server(tmp_path, "--tasks-file", "tasks.json")
+    calls = [
+        {
+            "jsonrpc": "2.0",
+            "id": 100 + i,
+            "method": "tools/call",
+            "params": {"name": "createTask", "arguments": {"name": f"fast{i}"}},
+        }
+        for i in range(1, 21)
+    ]
+    pipelined = [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *calls]
+    async with await anyio.open_process(
+        [server.command, *server.args], cwd=tmp_path, env=server.env
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        stdout = BufferedByteReceiveStream(proc.stdout)
+        await proc.stdin.send("".join(json.dumps(m) + "\n" for m in pipelined).encode())
+        replies = {}
+        with anyio.fail_after(60):
+            while len(replies) < len(calls):
+                message = json.loads(await stdout.receive_until(b"\n", 1 << 20))
+                if message.get("id", 0) >= 100:
+                    replies[message["id"]] = message
+        await proc.stdin.aclose()
+    assert not any(r["result"]["isError"] for r in replies.values())
+    tasks = json.loads((tmp_path / "tasks.json").read_text())
+    by_order = sorted(tasks, key=lambda t: t["order"])
+    assert [t["name"] for t in by_order] == [f"fast{i}" for i in range(1, 21)]
