@@ -28,7 +28,7 @@ from loop._fs import read_json, remove_file
 from loop._log import get_logger
 from loop._names import COMPONENT_MAX_BYTES, check_name
 from loop.errors import InputError, PathError, StoreError, ToolError
-from loop.themes.naming import PROCESSED_PREFIX
+from loop.themes.naming import is_processed_name_of
 from loop.themes.ops import Operations
 from loop.themes.workspace import Workspace
 
@@ -100,8 +100,11 @@ class StartPlan(BaseModel):
             allowed.add(f"artifacts/{theme['parent']}/subthemes")
         if not set(self.createDirs) <= allowed:
             raise ValueError(f"createDirs names folders a start never creates: {self.createDirs}")
-        expected = None if self.target is None else PROCESSED_PREFIX + self.target
-        if self.processed != expected:
+        if (self.target is None) != (self.processed is None) or (
+            self.target is not None
+            and self.processed is not None
+            and not is_processed_name_of(self.target, self.processed)
+        ):
             raise ValueError(f"processed is not the target's processed name: {self.processed!r}")
         return self
 

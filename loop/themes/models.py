@@ -17,6 +17,7 @@ __all__ = [
     "Interrupt",
     "NoInput",
     "PreviewOutput",
+    "SkippedItem",
     "StartThemeInput",
     "StartThemeOutput",
     "StatusOutput",
@@ -123,6 +124,20 @@ class _Out(BaseModel):
     )
 
 
+class SkippedItem(BaseModel):
+    """An item in themebox or feedbackbox the tools cannot take: skipped, never offered."""
+
+    file: str = Field(description="the item, e.g. themebox/<name> (rename it to make it count)")
+    reason: str = Field(description="why it cannot be taken")
+
+
+def _skipped() -> Any:
+    return Field(
+        default_factory=list,
+        description="items the tools cannot take (a name over 200 bytes, not UTF-8), skipped",
+    )
+
+
 class PreviewOutput(_Out):
     """The next theme candidate, or none."""
 
@@ -131,6 +146,7 @@ class PreviewOutput(_Out):
     content: str | None = None
     remaining: int = Field(0, description="further candidates after this one")
     pendingRepair: bool = False
+    skipped: list[SkippedItem] = _skipped()
 
 
 class StartThemeOutput(_Out):
@@ -164,6 +180,8 @@ class FeedbackOutput(_Out):
     processedFile: str | None = None
     content: str | None = None
     remaining: int = 0
+    skipped: list[SkippedItem] = _skipped()
+    warnings: list[str] = Field(default_factory=list)
 
 
 class Interrupt(BaseModel):
@@ -206,3 +224,4 @@ class StatusOutput(BaseModel):
     pendingRepair: bool
     cooldown: bool = Field(description="a theme was started or ended at this heartbeat")
     message: str
+    skipped: list[SkippedItem] = _skipped()

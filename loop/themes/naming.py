@@ -11,11 +11,12 @@ follows the original ai-heartbeat tools (see ``docs/themes-guide.md``):
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-from loop._names import check_name
+from loop._names import NAME_MAX_BYTES, check_name
 
 __all__ = [
     "DRAFT_PREFIX",
@@ -23,16 +24,22 @@ __all__ = [
     "ID_PATTERN",
     "PROCESSED_PREFIX",
     "HistoryEntry",
+    "Unfit",
     "candidates",
     "end_history_name",
     "is_heartbeat_id",
     "is_history_name",
+    "is_processed_name_of",
     "parse_history",
+    "processed_names",
     "render_end_history",
     "render_start_history",
+    "reused_note",
     "sanitize_part",
+    "sort_out",
     "start_history_name",
     "theme_dir_parts",
+    "unfit_reason",
 ]
 
 # For pydantic's ``pattern`` (Rust regex: ``$`` is the end of the text, never before a
@@ -93,11 +100,91 @@ def theme_dir_parts(
     return (f"{parent_id}_{parent_part}", "subthemes", own)
 
 
-def candidates(names: Iterable[str]) -> list[str]:
-    """Unprocessed ``.md`` names (no ``draft.``/``processed.`` prefix), sorted by name."""
+def _unprocessed(names: Iterable[str]) -> list[str]:
     return sorted(
         n for n in names if n.endswith(".md") and not n.startswith((DRAFT_PREFIX, PROCESSED_PREFIX))
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Unfit:
+    """An unprocessed item the tools cannot take, and why (it is skipped, never offered)."""
+
+    name: str
+    reason: str
+
+
+def unfit_reason(name: str) -> str | None:
+    """Why the tools cannot take an item of this name; ``None`` when they can.
+
+    A candidate is offered by name and taken by name: ``start_theme`` refuses a
+    ``target_filename`` over :data:`~loop._names.NAME_MAX_BYTES` (``invalid_path``), and
+    a name that is not UTF-8 cannot even be sent back. Offered anyway, such an item
+    would stand first for good and hide every item behind it, so it is skipped. Both
+    boxes use the one limit, which also leaves room for the ``processed.`` name.
+    """
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "its name is not valid UTF-8; rename it"
+    if size > NAME_MAX_BYTES:
+        return f"its name is {size} bytes, over the {NAME_MAX_BYTES} the tools take; rename it"
+    return None
+
+
+def sort_out(names: Iterable[str]) -> tuple[list[str], list[Unfit]]:
+    """The unprocessed ``.md`` names the tools can take, sorted by name, and the ones
+    they cannot (see :func:`unfit_reason`), in name order."""
+    fit: list[str] = []
+    unfit: list[Unfit] = []
+    for name in _unprocessed(names):
+        reason = unfit_reason(name)
+        if reason is None:
+            fit.append(name)
+        else:
+            unfit.append(Unfit(name, reason))
+    return fit, unfit
+
+
+def candidates(names: Iterable[str]) -> list[str]:
+    """Unprocessed ``.md`` names (no ``draft.``/``processed.`` prefix) the tools can take,
+    sorted by name."""
+    return sort_out(names)[0]
+
+
+def processed_names(name: str) -> Iterator[str]:
+    """The names an item may take once processed, in the order they are tried.
+
+    ``processed.<name>`` first, as the seed and the original have it. When that name is
+    taken (an earlier item had the same name) the original's rename replaced the older
+    file; here the item gets the first free ``processed.<stem>.<n>.md`` (n = 2, 3, ...)
+    instead, so neither file is lost and the box never stops at this item. A name of at
+    most 200 bytes leaves room for these (the file system takes 255).
+    """
+    yield PROCESSED_PREFIX + name
+    stem = name.removesuffix(".md")
+    for n in itertools.count(2):
+        yield f"{PROCESSED_PREFIX}{stem}.{n}.md"
+
+
+def reused_note(box: str, name: str, processed: str) -> str:
+    """The warning for an item that took a numbered processed name."""
+    return (
+        f"{box}/{PROCESSED_PREFIX}{name} already exists (an earlier item of the same name), "
+        f"so {box}/{name} became {box}/{processed}; both are kept"
+    )
+
+
+_NUMBERED = re.compile(r"\.[1-9][0-9]*\.md")
+
+
+def is_processed_name_of(name: str, processed: str) -> bool:
+    """Whether ``processed`` is one of :func:`processed_names` of ``name``."""
+    if processed == PROCESSED_PREFIX + name:
+        return True
+    stem = PROCESSED_PREFIX + name.removesuffix(".md")
+    rest = processed.removeprefix(stem)
+    return rest != processed and _NUMBERED.fullmatch(rest) is not None and rest != ".1.md"
 
 
 def _one_line(text: str) -> str:

@@ -25,6 +25,7 @@ from loop.themes.models import (
     EndThemeOutput,
     FeedbackOutput,
     PreviewOutput,
+    SkippedItem,
     StartThemeInput,
     StartThemeOutput,
     StatusOutput,
@@ -72,12 +73,14 @@ class ThemeService:
     def preview(self) -> PreviewOutput:
         """The first theme candidate by name; read-only (takes no lock, creates nothing)."""
         pending = self.ws.exists(self.ws.intent_file)
-        names = naming.candidates(self.ws.list_md(self.ws.themebox))
+        names, skipped = self.ws.items(self.ws.themebox)
+        notes = _skipped_lines(skipped)
         if not names:
             return PreviewOutput(
                 found=False,
                 pendingRepair=pending,
-                message="no theme to process: themebox has no candidate",
+                skipped=skipped,
+                message="\n".join(["no theme to process: themebox has no candidate", *notes]),
             )
         first = names[0]
         content = self.ws.read_text(self.ws.themebox / first)
@@ -88,8 +91,14 @@ class ThemeService:
             content=content,
             remaining=more,
             pendingRepair=pending,
-            message=f"next theme candidate: {first} ({more} more). Nothing was changed; call "
-            f'start_theme with target_filename "{first}" to start it.',
+            skipped=skipped,
+            message="\n".join(
+                [
+                    f"next theme candidate: {first} ({more} more). Nothing was changed; call "
+                    f'start_theme with target_filename "{first}" to start it.',
+                    *notes,
+                ]
+            ),
         )
 
     def _entries(self) -> list[naming.HistoryEntry]:
@@ -116,8 +125,10 @@ class ThemeService:
         except ToolError:
             hb = None
         active = active_themes(self._entries())
-        themes = len(naming.candidates(self.ws.list_md(self.ws.themebox)))
-        feedback = len(naming.candidates(self.ws.list_md(self.ws.feedbackbox)))
+        theme_names, skipped_themes = self.ws.items(self.ws.themebox)
+        feedback_names, skipped_feedback = self.ws.items(self.ws.feedbackbox)
+        themes, feedback = len(theme_names), len(feedback_names)
+        skipped = skipped_themes + skipped_feedback
         pending = self.ws.exists(self.ws.intent_file)
         cooldown = hb is not None and self._cooldown_file(hb) is not None
         lines = [
@@ -132,6 +143,7 @@ class ThemeService:
             )
         if pending:
             lines.append("an interrupted start_theme will be undone by the next theme call")
+        lines += _skipped_lines(skipped)
         return StatusOutput(
             heartbeatId=hb,
             activeThemes=active,
@@ -140,6 +152,7 @@ class ThemeService:
             pendingRepair=pending,
             cooldown=cooldown,
             message="\n".join(lines),
+            skipped=skipped,
         )
 
     # --- start ------------------------------------------------------------------------
@@ -188,11 +201,18 @@ class ThemeService:
             target=inp.target_filename,
             processed=None
             if inp.target_filename is None
-            else naming.PROCESSED_PREFIX + inp.target_filename,
+            else self._free_processed_name(inp.target_filename),
             historyFile=ws.rel(history),
             historyTemp=ws.rel(history.with_name(f".{history.name}.tmp")),
             themeDirectory=ws.rel(theme_dir),
             createDirs=[ws.rel(d) for d in wanted if not ws.exists(d)],
+        )
+
+    def _free_processed_name(self, name: str) -> str:
+        """The first of :func:`naming.processed_names` not taken in themebox (the lock is
+        held, so it is still free at stage 5)."""
+        return next(
+            n for n in naming.processed_names(name) if not self.ws.exists(self.ws.themebox / n)
         )
 
     def _check_target(self, name: str) -> None:
@@ -251,6 +271,9 @@ class ThemeService:
             msg.append(f"Parent theme: {parent[0]}_{parent[1]}")
         if plan.processed:
             msg.append(f"themebox/{plan.target} is now themebox/{plan.processed}")
+            if plan.target and plan.processed != naming.PROCESSED_PREFIX + plan.target:
+                warnings.append(naming.reused_note("themebox", plan.target, plan.processed))
+                log.warning("theme name reused", target=plan.target, processed=plan.processed)
         msg.extend(f"warning: {w}" for w in warnings)
         return StartThemeOutput(
             message="\n".join(msg),
@@ -383,6 +406,10 @@ def _stage(number: int) -> Iterator[None]:
         elif isinstance(exc.details, dict):
             exc.details = {**where, **exc.details}
         raise
+
+
+def _skipped_lines(skipped: list[SkippedItem]) -> list[str]:
+    return [f"skipped {item.file}: {item.reason}" for item in skipped]
 
 
 def _sanitize_warnings(

@@ -16,9 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loop import _fs, _names
+from loop._log import get_logger
 from loop.errors import StoreError
+from loop.themes import naming
+from loop.themes.models import SkippedItem
 
 __all__ = ["Workspace"]
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -128,6 +133,23 @@ class Workspace:
             return [e.name for e in _fs.list_folder(folder, root=self.trusted) if e.kind == "file"]
         except OSError as exc:
             raise StoreError(f"cannot list: {exc.strerror or exc}", file=folder) from exc
+
+    def items(self, folder: Path) -> tuple[list[str], list[SkippedItem]]:
+        """The unprocessed items of ``folder`` (themebox or feedbackbox) the tools can
+        take, first by name, and the ones they cannot, each logged as a warning.
+
+        Raises:
+            PathError, StoreError: as :meth:`list_md`.
+        """
+        fit, unfit = naming.sort_out(self.list_md(folder))
+        skipped = []
+        for item in unfit:
+            # Shown escaped: a name that is not UTF-8 cannot go into a reply as it is.
+            shown = item.name.encode("utf-8", "backslashreplace").decode("utf-8")
+            file = f"{self.rel(folder)}/{shown}"
+            log.warning("theme item skipped", file=file, reason=item.reason)
+            skipped.append(SkippedItem(file=file, reason=item.reason))
+        return fit, skipped
 
     # --- the lock ------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from loop.bus import EventBus
 from loop.errors import ToolError
 from loop.events import Event
 from loop.themes.extension import ThemesExtension
+from loop.themes.ops import Operations
 from loop.themes.service import ThemeService
 from loop.themes.tools import BUS
 from loop.tools.base import ToolContext
@@ -148,14 +150,23 @@ async def test_heartbeat_repairs_an_interrupted_start(root: Path) -> None:
     assert after == before
 
 
+class _StuckOps(Operations):
+    """The rename of ``interrupt.b_stuck.md`` fails (a file system error) every time."""
+
+    def mark_processed(self, src: Path, dst: Path) -> None:
+        if src.name == "interrupt.b_stuck.md":
+            raise OSError(errno.EIO, "injected: cannot rename")
+        super().mark_processed(src, dst)
+
+
 async def test_a_feedback_item_that_cannot_be_processed_never_stops_the_loop(root: Path) -> None:
-    """An interrupt item whose processed name is taken: the heartbeat returns the interrupts
-    before it and a theme.error saying why, every time, instead of raising."""
+    """An interrupt item whose rename fails: the heartbeat returns the interrupts before it
+    and a theme.error saying why, every time, instead of raising."""
     ext, _, _ = _setup(root)
+    ext.ctx.state["themes"] = _StuckOps()  # the operations every theme call uses
     fb = root / "feedbackbox"
     (fb / "interrupt.a_first.md").write_text("first\n")
     (fb / "interrupt.b_stuck.md").write_text("stuck\n")
-    (fb / "processed.interrupt.b_stuck.md").write_text("already here\n")
     events = await ext.on_iteration_start(1, "worker")
     assert [e.topic for e in events] == ["theme.interrupt", "theme.error"]
     assert events[0].payload["name"] == "a_first"
@@ -164,6 +175,22 @@ async def test_a_feedback_item_that_cannot_be_processed_never_stops_the_loop(roo
     again = await ext.on_iteration_start(2, "worker")
     assert [e.topic for e in again] == ["theme.error"]
     assert (fb / "interrupt.b_stuck.md").read_text() == "stuck\n"  # nothing lost
+
+
+async def test_an_interrupt_item_with_a_reused_name_is_taken_and_the_older_one_kept(
+    root: Path,
+) -> None:
+    """``processed.interrupt.x.md`` from an earlier item of the same name does not block
+    the new one (it failed at every heartbeat): it becomes ``processed.interrupt.x.2.md``."""
+    ext, _, _ = _setup(root)
+    fb = root / "feedbackbox"
+    (fb / "interrupt.x.md").write_text("new\n")
+    (fb / "processed.interrupt.x.md").write_text("old\n")
+    events = await ext.on_iteration_start(1, "worker")
+    assert [(e.topic, e.payload["content"]) for e in events] == [("theme.interrupt", "new\n")]
+    assert (fb / "processed.interrupt.x.md").read_text() == "old\n"
+    assert (fb / "processed.interrupt.x.2.md").read_text() == "new\n"
+    assert await ext.on_iteration_start(2, "worker") == []
 
 
 @pytest.mark.parametrize("held", ["garbage", "99991231235959"])

@@ -87,3 +87,35 @@ def test_list_rendering_placeholders() -> None:
         parent=None,
     )
     assert end.rstrip().endswith("only")
+
+
+def test_sort_out_skips_names_the_tools_cannot_take() -> None:
+    """Over 200 bytes or not UTF-8: skipped with a reason, never offered first."""
+    fit, unfit = naming.sort_out(["b.md", "0" * 201 + ".md", "\udcffx.md", "a.md", "draft.c.md"])
+    assert fit == ["a.md", "b.md"]
+    assert [(u.name[:3], u.reason.split(";")[0]) for u in unfit] == [
+        ("000", "its name is 204 bytes, over the 200 the tools take"),
+        ("\udcffx.", "its name is not valid UTF-8"),
+    ]
+    assert naming.candidates(["0" * 200 + ".md"]) == []
+    assert naming.candidates(["0" * 197 + ".md"]) == ["0" * 197 + ".md"]
+
+
+def test_processed_names_never_replace_an_earlier_item() -> None:
+    """processed.<name> first, then processed.<stem>.<n>.md; the intent accepts no other."""
+    names = naming.processed_names("a.md")
+    assert [next(names) for _ in range(3)] == [
+        "processed.a.md",
+        "processed.a.2.md",
+        "processed.a.3.md",
+    ]
+    for ok in ("processed.a.md", "processed.a.2.md", "processed.a.17.md"):
+        assert naming.is_processed_name_of("a.md", ok)
+    for forged in (
+        "processed.a.1.md",
+        "processed.a.02.md",
+        "processed.b.2.md",
+        "a.md",
+        "processed.a.x.md",
+    ):
+        assert not naming.is_processed_name_of("a.md", forged)

@@ -457,3 +457,90 @@ def test_status_reports_counts_and_cooldown(root: Path) -> None:
     assert (out["themeCandidates"], out["unprocessedFeedback"], out["cooldown"]) == (2, 1, False)
     run(root, "start_theme", START)
     assert run(root, "get_theme_status")["cooldown"] is True
+
+
+LONG = "0" * 240 + ".md"  # 243 bytes, over the 200 of a target_filename; first by name
+
+
+def test_an_item_the_tools_cannot_take_is_skipped_and_named_not_offered(root: Path) -> None:
+    """A themebox name start_theme refuses (over 200 bytes) stood first for good and hid
+    every candidate behind it; the feedbackbox failed on such a name at every call. Now
+    it is skipped: the reply names it and says why, and the next item is offered."""
+    (root / "themebox" / LONG).write_text("too long\n")
+    preview = run(root, "preview_next_theme")
+    assert (preview["filename"], preview["remaining"]) == ("001_theme.md", 1)
+    assert preview["skipped"] == [
+        {
+            "file": f"themebox/{LONG}",
+            "reason": "its name is 243 bytes, over the 200 the tools take; rename it",
+        }
+    ]
+    assert f"skipped themebox/{LONG}" in preview["message"]
+    started = run(root, "start_theme", START)
+    assert started["processedFile"] == "themebox/processed.001_theme.md"
+    fb = root / "feedbackbox"
+    (fb / ("n" * 250 + ".md")).write_text("far too long\n")
+    (fb / "z.md").write_text("deliver me\n")
+    status = run(root, "get_theme_status")
+    assert (status["themeCandidates"], status["unprocessedFeedback"]) == (1, 1)
+    assert [s["file"] for s in status["skipped"]] == [
+        f"themebox/{LONG}",
+        f"feedbackbox/{'n' * 250}.md",
+    ]
+    item = run(root, "check_and_process_item", {"type": "feedbackbox"})
+    assert (item["filename"], item["content"]) == ("z.md", "deliver me\n")
+    assert [s["file"] for s in item["skipped"]] == [f"feedbackbox/{'n' * 250}.md"]
+    again = run(root, "check_and_process_item", {"type": "feedbackbox"})
+    assert again["found"] is False
+    assert len(again["skipped"]) == 1 and "skipped feedbackbox/nnn" in again["message"]
+    assert (fb / ("n" * 250 + ".md")).read_text() == "far too long\n"  # left for the user
+
+
+def test_a_reused_name_takes_a_free_processed_name_and_keeps_both(root: Path) -> None:
+    """``a.md`` beside ``processed.a.md`` failed at stage 5 on every try (File exists)
+    while preview kept offering it; the feedbackbox failed the same way. The item now
+    becomes the first free ``processed.a.<n>.md``, the earlier file is kept, and the
+    reply says so."""
+    box = root / "themebox"
+    (box / "001_theme.md").write_text("again\n")
+    (box / "processed.001_theme.md").write_text("the first time\n")
+    (box / "processed.001_theme.2.md").write_text("the second time\n")
+    out = run(root, "start_theme", START)
+    assert out["processedFile"] == "themebox/processed.001_theme.3.md"
+    assert (box / "processed.001_theme.3.md").read_text() == "again\n"
+    assert (box / "processed.001_theme.md").read_text() == "the first time\n"
+    assert (box / "processed.001_theme.2.md").read_text() == "the second time\n"
+    assert any("processed.001_theme.md already exists" in w for w in out["warnings"])
+    assert "processed.001_theme.3.md" in out["message"]
+    assert run(root, "preview_next_theme")["filename"] == "002_other.md"
+    fb = root / "feedbackbox"
+    (fb / "note.md").write_text("new note\n")
+    (fb / "processed.note.md").write_text("old note\n")
+    (fb / "z.md").write_text("z\n")
+    item = run(root, "check_and_process_item", {"type": "feedbackbox"})
+    assert (item["filename"], item["processedFile"]) == (
+        "note.md",
+        "feedbackbox/processed.note.2.md",
+    )
+    assert item["warnings"] and "warning: feedbackbox/processed.note.md" in item["message"]
+    assert (fb / "processed.note.md").read_text() == "old note\n"
+    assert (fb / "processed.note.2.md").read_text() == "new note\n"
+    assert run(root, "check_and_process_item", {"type": "feedbackbox"})["filename"] == "z.md"
+
+
+def test_an_interrupted_start_under_a_numbered_name_is_undone(root: Path) -> None:
+    """The intent records the numbered processed name, and the repair renames it back."""
+    box = root / "themebox"
+    (box / "processed.001_theme.md").write_text("the first time\n")
+    ctx = ToolContext(
+        root=root.parent, workspace=root, state={"themes": FaultyOps("remove_intent")}
+    )
+    with pytest.raises(ToolError) as failed:
+        BY_NAME["start_theme"].run(ctx, START)
+    assert failed.value.code == "cleanup_failed"
+    assert (box / "processed.001_theme.2.md").is_file()
+    repaired = run(root, "check_and_process_item", {"type": "feedbackbox"})["repaired"]
+    assert repaired and "themebox/001_theme.md is unprocessed again" in repaired[0]
+    assert (box / "001_theme.md").is_file()
+    assert not (box / "processed.001_theme.2.md").exists()
+    assert (box / "processed.001_theme.md").read_text() == "the first time\n"
