@@ -11,7 +11,13 @@ from loop.commands.common import SESSIONS_DIR_HELP, print_json, sessions_root
 from loop.engine.progress import spent_text
 from loop.errors import UsageError
 from loop.exits import EXIT_USAGE
-from loop.session.store import latest_session, list_statuses, require_session, session_status
+from loop.session.store import (
+    SessionStatus,
+    latest_session,
+    list_statuses,
+    require_session,
+    session_status,
+)
 
 __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
 
@@ -103,9 +109,8 @@ def _status(args: argparse.Namespace) -> int:
     else:
         sid = latest_session(root, root=trusted)
     if sid is None:
-        st: dict[str, Any] = {"session_id": None, "status": "not_found"}
-        if args.json:
-            print_json(st)
+        if args.json:  # the same report get_session_status gives
+            print_json(SessionStatus.no_session().to_dict())
         else:
             print(f"no session in {root}")
         return 0

@@ -8,6 +8,7 @@ its status: nothing lives only in memory.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import secrets
 import stat
@@ -214,6 +215,18 @@ class SessionStatus(BaseModel):
         """A JSON-ready dict."""
         return self.model_dump(mode="json")
 
+    @classmethod
+    def no_session(cls) -> SessionStatus:
+        """The report when there is no session at all: ``not_found`` with every field,
+        the one answer of both ``status --json`` and ``get_session_status``."""
+        return cls(session_id=None, status="not_found")
+
+
+def _absolute(folder: Path) -> str:
+    # Lexical, as every path hatloop reaches: a relative sessions folder (the command's
+    # default) and the tools' absolute one report the same directory.
+    return os.path.abspath(folder)  # noqa: PTH100
+
 
 def session_status(
     sessions_dir: Path, session_id: str, *, root: Path | None = None
@@ -257,7 +270,7 @@ def session_status(
         resumes=state.resumes,
         torn_journal=contents.torn,
         resume_command=resume,
-        directory=str(paths.dir),
+        directory=_absolute(paths.dir),
     )
 
 
@@ -288,7 +301,7 @@ def list_statuses(sessions_dir: Path, *, root: Path | None = None) -> list[Sessi
                     session_id=sid,
                     status="unreadable",
                     error=reason,
-                    directory=str(sessions_dir / sid),
+                    directory=_absolute(sessions_dir / sid),
                 )
             )
     return out

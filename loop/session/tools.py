@@ -140,7 +140,7 @@ def get_session_status(ctx: ToolContext, inp: SessionStatusInput) -> SessionStat
     sessions_dir, session_id = _where(ctx, inp.session_id)
     require_folder(sessions_dir, root=ctx.trusted_root(sessions_dir))  # a file there: an error
     if session_id is None:
-        return SessionStatus(session_id=None, status="not_found")
+        return SessionStatus.no_session()
     try:
         root = ctx.trusted_root(sessions_dir)
         if inp.session_id is not None:  # an id, or a unique prefix of one

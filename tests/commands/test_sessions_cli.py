@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
+from mcp import Client, StdioServerParameters
 
-from tests.commands.test_cli import loop
+from tests.commands.test_cli import ENV, loop
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +103,26 @@ def test_latest_resumes_and_exports_the_most_recent_session(tmp_path: Path) -> N
     exported = loop("export", "latest", "--json", cwd=tmp_path)
     assert exported.returncode == 0, exported.stderr
     assert json.loads(exported.stdout)["session_id"] == "s-1"
+
+
+async def test_status_json_and_the_get_session_status_tool_give_one_report(
+    project: Path, tmp_path: Path
+) -> None:
+    """Without a session, `status --json` printed two fields where the tool gave all of
+    them; with one, its `directory` was relative where the tool's is absolute. Both now
+    report the same, field for field (the tool over a real stdio MCP client)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for folder, named in ((empty, None), (project, "demo-one")):
+        cli = loop("status", *([named] if named else []), "--json", cwd=folder)
+        assert cli.returncode == 0, cli.stderr
+        server = StdioServerParameters(
+            command=sys.executable, args=["-m", "loop", "mcp"], cwd=folder, env=ENV
+        )
+        async with Client(server) as client:
+            tool = await client.call_tool(
+                "get_session_status", {"session_id": named} if named else {}
+            )
+        assert json.loads(cli.stdout) == tool.structured_content
+        if named:
+            assert json.loads(cli.stdout)["directory"] == str(project / ".loop/sessions/demo-one")
