@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
+from loop.session.store import SessionState
 from loop.tools.registry import all_tools
 
 
@@ -236,3 +239,29 @@ async def test_calls_a_client_pipelines_are_made_in_the_order_they_were_sent(
     tasks = json.loads((tmp_path / "tasks.json").read_text())
     by_order = sorted(tasks, key=lambda t: t["order"])
     assert [t["name"] for t in by_order] == [f"fast{i}" for i in range(1, 21)]
+
+
+async def test_relative_paths_resolve_against_the_project_folder_not_the_servers(
+    tmp_path: Path,
+) -> None:
+    """Started in a subfolder of a project (its loop.toml is a folder up), FILE_PATH and
+    --workspace name files in the project folder, as docs/mcp.md says."""
+    (tmp_path / "loop.toml").write_text("")
+    (tmp_path / ".git").mkdir()  # the repository's root: the search stops here
+    sub = tmp_path / "src" / "pkg"
+    sub.mkdir(parents=True)
+    server = _server(sub, "--workspace", "ws", FILE_PATH="tasks.json")
+    async with Client(server) as client:
+        created = await client.call_tool("createTask", {"name": "where"})
+        feedback = await client.call_tool("check_and_process_item", {"type": "feedbackbox"})
+    assert not created.is_error and not feedback.is_error
+    assert (tmp_path / "tasks.json").is_file() and (tmp_path / "ws" / "feedbackbox").is_dir()
+    assert sorted(p.name for p in sub.iterdir()) == []
+
+
+def test_mcp_md_lists_every_session_status_with_its_meaning() -> None:
+    """docs/mcp.md's table of get_session_status statuses names every status the output
+    schema allows (it listed five of the eight)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z_]+)` \| [^|]+\|$", doc, re.MULTILINE)
+    assert set(typing.get_args(SessionState)) <= set(rows)
