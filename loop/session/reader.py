@@ -95,6 +95,7 @@ class RecordingReader:
         self.resume_starts: list[int] = []  # activations started before each resume
         self.warnings: list[str] = []
         self.torn = False
+        self._torn_line: int | None = None  # the torn last line's number, if any
         # an iteration emitted events through the events file or made tool calls (which
         # reach the engine through it): a replay's backend writes the file
         self.file_events = False
@@ -158,7 +159,7 @@ class RecordingReader:
         if not any(s.startswith("start") for s in self.schedule):  # sequential
             self.schedule, self.commit_order, self.resume_starts = [], [], []
         if bad is not None:
-            self.torn = True
+            self.torn, self._torn_line = True, bad[0]
             self.warnings.append(
                 f"{self.path}:{bad[0]}: torn last line ignored "
                 "(the recording was cut off mid-write)"
@@ -326,14 +327,23 @@ class RecordingReader:
         return record
 
     def records(self) -> Iterator[tuple[int, RecordingRecord]]:
-        """Every record with its line number, streamed from disk (the torn line skipped)."""
+        """Every record with its line number, streamed from disk (the torn line skipped).
+
+        Raises:
+            RecordingError: an invalid record. The scan validated every line but the
+                iterations past :data:`KEEP_PARSED` (or not valid in full: it read only
+                their number and hat), so a bad field of one is found here, and it is
+                bad input, not the end of the recording: only the torn last line is.
+        """
         with self.path.open("rb") as fh:
             for number, raw in enumerate(fh, start=1):
-                if raw.strip():
-                    try:
-                        yield number, parse_line(raw)
-                    except ValueError:  # only the torn last line gets here after the scan
-                        return
+                if not raw.strip() or number == self._torn_line:
+                    continue
+                try:
+                    record = parse_line(raw)
+                except ValueError as exc:
+                    raise self._error(f"invalid record: {exc}", number) from None
+                yield number, record
 
     def check_replayable(self) -> None:
         """Check that the header agrees with its configuration and nothing was lost.

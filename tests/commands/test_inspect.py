@@ -322,6 +322,33 @@ def test_an_invalid_iteration_record_is_a_one_line_error(
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    ("change", "field"), [({"status": "weird"}, "status"), ({"output": None}, "output")]
+)
+def test_an_invalid_iteration_field_in_a_recording_is_an_error_not_a_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, object], field: str
+) -> None:
+    """A recording's iteration line is JSON with its number and hat but a bad field (the
+    scan reads only those): show, events and report say the line and exit 2; they do not
+    stop at it and call the recording cut off."""
+    lines = (REPO / "recordings" / "default.jsonl").read_text(encoding="utf-8").splitlines()
+    rec = json.loads(lines[2])
+    assert rec["kind"] == "iteration"
+    rec.update(change)
+    if rec[field] is None:
+        del rec[field]
+    lines[2] = json.dumps(rec)
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    page = tmp_path / "r.html"
+    for command in (["show"], ["show", "-i", "2"], ["events"], ["report", "-o", str(page)]):
+        code, out, err = run(capsys, *command, str(path))
+        assert (code, out) == (2, ""), command
+        assert err.startswith(f"error: {path}:3: invalid record: iteration.{field}: "), err
+        assert err.count("\n") == 1
+    assert not page.exists()
+
+
 def test_bad_targets_are_one_line_errors_with_exit_2(
     made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
