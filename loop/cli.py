@@ -7,12 +7,13 @@ imported only when that command runs, so ``--help`` and each command start fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 from loop import exits
 from loop._version import __version__
@@ -127,8 +128,74 @@ def _check_utf8(argv: list[str]) -> None:
             raise UsageError(f"argument {arg[:60]!r} is not UTF-8 text") from exc
 
 
+class _Unbroken:
+    """A standard stream that outlives its reader (``loop replay ... | head``).
+
+    When the reader has gone, a write fails with ``BrokenPipeError`` (Python ignores
+    SIGPIPE). Stopping there would end the command early, before its verdict: a replay
+    would write no JUnit file and exit 0, which passes a failing suite in a CI shell run
+    with ``-o pipefail``. So the stream is pointed at ``/dev/null``, as the Python docs
+    recommend for SIGPIPE, and the command goes on silently and exits with its own code.
+    One rule for every command: a listing exits 0 as it would have, only later.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            self._reader_gone()
+            return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, self.stream.fileno())
+        finally:
+            os.close(null)
+        # what the stream still buffers goes to /dev/null too, not to a later write
+        with contextlib.suppress(OSError, ValueError):
+            self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding...: the stream's
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def _outliving_readers() -> Iterator[None]:
+    """stdout and stderr as :class:`_Unbroken` streams while a command runs; flushed
+    before they are put back, so no late write finds the reader gone at exit."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (cast(TextIO, _Unbroken(s)) for s in saved)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):
+                stream.flush()
+        sys.stdout, sys.stderr = saved
+
+
 def main(argv: list[str]) -> int:
-    """Parse ``argv``, run the command, return its exit code."""
+    """Parse ``argv``, run the command, return its exit code (whether or not anyone
+    still reads its output: see :class:`_Unbroken`)."""
+    with _outliving_readers():
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
         _check_utf8(argv)
         parser = build_parser(_command_of(argv))
@@ -154,7 +221,3 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return exits.EXIT_INTERRUPTED
-    except BrokenPipeError:  # `loop ... | head`: the reader left; stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return exits.EXIT_OK

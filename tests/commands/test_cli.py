@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands.test_replay_jobs import GOOD, diverging
+
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("LOOP_")}
 
 
@@ -153,6 +155,44 @@ def test_bad_usage_is_one_line_on_stderr_with_exit_2(tmp_path: Path) -> None:
         assert res.returncode == 2, (args, res.stderr)
         assert res.stderr.startswith("error: ") and "Traceback" not in res.stderr
         assert len(res.stderr.strip().splitlines()) == 1
+
+
+def _reader_gone(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The CLI writing to a pipe whose reader has left (`... | head` after its first
+    line, `... | true`): every write to stdout fails with EPIPE."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(
+            [sys.executable, "-m", "loop", *args],
+            cwd=cwd,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=ENV,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        os.close(write)
+
+
+def test_a_reader_that_leaves_never_changes_the_verdict(tmp_path: Path) -> None:
+    """`replay ... | head` in a CI shell run with `-o pipefail`: the replay goes on with
+    no output, writes its JUnit file and exits 4, as it would unread; `doctor` keeps its
+    failure (2). Before, the first failed write ended the command with exit 0."""
+    (tmp_path / "good.jsonl").write_bytes(GOOD.read_bytes())
+    (tmp_path / "diverged.jsonl").write_text(diverging(), encoding="utf-8")
+    res = _reader_gone("replay", "diverged.jsonl", "good.jsonl", "--junit", "r.xml", cwd=tmp_path)
+    assert res.returncode == 4, res.stderr
+    assert 'failures="1"' in (tmp_path / "r.xml").read_text(encoding="utf-8")
+    assert "Traceback" not in res.stderr and "Exception ignored" not in res.stderr
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[hats.bare]\ndescription = "b"\ntriggers = ["task.start"]\n',
+        encoding="utf-8",
+    )
+    res = _reader_gone("doctor", cwd=tmp_path)
+    assert (res.returncode, res.stderr) == (2, "")
 
 
 def test_emit_appends_a_line_and_refuses_bad_input(tmp_path: Path) -> None:
