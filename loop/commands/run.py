@@ -18,12 +18,12 @@ from loop.engine.progress import render_summary
 from loop.engine.resume import LimitOverrides, carried_flags
 from loop.errors import LoopError, ToolError, UsageError
 from loop.exits import EXIT_USAGE, REASON_COMPLETED
-from loop.extensions import Extension
 
 if TYPE_CHECKING:
     from loop.config import LoadedConfig
     from loop.engine.progress import RunSummary
     from loop.records import FlagValue
+    from loop.session.recorder import Recorder
 
 __all__ = ["add_config_options", "register", "wants_export"]
 
@@ -294,10 +294,12 @@ def _record_cap(raw: str) -> int:
 
 def _recorder(
     args: argparse.Namespace, config: LoadedConfig, resumed: str | None
-) -> list[Extension]:
-    """The recorder the flags ask for, checked now: a refusal stops the run before it
-    starts. ``resumed``: the id of the session a resume continues (it appends to the
-    file, which must hold that session's recording if it holds one)."""
+) -> list[Recorder]:
+    """The recorder the flags ask for, checked and its file claimed now (created, or
+    opened, and locked for this run): a refusal, another run that writes the file
+    included, stops the run before it starts. ``resumed``: the id of the session a
+    resume continues (it appends to the file, which must hold that session's recording
+    if it holds one). The caller closes it."""
     if not args.record_session:
         given = [
             flag
@@ -313,20 +315,18 @@ def _recorder(
         return []
     from loop.session.recorder import Recorder  # noqa: PLC0415 - only when recording
 
-    return [
-        Recorder(
-            Path(args.record_session),
-            max_bytes=(
-                config.recording.max_bytes
-                if args.record_max_bytes is None
-                else args.record_max_bytes
-            ),
-            force=args.force,
-            append=resumed is not None,
-            session_id=resumed,
-            redact=config.recording.redact_secrets and not args.no_redact,
-        )
-    ]
+    recorder = Recorder(
+        Path(args.record_session),
+        max_bytes=(
+            config.recording.max_bytes if args.record_max_bytes is None else args.record_max_bytes
+        ),
+        force=args.force,
+        append=resumed is not None,
+        session_id=resumed,
+        redact=config.recording.redact_secrets and not args.no_redact,
+    )
+    recorder.claim()  # checked is not enough: two runs may both find no file there
+    return [recorder]
 
 
 def _live(args: argparse.Namespace) -> Any:
@@ -360,23 +360,23 @@ def _run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     resume = args.resume is not None
     extra = _recorder(args, config, resumed)  # a recording that cannot be written stops here
-    if not args.quiet:
-        _announce(config)
-    live = _live(args)
-    options = RunOptions(
-        workdir=config.root,
-        session_id=resumed or args.resume or args.session_id or None,
-        resume=resume,
-        progress=not args.quiet,
-        observer=live.observe if live is not None and args.verbose else None,
-        limit_overrides=limit_overrides(args),
-    )
-    summary = run_async(run_loop, config, options, [*extra, *([live] if live else [])])
-    lines: list[str] = []
-    for ext in extra:
-        describe = getattr(ext, "describe", None)
-        if callable(describe):
-            lines.append(str(describe()))
+    try:
+        if not args.quiet:
+            _announce(config)
+        live = _live(args)
+        options = RunOptions(
+            workdir=config.root,
+            session_id=resumed or args.resume or args.session_id or None,
+            resume=resume,
+            progress=not args.quiet,
+            observer=live.observe if live is not None and args.verbose else None,
+            limit_overrides=limit_overrides(args),
+        )
+        summary = run_async(run_loop, config, options, [*extra, *([live] if live else [])])
+    finally:  # the session closed it; one that never started (refused) did not
+        for recorder in extra:
+            recorder.close()
+    lines = [recorder.describe() for recorder in extra]
     if wants_export(config, summary.reason, flag=args.export_experience):
         lines.append(_export(config, summary))
     if args.json:

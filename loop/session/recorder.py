@@ -20,6 +20,11 @@ Guarantees:
 * a failed write (disk full, permission) is counted and logged, the partial line is cut
   off, and the loop goes on; the next record that gets through is preceded by a
   ``write_failed`` marker saying how many records were lost;
+* one run writes the file at a time: it is created exclusively, or opened, and locked
+  (``flock``) by :meth:`Recorder.claim` (``run`` claims it before the run starts; else
+  the session's start does), and the lock is held until :meth:`Recorder.aclose`. A
+  second writer is refused, and leaves the file as it was (``force`` cuts the file only
+  once its lock is held and the session has started);
 * an existing file is refused unless ``force``; ``append`` (a resumed session) adds a
   ``resumed`` marker after the previous records, and a file that holds another
   session's recording is refused before the run starts when the session is known (and
@@ -69,7 +74,7 @@ from loop.session.recording import (
     published_record,
     start_record,
 )
-from loop.session.target import check_target, open_target
+from loop.session.target import check_target, claim_target, prepare_target
 
 __all__ = ["DEFAULT_MAX_BYTES", "MIN_MAX_BYTES", "Recorder", "RecorderClosed", "Redactor"]
 
@@ -143,6 +148,9 @@ class Recorder(Extension):
         self._limit = max_bytes  # the cap, or past it what a header too large took
         self._lost = 0
         self._fd: int | None = None
+        self._created = False  # the claim created the file (removed if never started)
+        self._started = False
+        self._ready = False  # the file is claimed and prepared for the session's records
         self._disabled = False
         self._attached = False
         self._closed = False
@@ -179,16 +187,53 @@ class Recorder(Extension):
         bus.subscribe(LOOP_TERMINATED, self._on_terminated, name="recorder")
         bus.subscribe(ACTIVATION_STARTED, self._on_activation, name="recorder")
 
+    def claim(self) -> None:
+        """Create the file (exclusively) or open it, and lock it for this run: call it
+        before the run starts, so that a file another run created or writes in the
+        meantime stops this run then, rather than leave it unrecorded (idempotent; the
+        session's start claims the file if no one did). :meth:`aclose` lets go of it, and
+        removes the file it created if no session started.
+
+        Raises:
+            InputError: the file is there now (without ``force`` or ``append``), another
+                run writes it, or it cannot be opened (one line naming it).
+        """
+        if self._fd is not None:
+            return
+        if self._closed:
+            raise RecorderClosed(f"recorder for {self.path} is closed")
+        try:
+            self._fd, self._created = claim_target(self.path, append=self.append, force=self.force)
+        except OSError as exc:
+            raise InputError(
+                f"{self.path}: cannot write the recording: {exc.strerror or exc}"
+            ) from None
+
     async def aclose(self) -> None:
         """Write what is buffered and close the file (idempotent)."""
+        self.close()
+
+    def close(self) -> None:
+        """Write what is buffered, close the file and let go of its lock (idempotent). A
+        file the claim created for a session that never started is removed: a run
+        refused after the claim (its session locked, an unknown id) leaves no empty file
+        that would refuse the next one."""
         self.flush()
         self._closed = True
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            try:
-                os.close(fd)
-            except OSError as exc:
-                log.warning("recording: close failed", file=str(self.path), error=str(exc))
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            if self._created and not self._started and _is_at(fd, self.path):
+                self.path.unlink()  # under the lock: no other run writes it yet
+        except OSError as exc:
+            log.warning(
+                "recording: cannot remove the unused file", file=str(self.path), error=str(exc)
+            )
+        try:
+            os.close(fd)  # the lock goes with it
+        except OSError as exc:
+            log.warning("recording: close failed", file=str(self.path), error=str(exc))
 
     def describe(self) -> str:
         """One line for the run summary."""
@@ -202,7 +247,9 @@ class Recorder(Extension):
 
     def _open(self) -> bool:
         try:  # never through a link planted at the file (see loop.session.target)
-            fd, size = open_target(self.path, append=self.append, force=self.force)
+            self.claim()  # claimed already by a run that was told to (run does)
+            assert self._fd is not None  # claim() opened it or raised
+            size = prepare_target(self._fd, self.path, append=self.append, force=self.force)
         except (OSError, InputError) as exc:
             self._disabled = True
             why = exc.message if isinstance(exc, InputError) else exc.strerror or str(exc)
@@ -212,8 +259,8 @@ class Recorder(Extension):
                 error=why,
             )
             return False
-        self._fd = fd
         self.bytes = size
+        self._ready = True
         return True
 
     def flush(self) -> None:
@@ -345,9 +392,10 @@ class Recorder(Extension):
         if not isinstance(event.payload, SessionStarted):
             return
         started = event.payload
+        self._started = True
         if self.redactor is not None:  # secrets in backend env tables, before any record
             self.redactor.learn_from_config(started.start.config)
-        if self._fd is None and not self._disabled:
+        if not (self._ready or self._disabled):
             self._open()
         if self._disabled or self.bytes == 0:
             self._put_header(self._header(started, event.ts))
@@ -508,3 +556,12 @@ class Recorder(Extension):
 
 def _now() -> float:
     return time.time()
+
+
+def _is_at(fd: int, path: Path) -> bool:
+    """Whether ``path`` is still the file open as ``fd`` (not replaced since)."""
+    try:
+        st, here = os.fstat(fd), path.lstat()
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == (here.st_dev, here.st_ino)

@@ -3,11 +3,16 @@
 The folder is the user's choice (``--record-session PATH``); the file itself is never a
 link, a FIFO or a file with other hard links. A character device (``/dev/null``,
 ``/dev/full``) is the user's choice too.
+
+One run writes a recording at a time: the writer holds an ``flock`` on the open file for
+its run (the kernel lets go of it when the process dies, even by ``kill -9``), and a
+second writer is refused before its run starts, without touching the file.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import stat
 from pathlib import Path
@@ -21,9 +26,10 @@ from loop.errors import InputError, PathError
 __all__ = [
     "check_same_session",
     "check_target",
+    "claim_target",
     "cut_torn_tail",
     "open_recording",
-    "open_target",
+    "prepare_target",
 ]
 
 log = structlog.get_logger("loop.recorder")
@@ -51,10 +57,10 @@ def check_target(path: Path, *, force: bool, append: bool, session_id: str | Non
     if path.is_fifo() or path.is_socket():  # opening one would block or fail
         raise InputError(f"{path}: is a pipe or a socket; --record-session needs a file")
     existed = path.exists()
+    if existed and _written_by_another_run(path):
+        raise _another_run(path)
     if existed and not (force or append):
-        raise InputError(
-            f"{path}: recording already exists; pass --force to overwrite it or choose another file"
-        )
+        raise _exists(path)
     missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
     flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_APPEND if existed else os.O_CREAT | os.O_EXCL)
     try:
@@ -69,6 +75,46 @@ def check_target(path: Path, *, force: bool, append: bool, session_id: str | Non
     _remove_folders(missing)
     if existed and append and session_id is not None:
         check_same_session(path, session_id)
+
+
+def _exists(path: Path) -> InputError:
+    return InputError(
+        f"{path}: recording already exists; pass --force to overwrite it or choose another file"
+    )
+
+
+def _another_run(path: Path) -> InputError:
+    return InputError(
+        f"{path}: another run writes this recording; wait for it to end or choose another file"
+    )
+
+
+def _written_by_another_run(path: Path) -> bool:
+    """Whether a live process holds the recording's lock (a file that cannot be opened
+    is left to the checks that say why)."""
+    try:
+        fd = open_recording(path, os.O_RDONLY)
+    except (OSError, InputError):
+        return False
+    try:
+        return not _lock(fd, fcntl.LOCK_SH)
+    finally:
+        os.close(fd)
+
+
+def _lock(fd: int, how: int) -> bool:
+    """Take an ``flock`` on a regular file without waiting; ``False``: another holds it.
+    A device (``/dev/null``) is not locked: no one reads a recording back from it, and
+    two runs may both throw theirs away."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return True
+    try:
+        fcntl.flock(fd, how | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        raise
+    return True
 
 
 def _remove_folders(made: list[Path]) -> None:
@@ -153,30 +199,54 @@ def _check_recording(path: Path, st: os.stat_result) -> None:
         raise InputError(f"{path}: not a regular file; --record-session needs a file")
 
 
-def open_target(path: Path, *, append: bool, force: bool) -> tuple[int, int]:
-    """Open the recording to write (see :func:`open_recording`): a new file, or with
-    ``force`` an existing one cut (only after it was checked), or with ``append`` one
-    whose torn last line is cut; the descriptor and the file's size.
+def claim_target(path: Path, *, append: bool, force: bool) -> tuple[int, bool]:
+    """Open the recording to write and lock it for this run, before the run starts (see
+    :func:`open_recording`): a new file, created here, or with ``force`` or ``append`` the
+    file already there; the descriptor, and whether the file was created. Nothing in the
+    file changes here (see :func:`prepare_target`): a refused run leaves it as it was.
+
+    The create is exclusive, so of two runs that both found no file, one creates it and
+    the other is refused, as if the file had been there before it started.
 
     Raises:
-        OSError, InputError: as :func:`open_recording` (``FileExistsError`` for a file
-            already there without ``force`` or ``append``).
+        InputError: the file is there (without ``force`` or ``append``), or another run
+            holds its lock; a FIFO, a socket or a folder (as :func:`open_recording`).
+        PathError, OSError: as :func:`open_recording`.
     """
-    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
-    if not (append or force):
-        flags |= os.O_EXCL
+    flags = os.O_RDWR | os.O_APPEND
     path.parent.mkdir(parents=True, exist_ok=True)  # the folder is the user's choice
-    fd = open_recording(path, flags)
     try:
-        if force and not append:
-            os.ftruncate(fd, 0)
-        size = os.fstat(fd).st_size
-        if size and append:
-            size = cut_torn_tail(fd, size, path)
+        fd, created = open_recording(path, flags | os.O_CREAT | os.O_EXCL), True
+    except FileExistsError:
+        if _written_by_another_run(path):
+            raise _another_run(path) from None
+        if not (append or force):
+            raise _exists(path) from None
+        fd, created = open_recording(path, flags), False
+    try:
+        locked = _lock(fd, fcntl.LOCK_EX)
     except BaseException:
         os.close(fd)
         raise
-    return fd, size
+    if not locked:  # another run opened it first: it is that run's, never touched here
+        os.close(fd)
+        raise _another_run(path)
+    return fd, created
+
+
+def prepare_target(fd: int, path: Path, *, append: bool, force: bool) -> int:
+    """Make the claimed recording ready for the session's first record, once the run has
+    started: with ``force`` cut it, with ``append`` cut its torn last line; its size.
+
+    Raises:
+        OSError: the file cannot be cut.
+    """
+    if force and not append:
+        os.ftruncate(fd, 0)
+    size = os.fstat(fd).st_size
+    if size and append:
+        size = cut_torn_tail(fd, size, path)
+    return size
 
 
 def cut_torn_tail(fd: int, size: int, path: Path) -> int:

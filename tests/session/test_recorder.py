@@ -5,6 +5,9 @@ from __future__ import annotations
 import errno
 import json
 import os
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -597,6 +600,114 @@ def test_run_command_records_and_refuses_to_overwrite(
         == 0
     )
     assert_within_cap(tmp_path / "out.jsonl", 2048)
+
+
+def test_of_two_runs_that_found_no_file_one_records_and_the_other_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Two runs both checked the file before either created it: the claim (an exclusive
+    create, then a lock) lets one have it and refuses the other before its run starts,
+    with or without --force, and a refused --force leaves the file as it was. A claim
+    whose session never started takes its file away when closed."""
+    path = tmp_path / "same.jsonl"
+    first, second, forced = Recorder(path), Recorder(path), Recorder(path, force=True)
+    first.claim()
+    with path.open("ab") as fh:  # what the first run wrote so far
+        fh.write(b'{"kind":"header"}\n')
+    for late in (second, forced):
+        with pytest.raises(InputError) as refused:
+            late.claim()
+        assert refused.value.message == (
+            f"{path}: another run writes this recording; wait for it to end or choose another file"
+        )
+    with pytest.raises(InputError, match="another run writes this recording"):
+        Recorder(path, force=True)  # one that comes later: refused by the check already
+    assert path.read_bytes() == b'{"kind":"header"}\n'
+    first.close()
+    assert not path.exists()  # no session started: no file left to refuse the next run
+    second.close()  # refused: nothing held, nothing removed
+    third = Recorder(path, force=True)
+    third.claim()
+    third.close()
+
+
+RACING_TOML = """
+[loop]
+prompt = "x"
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.slow]
+triggers = ["task.start"]
+publishes = ["LOOP_COMPLETE"]
+backend = {{ type = "command", command = ["{python}", "{script}"] }}
+"""
+# the hat says it started, then waits for the test's go before it completes
+RACING_AGENT = """\
+import pathlib, sys, time
+here = pathlib.Path(sys.argv[0]).parent
+(here / "started").write_text("1")
+while not (here / "go").exists():
+    time.sleep(0.02)
+print('<event topic="LOOP_COMPLETE">done</event>')
+"""
+
+
+def test_a_second_run_on_a_recording_being_written_is_refused_before_it_starts(
+    tmp_path: Path,
+) -> None:
+    """`run --record-session ../same.jsonl` from two folders at once, the second with or
+    without --force: the second exits 2 before its run starts, naming the file and the
+    other run, and the first records its session whole (one header, one footer)."""
+    (tmp_path / "agent.py").write_text(RACING_AGENT, encoding="utf-8")
+    toml = RACING_TOML.format(python=sys.executable, script=tmp_path / "agent.py")
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "loop.toml").write_text(toml, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+    command = [sys.executable, "-m", "loop", "run", "-q", "--record-session", "../same.jsonl"]
+    first = subprocess.Popen(
+        command,
+        cwd=tmp_path / "a",
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():
+            assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+            time.sleep(0.02)
+        for flags in ([], ["--force"]):
+            second = subprocess.run(
+                [*command, *flags],
+                cwd=tmp_path / "b",
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert (second.returncode, second.stderr) == (
+                2,
+                "error: ../same.jsonl: another run writes this recording; wait for it to end "
+                "or choose another file\n",
+            )
+        assert not (tmp_path / "b/.loop/sessions").exists() or not any(
+            (tmp_path / "b/.loop/sessions").iterdir()
+        )
+        (tmp_path / "go").write_text("1")
+        _, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert first.returncode == 0, err
+    kinds = [d["kind"] for d in lines(tmp_path / "same.jsonl")]
+    assert kinds == ["header", "iteration", "footer"], kinds
 
 
 async def test_secrets_set_in_a_backend_env_table_are_redacted_too(tmp_path: Path) -> None:
