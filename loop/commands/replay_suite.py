@@ -84,7 +84,8 @@ class ReplayOutcome(BaseModel):
 def collect_recordings(paths: Iterable[str]) -> list[Path]:
     """Expand folders to their ``*.jsonl`` files (sorted by name).
 
-    Files keep the order they are named in; a file named twice is replayed once. A file
+    Files keep the order they are named in; a file named twice is replayed once, however
+    it is named (a relative or an absolute path, a link: the same file is one). A file
     that is missing or no recording is replayed as bad input (its own ``ERROR`` row).
 
     Raises:
@@ -92,7 +93,7 @@ def collect_recordings(paths: Iterable[str]) -> list[Path]:
             recordings that has none, so nothing is replayed.
     """
     found: list[Path] = []
-    seen: set[str] = set()
+    seen: set[tuple[int, int] | str] = set()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -102,11 +103,21 @@ def collect_recordings(paths: Iterable[str]) -> list[Path]:
         else:
             inside = [path]
         for item in inside:
-            key = os.path.normpath(item)
+            key = _file_key(item)
             if key not in seen:
                 seen.add(key)
                 found.append(item)
     return found
+
+
+def _file_key(path: Path) -> tuple[int, int] | str:
+    """What names one file however it is spelled (``a.jsonl``, ``$PWD/a.jsonl``, through a
+    link): its device and inode; a path that cannot be read, its absolute form."""
+    try:
+        st = path.stat()
+    except OSError:
+        return os.path.abspath(path)  # noqa: PTH100 - lexical, for a file that is not there
+    return (st.st_dev, st.st_ino)
 
 
 @dataclass(frozen=True)

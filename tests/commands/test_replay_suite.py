@@ -147,9 +147,12 @@ def test_junit_has_one_case_per_recording(tmp_path: Path) -> None:
     assert prop.get("value") == "1/4"
 
 
-def test_collect_expands_folders_and_replays_a_file_once(tmp_path: Path) -> None:
-    """Folders give their *.jsonl sorted; a file named twice is listed once; a missing
-    file is listed (its replay says so); a folder without recordings is a usage error."""
+def test_collect_expands_folders_and_replays_a_file_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Folders give their *.jsonl sorted; a file named twice is listed once, however it
+    is named (relative, absolute, through a link); a missing file is listed (its replay
+    says so); a folder without recordings is a usage error."""
     (tmp_path / "b.jsonl").write_text("", encoding="utf-8")
     (tmp_path / "a.jsonl").write_text("", encoding="utf-8")
     (tmp_path / "notes.txt").write_text("", encoding="utf-8")
@@ -158,5 +161,19 @@ def test_collect_expands_folders_and_replays_a_file_once(tmp_path: Path) -> None
         [str(tmp_path), str(tmp_path / "a.jsonl"), str(tmp_path / "missing.jsonl")]
     )
     assert found == [tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "missing.jsonl"]
+    (tmp_path / "link.jsonl").symlink_to("b.jsonl")
+    monkeypatch.chdir(tmp_path)
+    found = collect_recordings(
+        [
+            "a.jsonl",
+            str(tmp_path / "a.jsonl"),
+            "./a.jsonl",
+            "b.jsonl",
+            "link.jsonl",
+            "missing.jsonl",
+            str(tmp_path / "missing.jsonl"),
+        ]
+    )
+    assert found == [Path("a.jsonl"), Path("b.jsonl"), Path("missing.jsonl")]
     with pytest.raises(UsageError, match=r"^no recordings in .*empty \(no \*\.jsonl file"):
         collect_recordings([str(tmp_path), str(tmp_path / "empty")])
