@@ -190,6 +190,7 @@ def _replay(args: argparse.Namespace) -> int:
     outcomes: list[ReplayOutcome] = []
     todo = [ReplayJob(index=i, path=str(p)) for i, p in enumerate(selected)]
     workers = min(jobs, len(todo))
+    used = max(1, workers)  # what the summary says: --jobs 100000 on 3 recordings runs 3
     progress = Progress(
         len(todo), workers, out=sys.stdout, err=sys.stderr, live=live_line_allowed()
     )
@@ -211,11 +212,11 @@ def _replay(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the summary so far, exit 130
         progress.close()
         elapsed = time.perf_counter() - started
-        _summary(outcomes, elapsed, jobs=jobs, shard=shard, total=len(todo))
+        _summary(outcomes, elapsed, jobs=used, shard=shard, total=len(todo))
         raise
     progress.close()
     elapsed = time.perf_counter() - started
-    _summary(outcomes, elapsed, jobs=jobs, shard=shard)
+    _summary(outcomes, elapsed, jobs=used, shard=shard)
     if args.junit:
         target = Path(args.junit)
         try:

@@ -55,6 +55,15 @@ def verdicts(out: str) -> list[tuple[str, str]]:
     return found
 
 
+def test_the_summary_counts_the_jobs_used_not_the_jobs_asked_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--jobs 100000 on one recording replays it in this process: the summary says 1 job."""
+    assert main(["replay", str(GOOD), "--jobs", "100000"]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert re.search(r" \(1 job, [0-9.]+s of replays\)$", summary), summary
+
+
 def test_jobs_gives_the_rows_of_one_job_in_the_same_order(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
