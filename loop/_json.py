@@ -42,6 +42,7 @@ __all__ = [
     "INPUT_DEPTH",
     "LARGE",
     "MAX_DEPTH",
+    "UTF8_BOM",
     "JSONDecodeError",
     "TooDeep",
     "dumps_line",
@@ -50,6 +51,7 @@ __all__ = [
     "is_large",
     "loads",
     "too_deep",
+    "without_bom",
 ]
 
 JSONDecodeError = json.JSONDecodeError  # orjson's error is a subclass; both are ValueErrors
@@ -154,6 +156,18 @@ def _may_nest(data: bytes | bytearray | memoryview | str, limit: int) -> bool:
     if isinstance(data, str):
         return data.count("[") + data.count("{") > limit
     return data.count(b"[") + data.count(b"{") > limit
+
+
+# What some editors (Notepad, PowerShell's Out-File) put before the first line of a UTF-8
+# file. A file's first line is read without it (:func:`without_bom`): the standard
+# library's json.loads skips it in bytes, and orjson does not, so a reader that did not
+# drop it would disagree with tools that use the standard library (the pytest plugin).
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def without_bom(first_line: bytes) -> bytes:
+    """A file's first line without a leading UTF-8 byte order mark."""
+    return first_line.removeprefix(UTF8_BOM)
 
 
 def loads(data: bytes | bytearray | memoryview | str, *, max_depth: int | None = None) -> Any:

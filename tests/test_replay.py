@@ -320,6 +320,26 @@ async def test_a_recorded_failure_replays_as_the_same_failure(tmp_path: Path) ->
     assert (last.status, last.backend_ok) == ("failed", False)
 
 
+def test_a_byte_order_mark_before_the_header_is_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recording saved by an editor that starts UTF-8 files with a BOM: the pytest
+    plugin collects it (the standard library's json skips the mark), so the reader reads
+    it too, as loop.toml is read: replay, show and events take it whole."""
+    from loop.pytest_plugin import is_recording
+
+    good = REPO / "recordings" / "default.jsonl"
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes("\ufeff".encode() + good.read_bytes())
+    assert is_recording(path)
+    with RecordingReader(path) as marked, RecordingReader(good) as plain:
+        assert [r for _, r in marked.records()] == [r for _, r in plain.records()]
+        assert marked.iteration(marked.last_iteration) == plain.iteration(plain.last_iteration)
+    for command in (["replay"], ["show"], ["events"]):
+        assert main([*command, str(path)]) == 0, capsys.readouterr().err
+    assert "error" not in capsys.readouterr().err
+
+
 async def test_a_torn_last_line_warns_and_the_rest_replays(recording: Path) -> None:
     """A crash mid-write (torn last line) is a warning; the iterations before it replay."""
     data = await anyio.Path(recording).read_bytes()

@@ -128,6 +128,7 @@ def _first_kind(path: Path) -> object:
         raise InputError(f"{path}: is a folder, expected a journal or a recording") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    first = _json.without_bom(first)  # as the readers of both read it
     if not first.strip():
         raise InputError(f"{path}: empty file: neither a session journal nor a recording")
     try:

@@ -7,7 +7,8 @@ iteration records into their typed form and keeps them, as long as their lines f
 it, the pass reads only each line's kind, number and hat, and the record is validated
 when it is read. Bad input is a
 :class:`~loop.errors.RecordingError` naming the file and the line; a torn last line
-(a crash mid-write) is a warning and the rest is read.
+(a crash mid-write) is a warning and the rest is read. A UTF-8 byte order mark before
+the header (an editor's) is skipped, as ``loop.toml`` skips one.
 """
 
 from __future__ import annotations
@@ -132,10 +133,11 @@ class RecordingReader:
         header: HeaderRecord | None = None
         offset = 0
         bad: tuple[int, str] | None = None  # a line that is not JSON: torn if it is the last
-        for number, raw in enumerate(self._fh, start=1):
+        for number, line in enumerate(self._fh, start=1):
             if bad is not None:
                 raise self._error(f"corrupt record ({bad[1]})", bad[0])
-            size = len(raw)
+            size = len(line)  # offsets are the file's, a byte order mark counted
+            raw = _json.without_bom(line) if number == 1 else line
             if not raw.strip():
                 pass
             elif header is None:
@@ -336,7 +338,8 @@ class RecordingReader:
                 bad input, not the end of the recording: only the torn last line is.
         """
         with self.path.open("rb") as fh:
-            for number, raw in enumerate(fh, start=1):
+            for number, line in enumerate(fh, start=1):
+                raw = _json.without_bom(line) if number == 1 else line
                 if not raw.strip() or number == self._torn_line:
                     continue
                 try:
