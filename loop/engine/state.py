@@ -56,13 +56,11 @@ class PendingEvent:
 
 @dataclass(slots=True)
 class InFlight:
-    """An iteration that started and has not ended: its hat, the events it runs on, and
-    how many iterations had committed when it started. A value (one per iteration: not
-    ``frozen``, which would triple its cost to build)."""
+    """An iteration that started and has not ended: its hat and the events it runs on.
+    A value (one per iteration: not ``frozen``, which would triple its cost to build)."""
 
     hat: str
     triggers: tuple[int, ...]
-    commits: int = 0
 
 
 @dataclass(slots=True)
@@ -195,8 +193,7 @@ class LoopState:
     failed_iterations: int = 0
     last_signature: tuple[str, str, str] | None = None
     repeat_count: int = 0
-    commits: int = 0  # iteration.end records folded
-    signature_at: int = 0  # ``commits`` when ``last_signature`` was set
+    signature_seq: int = 0  # ``next_seq`` when ``last_signature`` was set
     elapsed: float = 0.0
     unrouted: str | None = None
     completed: bool = False
@@ -249,7 +246,7 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
         case IterationEnd():
             _apply_iteration_end(state, record, ctx)
         case IterationStart():
-            state.in_flight[record.iteration] = InFlight(record.hat, record.triggers, state.commits)
+            state.in_flight[record.iteration] = InFlight(record.hat, record.triggers)
             state.attempts.append(OpenAttempt(record.iteration, record.attempt))
             state.malformed.pop(record.iteration, None)  # an earlier attempt's are void
         case ChildStarted():
@@ -319,8 +316,8 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
     number = record.iteration
     state.iteration = max(state.iteration, number)
     flight = state.in_flight.pop(number, None)
-    state.commits += 1
-    started_at = flight.commits if flight is not None else state.commits
+    # the newest event it ran on: a repeat is one the first occurrence led to (see below)
+    cause = max(flight.triggers, default=0) if flight is not None else None
     if state.waits:  # its waits are over; another iteration in flight keeps its own
         state.waits.pop(number, None)
         state.waited.pop(number, None)
@@ -352,15 +349,17 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
             state.events_per_hat[hat] = state.events_per_hat.get(hat, 0) + 1
             sig = event.signature()
             if sig == state.last_signature:
-                # parallel hats: an activation that ran alongside the one that set the
-                # signature does not repeat it (a wave's siblings may well say the same);
-                # a stale loop repeats itself in turn
-                if started_at >= state.signature_at or state.signature_at == state.commits:
+                # a stale loop repeats itself in turn: the event counts again only from an
+                # activation that ran on something published since it first appeared. The
+                # siblings of one fan-out (three reviewers saying "LGTM", whether they ran
+                # at once or a few at a time) and an event published twice in one
+                # iteration are not repeats. Without its start record: it counts.
+                if cause is None or cause >= state.signature_seq:
                     state.repeat_count += 1
             else:
                 state.last_signature = sig
                 state.repeat_count = 1
-                state.signature_at = state.commits
+                state.signature_seq = state.next_seq
         _route_into(state, event, ctx)
     if record.completed:
         state.completed = True

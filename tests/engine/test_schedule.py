@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -466,19 +466,33 @@ def _end(n: int, payload: str) -> IterationEnd:
 
 
 def test_siblings_of_a_wave_saying_the_same_are_not_a_stale_loop() -> None:
-    """Three reviewers that ran together publish the same event: one, not three repeats;
-    the same three one after another are a repeat of three (the stale rule)."""
-    together = LoopState()
+    """Six reviewers run on six perspectives (events 1-6) and publish the same event,
+    three at a time or all at once: one, not six repeats. A reviewer that runs on what the
+    last one published, and says the same, repeats it in turn (the stale rule)."""
+    for order in ([1, 2, 3, 4, 5, 6], [1, 2, 3, 6, 5, 4]):
+        wave = LoopState(next_seq=7)  # the six perspectives were published
+        running: list[int] = []
+        for n in order:  # three at a time: a slot is refilled as each one ends
+            apply(wave, _start(n, "reviewer", (n,)), CTX)
+            running.append(n)
+            if len(running) == 3:
+                apply(wave, _end(running.pop(0), "LGTM"), CTX)
+        for n in running:
+            apply(wave, _end(n, "LGTM"), CTX)
+        assert wave.repeat_count == 1, order
+    in_turn = LoopState(next_seq=2)  # one perspective, event 1
+    cause = 1
     for n in (1, 2, 3):
-        apply(together, _start(n, "reviewer"), CTX)
-    for n in (2, 1, 3):
-        apply(together, _end(n, "LGTM"), CTX)
-    assert together.repeat_count == 1
-    apply(together, _start(4, "reviewer"), CTX)  # then one more, after them: a repeat
-    apply(together, _end(4, "LGTM"), CTX)
-    assert together.repeat_count == 2
-    in_turn = LoopState()
-    for n in (1, 2, 3):
-        apply(in_turn, _start(n, "reviewer"), CTX)
+        apply(in_turn, _start(n, "reviewer", (cause,)), CTX)
         apply(in_turn, _end(n, "LGTM"), CTX)
+        cause = in_turn.next_seq - 1  # the event it published: the next one runs on it
     assert in_turn.repeat_count == 3
+
+
+def test_an_event_published_again_in_the_same_iteration_is_not_a_repeat() -> None:
+    """``emit work.item --payloads x x x``: three equal items of one fan-out, no loop."""
+    state = LoopState(next_seq=2)
+    apply(state, _start(1, "reviewer", (1,)), CTX)
+    same = Event(topic="review.done", payload="x", source="reviewer")
+    apply(state, replace(_end(1, "x"), published=(same, same, same)), CTX)
+    assert state.repeat_count == 1
