@@ -41,6 +41,7 @@ from loop.session.view import (
     ToolCallView,
     flows,
     hat_stats,
+    iterations_text,
     outcome,
 )
 
@@ -220,8 +221,10 @@ def _figures(view: SessionView) -> str:
 def _outcome_line(view: SessionView) -> str:
     end = view.end
     if end is None:
-        if view.in_flight is not None:
-            return f"unfinished: iteration {view.in_flight} was running when the file ended"
+        if view.in_flight_all:
+            running = iterations_text(view.in_flight_all)
+            verb = "was" if len(view.in_flight_all) == 1 else "were"
+            return f"unfinished: {running} {verb} running when the file ended"
         return "unfinished: no end record (running, or stopped without one)"
     return (
         f"{end.reason} after {end.iterations} iteration(s) in {fmt_seconds(end.elapsed)} "

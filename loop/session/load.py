@@ -48,6 +48,7 @@ from loop.session.view import (
     LoopEvent,
     MarkerView,
     SessionView,
+    iterations_text,
 )
 
 __all__ = ["load_session", "resolve_session"]
@@ -155,7 +156,6 @@ class _Builder:
         self.loop_events: list[LoopEvent] = []
         self.markers: list[MarkerView] = []
         self.end: EndView | None = None
-        self.in_flight: int | None = None
         self.running: set[int] = set()  # parallel hats: started, not ended yet
         self.overlaps: dict[int, set[int]] = {}
 
@@ -168,7 +168,6 @@ class _Builder:
 
     def iteration(self, record: IterationFields) -> None:
         self.iterations.append(IterationView.model_validate(record, from_attributes=True))
-        self.in_flight = None
         self.running.discard(record.iteration)
 
     def lanes(self) -> tuple[IterationView, ...]:
@@ -259,7 +258,6 @@ def _from_journal(path: Path) -> SessionView:
             case IterationEnd():
                 build.iteration(record)
             case IterationStart():
-                build.in_flight = record.iteration
                 build.started(record.iteration)
             case HatExhausted():
                 event = _event(record.event)
@@ -292,14 +290,18 @@ def _from_journal(path: Path) -> SessionView:
                         exit_code=exit_code_for(record.reason),
                     )
                 )
-    in_flight = build.in_flight if build.end is None else None
-    if in_flight is not None:
+    # every start not ended since the last resume: parallel hats commit out of order, so
+    # the last start and the last end alone do not say what is open (2 may end after 3
+    # and 4 started); an end record closes them all (what it cancelled never committed)
+    in_flight = tuple(sorted(build.running)) if build.end is None else ()
+    if in_flight:
         build.markers.append(
             MarkerView(
                 kind="in_flight",
                 after=build.done,
-                message=f"iteration {in_flight} started and has not ended "
-                "(still running, or stopped by a crash or a kill)",
+                message=f"{iterations_text(in_flight)} started and "
+                + ("has" if len(in_flight) == 1 else "have")
+                + " not ended (still running, or stopped by a crash or a kill)",
             )
         )
     warnings = (f"{path}: torn last line ignored (a crash mid-write)",) if contents.torn else ()
@@ -318,7 +320,8 @@ def _from_journal(path: Path) -> SessionView:
         loop_events=tuple(build.loop_events),
         markers=tuple(build.markers),
         end=build.end,
-        in_flight=in_flight,
+        in_flight=in_flight[0] if in_flight else None,
+        in_flight_all=in_flight,
         records=len(records),
         warnings=warnings,
     )

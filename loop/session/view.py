@@ -10,7 +10,7 @@ its record.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -38,6 +38,7 @@ __all__ = [
     "event_rows",
     "flows",
     "hat_stats",
+    "iterations_text",
     "outcome",
 ]
 
@@ -199,7 +200,10 @@ class SessionView(_View):
     loop_events: tuple[LoopEvent, ...] = ()
     markers: tuple[MarkerView, ...] = ()
     end: EndView | None = None
-    in_flight: int | None = None  # an iteration started and not ended (journal only)
+    in_flight: int | None = None  # the oldest iteration started and not ended (journal only)
+    # every iteration started and not ended, oldest first: parallel hats run several at
+    # once (``in_flight`` keeps its one number, the first of these, for older readers)
+    in_flight_all: tuple[int, ...] = ()
     records: int  # the records in the file (a recording's run summary counts the same)
     last_run_records: int | None = None  # a resumed recording: what its last run wrote
     write_failures: int = 0
@@ -217,6 +221,15 @@ class SessionView(_View):
 
 
 # -- derived figures ----------------------------------------------------------------------
+
+
+def iterations_text(numbers: Sequence[int]) -> str:
+    """``iteration 3``, ``iterations 3 and 4``, ``iterations 2, 3 and 4``."""
+    if len(numbers) == 1:
+        return f"iteration {numbers[0]}"
+    *head, last = (str(n) for n in numbers)
+    return f"iterations {', '.join(head)} and {last}"
+
 
 Outcome = Literal["completed", "limit", "failed", "interrupted", "unfinished"]
 

@@ -290,6 +290,47 @@ def test_show_of_a_torn_journal_warns_and_shows_the_in_flight_iteration(
     assert "warning: " in out and "torn last line" in out
 
 
+def parallel_kill(journal: Path, tmp_path: Path) -> Path:
+    """The journal as parallel hats killed with `kill -9` leave it: iterations 3 and 4
+    started before 2 ended (2 committed last), and nothing after."""
+    lines = journal.read_bytes().splitlines(keepends=True)
+    at = {
+        (r["kind"], r.get("iteration")): n
+        for n, r in enumerate(json.loads(line) for line in lines)
+        if r["kind"] in ("iteration.start", "iteration.end")
+    }
+    start = lambda n: lines[at["iteration.start", n]]  # noqa: E731
+    cut = [
+        *lines[: at["iteration.start", 2] + 1],
+        start(3),
+        start(4),
+        lines[at["iteration.end", 2]],
+    ]
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b"".join(cut))
+    return path
+
+
+def test_show_and_report_name_every_activation_in_flight_at_a_kill(
+    made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Parallel hats commit out of order: 2 ended after 3 and 4 started, and 3 and 4 are
+    in flight, in the timeline, in the JSON and in the report."""
+    path = parallel_kill(made.journal, tmp_path)
+    code, out, _ = run(capsys, "show", str(path))
+    assert code == 0
+    assert [r[0] for r in rows_of(out)] == ["1", "2"]
+    assert "--  in_flight: iterations 3 and 4 started and have not ended" in out
+    code, out, _ = run(capsys, "show", "--json", str(path))
+    shown = json.loads(out)
+    assert shown["in_flight"] == 3 and shown["in_flight_all"] == [3, 4]
+    assert [m["kind"] for m in shown["markers"]] == ["in_flight"]
+    page = tmp_path / "r.html"
+    code, _, _ = run(capsys, "report", str(path), "-o", str(page))
+    assert code == 0
+    assert "unfinished: iterations 3 and 4 were running when the file ended" in page.read_text()
+
+
 @pytest.mark.parametrize("kind", ["journal", "recording"])
 def test_a_corrupt_line_before_the_last_is_a_one_line_error(
     made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
