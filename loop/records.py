@@ -422,19 +422,32 @@ class Override(LimitSettings):
 @with_config(RECORD_CONFIG)
 @dataclass(kw_only=True)
 class Resume:
-    """A process took the session over after ``iteration`` (``in_flight`` was running);
+    """A process took the session over after ``iteration`` (``in_flight`` was running,
+    the first of ``in_flight_all`` when parallel hats had several in flight);
     ``stopped``: the processes a previous run had left running, which it stopped."""
 
     kind: Literal["resume"] = "resume"
     pid: int
     iteration: Count
     in_flight: int | None = None
+    # written only when several were in flight (``in_flight`` names one alone), so a
+    # sequential session's resume line reads as it did before the field existed
+    in_flight_all: Annotated[
+        tuple[int, ...],
+        Field(description="every iteration in flight, oldest first, when there were several"),
+    ] = ()
     stopped: tuple[int, ...] = ()
     flags: Annotated[
         dict[str, FlagValue],
         Field(description="the settings given as flags to this run, or held from the last"),
     ] = field(default_factory=dict)
     ts: float
+
+    def lost(self) -> tuple[int, ...]:
+        """Every iteration that was in flight, and runs again: none, one or several."""
+        if self.in_flight_all:
+            return self.in_flight_all
+        return () if self.in_flight is None else (self.in_flight,)
 
 
 @with_config(RECORD_CONFIG)
@@ -520,6 +533,9 @@ def encode_record(record: object) -> bytes:
     if isinstance(record, SessionEnd) and record.unrouted_topic is None:
         # an optional field is left out when unset: older readers read the line as before
         data = {k: v for k, v in asdict(record).items() if k != "unrouted_topic"}
+        return _json.dumps_line(data)
+    if isinstance(record, Resume) and not record.in_flight_all:
+        data = {k: v for k, v in asdict(record).items() if k != "in_flight_all"}
         return _json.dumps_line(data)
     if isinstance(record, IterationFields):
         return _json.dumps_line(without_lost_calls(record), large=large)

@@ -18,6 +18,7 @@ from loop.session.store import (
     require_session,
     session_status,
 )
+from loop.session.view import iterations_text
 
 __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
 
@@ -75,13 +76,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pr.set_defaults(handler=_prune)
 
 
+def _in_flight_text(st: dict[str, Any]) -> str:
+    """`` (iterations 3 and 4 in flight)`` while the session runs; ``was``/``were`` once
+    it stopped (killed: those run again on a resume)."""
+    numbers = st.get("in_flight_all") or ([st["in_flight"]] if st.get("in_flight") else [])
+    if not numbers:
+        return ""
+    if st["status"] == "running":
+        return f" ({iterations_text(numbers)} in flight)"
+    return f" ({iterations_text(numbers)} {'was' if len(numbers) == 1 else 'were'} in flight)"
+
+
 def _render(st: dict[str, Any]) -> str:
     lines = [f"session     {st['session_id']}", f"status      {st['status']}"]
     if st["status"] == "not_found":
         return "\n".join(lines)
     lines += [
-        f"iterations  {st['iterations']}"
-        + (f" (iteration {st['in_flight']} was in flight)" if st.get("in_flight") else ""),
+        f"iterations  {st['iterations']}" + _in_flight_text(st),
         f"last hat    {st['last_hat'] or '-'}",
         "pending     " + (", ".join(f"{p['topic']}→{p['hat']}" for p in st["pending"]) or "-"),
         f"ended by    {st['termination'] or '-'}"

@@ -173,6 +173,7 @@ def resume_records(
             pid=pid,
             iteration=state.iteration,
             in_flight=min(state.in_flight, default=None),
+            in_flight_all=tuple(sorted(state.in_flight)) if len(state.in_flight) > 1 else (),
             flags=dict(config.flags),
             ts=now,
         )

@@ -276,10 +276,16 @@ def _from_journal(path: Path) -> SessionView:
             case EventsPublished():
                 build.published(record)
             case Resume():
-                was = record.in_flight
+                lost = record.lost()
                 build.resumed(
                     f"resumed by pid {record.pid} after iteration {record.iteration}"
-                    + (f" (iteration {was} was in flight and ran again)" if was else "")
+                    + (
+                        f" ({iterations_text(lost)} "
+                        + ("was" if len(lost) == 1 else "were")
+                        + " in flight and ran again)"
+                        if lost
+                        else ""
+                    )
                 )
             case SessionEnd():
                 build.ended(

@@ -191,7 +191,14 @@ class SessionStatus(BaseModel):
     status: SessionState
     iterations: int = 0
     last_hat: str | None = None
-    in_flight: int | None = Field(default=None, description="an iteration started, not ended")
+    in_flight: int | None = Field(
+        default=None, description="the first iteration started and not ended (see in_flight_all)"
+    )
+    in_flight_all: list[int] = Field(
+        default_factory=list,
+        description="every iteration started and not ended, oldest first (parallel hats: "
+        "several at once)",
+    )
     pending: list[PendingSummary] = Field(default_factory=list)
     termination: str | None = Field(default=None, description="why the session ended")
     unrouted_topic: str | None = Field(
@@ -255,6 +262,7 @@ def session_status(
         iterations=state.iteration,
         last_hat=state.last_hat,
         in_flight=min(state.in_flight, default=None),
+        in_flight_all=sorted(state.in_flight),
         pending=[
             PendingSummary(topic=p.event.topic, hat=p.hat, source=p.event.source)
             for p in state.pending

@@ -6,6 +6,7 @@ with `--record-session`); `show` and `events` then run in-process on their files
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -19,7 +20,7 @@ import pytest
 import structlog
 
 from loop.cli import main
-from loop.records import JOURNAL_VERSION
+from loop.records import JOURNAL_VERSION, Resume, encode_record
 from tests.commands.helpers import ENV, loop
 
 REPO = Path(__file__).resolve().parents[2]
@@ -329,6 +330,33 @@ def test_show_and_report_name_every_activation_in_flight_at_a_kill(
     code, _, _ = run(capsys, "report", str(path), "-o", str(page))
     assert code == 0
     assert "unfinished: iterations 3 and 4 were running when the file ended" in page.read_text()
+
+
+def test_status_names_every_activation_in_flight_as_running_or_stopped(
+    made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`status` (and so `get_session_status`, the same code) of the parallel kill: 3 and 4
+    were in flight; while a run holds the lock, they are in flight (no "was")."""
+    folder = tmp_path / "sessions" / "pk"
+    folder.mkdir(parents=True)
+    parallel_kill(made.journal, folder)
+    args = ("status", "--sessions-dir", str(tmp_path / "sessions"), "pk")
+    code, out, _ = run(capsys, *args)
+    assert code == 0
+    assert "iterations  2 (iterations 3 and 4 were in flight)" in out
+    code, out, _ = run(capsys, *args, "--json")
+    st = json.loads(out)
+    assert (st["in_flight"], st["in_flight_all"]) == (3, [3, 4])
+    with (folder / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a running run holds it
+        code, out, _ = run(capsys, *args)
+    assert "status      running" in out
+    assert "iterations  2 (iterations 3 and 4 in flight)" in out
+    resume = Resume(pid=9, iteration=2, in_flight=3, in_flight_all=(3, 4), ts=1.0)
+    with (folder / "journal.jsonl").open("ab") as fh:
+        fh.write(encode_record(resume))
+    code, out, _ = run(capsys, "show", str(folder))
+    assert "resumed by pid 9 after iteration 2 (iterations 3 and 4 were in flight and ran" in out
 
 
 @pytest.mark.parametrize("kind", ["journal", "recording"])

@@ -352,6 +352,8 @@ def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: 
     assert resumed.returncode == 0, resumed.stderr
     after = [json.loads(x) for x in journal_path.read_text().splitlines()]
     resume = next(r for r in after if r["kind"] == "resume")
+    assert resume["in_flight_all"] == sorted(uncommitted)  # all of them, not only the first
+    assert resume["in_flight"] == min(uncommitted)  # as before parallel hats
     assert set(held) <= set(resume["stopped"])  # the resume stopped both orphans first
     assert not any(_alive(pid) for pid in held)
     ends = [r for r in after if r["kind"] == "iteration.end"]

@@ -12,7 +12,7 @@ from loop import _json
 from loop.backends.base import BackendResult
 from loop.engine.decide import Outcome
 from loop.engine.records import iteration_end
-from loop.records import IterationEnd, SessionStart, parse_record
+from loop.records import IterationEnd, Resume, SessionStart, encode_record, parse_record
 from loop.session.recording import iteration_data, parse_iteration
 
 seconds = st.floats(min_value=0, max_value=10**6, allow_nan=False, allow_infinity=False)
@@ -90,3 +90,16 @@ def test_a_journal_of_the_format_before_tool_calls_still_reads() -> None:
     assert (record.schema_version, record.workdir) == (1, "")
     with pytest.raises(ValueError, match="journal format version 7: this hatloop reads versions"):
         parse_record(_json.dumps_line({**start, "schema_version": 7}))
+
+
+def test_a_resume_names_every_iteration_in_flight_and_a_sequential_one_keeps_its_form() -> None:
+    """Several in flight (parallel hats): ``in_flight_all`` names them all; one alone
+    leaves the optional field out, so the line reads as before it existed."""
+    several = Resume(pid=7, iteration=2, in_flight=3, in_flight_all=(3, 4), ts=1.0)
+    assert parse_record(encode_record(several)) == several
+    assert several.lost() == (3, 4)
+    one = Resume(pid=7, iteration=2, in_flight=3, ts=1.0)
+    line = encode_record(one)
+    assert b"in_flight_all" not in line
+    assert parse_record(line) == one and one.lost() == (3,)
+    assert Resume(pid=7, iteration=2, ts=1.0).lost() == ()
