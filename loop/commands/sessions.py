@@ -76,6 +76,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pr.set_defaults(handler=_prune)
 
 
+_ELAPSED_AS_OF = {
+    "now": " so far",
+    "last_commit": " at the last commit (the run stopped without an end record)",
+}
+
+
 def _in_flight_text(st: dict[str, Any]) -> str:
     """`` (iterations 3 and 4 in flight)`` while the session runs; ``was``/``were`` once
     it stopped (killed: those run again on a resume)."""
@@ -97,7 +103,7 @@ def _render(st: dict[str, Any]) -> str:
         "pending     " + (", ".join(f"{p['topic']}→{p['hat']}" for p in st["pending"]) or "-"),
         f"ended by    {st['termination'] or '-'}"
         + (f" (topic {st['unrouted_topic']})" if st.get("unrouted_topic") else ""),
-        f"elapsed     {st['elapsed']:.2f}s",
+        f"elapsed     {st['elapsed']:.2f}s" + _ELAPSED_AS_OF.get(st.get("elapsed_as_of") or "", ""),
     ]
     if spent := spent_text(st.get("cost_usd") or 0.0, st.get("tokens") or 0):
         lines.append(f"spent       {spent}")

@@ -29,7 +29,7 @@ from loop.engine.session_dir import JOURNAL_NAME, LATEST, SessionPaths, is_locke
 from loop.engine.state import LoopState, RouteContext, fold
 from loop.errors import InputError, LoopError, PathError, SessionError
 from loop.exits import EXIT_LIMIT, exit_code_for
-from loop.records import SessionStart
+from loop.records import IterationEnd, JournalRecord, Resume, SessionEnd, SessionStart
 
 __all__ = [
     "MIN_PREFIX",
@@ -43,6 +43,7 @@ __all__ = [
     "new_session_id",
     "require_session",
     "session_status",
+    "status_elapsed",
     "validate_session_id",
 ]
 
@@ -171,6 +172,10 @@ class PendingSummary(BaseModel):
     source: str | None = None
 
 
+# What a status's ``elapsed`` is as of: the session's end (its summary's figure), now (a
+# running session's runtime so far), or its last commit (a run killed without an end)
+ElapsedAsOf = Literal["end", "now", "last_commit"]
+
 SessionState = Literal[
     "not_found",
     "running",
@@ -205,6 +210,11 @@ class SessionStatus(BaseModel):
         default=None, description="the topic no hat takes (a session ended by unrouted_event)"
     )
     elapsed: float = 0.0
+    elapsed_as_of: ElapsedAsOf | None = Field(
+        default=None,
+        description="end: the session.end's figure; now: a running session's runtime so "
+        "far; last_commit: a run that stopped without an end record",
+    )
     failed_iterations: int = 0
     cost_usd: float = 0.0
     tokens: int = Field(default=0, description="input plus output tokens, where reported")
@@ -256,6 +266,7 @@ def session_status(
                 limits = limits_from(journaled_limits(state, start))
         resume = resume_command(session_id, state.termination or "interrupted", state, limits)
     waiting = state.waiting
+    elapsed, as_of = status_elapsed(contents.records, running=status == "running", now=time.time())
     return SessionStatus(
         session_id=session_id,
         status=status,
@@ -269,7 +280,8 @@ def session_status(
         ],
         termination=state.termination,
         unrouted_topic=state.unrouted if state.termination == "unrouted_event" else None,
-        elapsed=round(state.elapsed, 3),
+        elapsed=round(elapsed, 3),
+        elapsed_as_of=as_of,
         failed_iterations=state.failed_iterations,
         cost_usd=round(state.cost_usd, 6),
         tokens=state.tokens,
@@ -280,6 +292,34 @@ def session_status(
         resume_command=resume,
         directory=_absolute(paths.dir),
     )
+
+
+def status_elapsed(
+    records: list[JournalRecord], *, running: bool, now: float
+) -> tuple[float, ElapsedAsOf]:
+    """A session's runtime, and as of when: its end's (what the run's summary and ``show``
+    say: the time after the last commit counts, an interrupt's included); a running
+    one's so far (its run goes on from the last commit before its resume, as the engine
+    does, from its ``session.start`` or ``resume`` record's time); else the last commit's
+    (a run killed without an end record: when it died is not known)."""
+    committed = 0.0  # the last commit's elapsed: where a resumed run's clock goes on from
+    base, since = 0.0, None
+    end: SessionEnd | None = None
+    for record in records:
+        match record:
+            case IterationEnd():
+                committed = max(committed, record.elapsed)
+            case SessionStart():
+                base, since, end = 0.0, record.ts, None
+            case Resume():
+                base, since, end = committed, record.ts, None
+            case SessionEnd():
+                end = record
+    if end is not None:
+        return end.elapsed, "end"
+    if running and since is not None:
+        return max(committed, base + max(0.0, now - since)), "now"
+    return committed, "last_commit"
 
 
 def _state_of(termination: str | None, *, locked: bool) -> SessionState:

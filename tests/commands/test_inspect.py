@@ -13,14 +13,18 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import cast
 
 import pytest
 import structlog
 
 from loop.cli import main
-from loop.records import JOURNAL_VERSION, Resume, encode_record
+from loop.engine.journal import read_journal
+from loop.engine.records import session_end
+from loop.records import JOURNAL_VERSION, IterationEnd, Resume, SessionStart, encode_record
+from loop.session.store import status_elapsed
 from tests.commands.helpers import ENV, loop
 
 REPO = Path(__file__).resolve().parents[2]
@@ -357,6 +361,51 @@ def test_status_names_every_activation_in_flight_as_running_or_stopped(
         fh.write(encode_record(resume))
     code, out, _ = run(capsys, "show", str(folder))
     assert "resumed by pid 9 after iteration 2 (iterations 3 and 4 were in flight and ran" in out
+
+
+def test_status_elapsed_is_the_end_records_as_show_and_the_summary_say(
+    made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Interrupted seconds after its last commit: `status` says the session.end's elapsed (what
+    the run's summary and `show` say), not the last commit's; a run killed without an
+    end says its figure is the last commit's, and a running one's is its runtime so far."""
+    lines = made.journal.read_bytes().splitlines(keepends=True)
+    records = [json.loads(line) for line in lines]
+    two = next(n for n, r in enumerate(records) if r["kind"] == "iteration.end" and n > 2)
+    committed = records[two]["elapsed"]
+    folder = tmp_path / "sessions" / "st"
+    folder.mkdir(parents=True)
+    journal = folder / "journal.jsonl"
+    ended = int(committed) + 7.25  # the interrupt came later; exact, so no rounding differs
+    end = session_end("interrupted", records[two]["iteration"], ended, 1.0)
+    journal.write_bytes(b"".join(lines[: two + 1]) + encode_record(end))
+    args = ("status", "--sessions-dir", str(tmp_path / "sessions"), "st")
+    st = json.loads(run(capsys, *args, "--json")[1])
+    assert st["elapsed"] == ended  # not the last commit's
+    assert st["elapsed_as_of"] == "end"
+    _, out, _ = run(capsys, "show", str(journal))
+    assert f"in {ended:.2f}s" in out
+    assert f"elapsed     {ended:.2f}s\n" in run(capsys, *args)[1]
+
+    journal.write_bytes(b"".join(lines[: two + 2]))  # killed: the next one started, no end
+    st = json.loads(run(capsys, *args, "--json")[1])
+    assert (st["elapsed"], st["elapsed_as_of"]) == (round(committed, 3), "last_commit")
+    assert "at the last commit (the run stopped without an end record)" in run(capsys, *args)[1]
+
+
+def test_a_running_sessions_elapsed_is_its_runtime_so_far(made: Made) -> None:
+    """From its start (or its resume, going on from the last commit before it) to now."""
+    records = read_journal(made.journal).records
+    start = replace(cast(SessionStart, records[0]), ts=100.0)
+    first = next(r for r in records if isinstance(r, IterationEnd))
+    assert status_elapsed([start], running=True, now=103.5) == (3.5, "now")
+    assert status_elapsed([start, first], running=False, now=103.5) == (
+        first.elapsed,
+        "last_commit",
+    )
+    resume = Resume(pid=1, iteration=1, ts=200.0)
+    ran = status_elapsed([start, first, resume], running=True, now=201.0)
+    assert ran == (pytest.approx(first.elapsed + 1.0), "now")
 
 
 @pytest.mark.parametrize("kind", ["journal", "recording"])
