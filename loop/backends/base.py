@@ -46,6 +46,7 @@ A backend that watches its child's output passes :meth:`Backend.watch` to
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,8 +273,16 @@ class Backend:
 def child_env(request: BackendRequest, own: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a backend's child process: this process's environment, then the
     backend's own settings (``env`` in its config), then the loop's
-    (:meth:`BackendRequest.variables`). The one place a child's environment is made."""
-    return {**os.environ, **(own or {}), **request.variables()}
+    (:meth:`BackendRequest.variables`). The one place a child's environment is made.
+
+    The loop's ``PATH`` is this Python's folder before this process's ``PATH``; a backend
+    that sets its own ``PATH`` keeps it, with this Python's folder before it (the program
+    is looked up in it, as ``doctor`` and the preflight check do)."""
+    env = {**os.environ, **(own or {}), **request.variables()}
+    if own and "PATH" in own:
+        here = str(Path(sys.executable).parent)
+        env["PATH"] = here + (os.pathsep + own["PATH"] if own["PATH"] else "")
+    return env
 
 
 def effective_timeout(*limits: float | None) -> float | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -136,3 +138,32 @@ async def test_a_cancelled_call_is_released_too(tmp_path: Path) -> None:
     assert summary.reason == "max_consecutive_failures"
     assert hangs.env["GRANT"] == "secret-a-1"
     assert grants.log == [("given", 1), ("released", 1), ("committed", 1)]
+
+
+def test_a_backend_that_sets_path_keeps_it_with_this_python_first(tmp_path: Path) -> None:
+    """``env = {PATH = ...}`` on a backend: its program is found there (as ``doctor``
+    finds it), and the child's PATH is this Python's folder, then the backend's."""
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    program = tools / "mytool"
+    program.write_text(
+        '#!/bin/sh\ncat >/dev/null\necho "<event topic=\\"LOOP_COMPLETE\\">$PATH</event>"\n'
+    )
+    program.chmod(0o755)
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[backend]\ntype = "command"\ncommand = ["mytool"]\n'
+        f'env = {{ PATH = "{tools}:/usr/bin:/bin" }}\n'
+        '[hats.a]\ntriggers = ["task.start"]\npublishes = ["LOOP_COMPLETE"]\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "loop", "run", "-q", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    journal = next((tmp_path / ".loop/sessions").glob("*/journal.jsonl")).read_text()
+    (end,) = [json.loads(x) for x in journal.splitlines() if '"iteration.end"' in x]
+    assert end["events"][0]["payload"] == f"{Path(sys.executable).parent}:{tools}:/usr/bin:/bin"
