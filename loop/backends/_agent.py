@@ -39,6 +39,8 @@ REASON_LIMIT = 300  # characters of a CLI's message kept in an iteration's reaso
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _SPACE = re.compile(r"\s+")
 _ERROR_START = re.compile(r"(error|fatal)\b", re.IGNORECASE)
+_USAGE = re.compile(r"usage:", re.IGNORECASE)
+_HEADING = re.compile(r"[\w -]+:\s*")  # a usage text's "Options:", "Commands:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +149,20 @@ def error_line(raw: bytes | str) -> str:
 
     The last line that starts with ``error`` (or ``fatal``), else the last line that reads
     as a message: stack frames and dumped objects (indented lines) and lone brackets are
-    skipped, so neither a trace nor a usage text after the message hides it.
+    skipped, so neither a trace nor a usage text after the message hides it. A usage text
+    (from its ``Usage:`` line on: headings, options) follows the message it explains
+    (Gemini CLI's ``Unknown arguments: ...``): a message before it is the one.
     """
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
     lines = [ln for ln in _ANSI.sub("", text).splitlines() if ln.strip()]
-    messages = [ln for ln in lines if not ln[:1].isspace() and any(c.isalnum() for c in ln)]
+    usage = next((i for i, ln in enumerate(lines) if _USAGE.match(ln)), None)
+    if usage:  # something came before the usage text: the message
+        lines = lines[:usage]
+    messages = [
+        ln
+        for ln in lines
+        if not ln[:1].isspace() and any(c.isalnum() for c in ln) and not _HEADING.fullmatch(ln)
+    ]
     errors = [ln for ln in messages if _ERROR_START.match(ln)]
     chosen = errors or messages or lines
     return one_line(chosen[-1]) if chosen else ""

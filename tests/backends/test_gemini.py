@@ -401,6 +401,20 @@ async def test_real_cli_untrusted_folder_fails_cleanly(
 
 
 @pytest.mark.gemini
+async def test_real_cli_unknown_flag_fails_with_its_message_not_the_usage(
+    make_gemini: MakeGemini, make_request: MakeRequest
+) -> None:
+    """A flag the CLI does not know: its message, before the usage text it prints (the
+    reason was "Options:", the usage text's last heading)."""
+    with MockGemini() as mock:
+        result = await make_gemini(mock, mcp=False, args=["--bogus-flag"]).run(make_request())
+    assert not result.ok
+    assert result.reason == (
+        "gemini printed no result line (exit status 1): Unknown arguments: bogus-flag, bogusFlag"
+    ), result.reason
+
+
+@pytest.mark.gemini
 async def test_real_cli_timeout_kills_the_group(
     make_gemini: MakeGemini, make_request: MakeRequest, process_mark: str
 ) -> None:
