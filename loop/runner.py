@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,15 +152,16 @@ def resolve_session(config: LoadedConfig, options: RunOptions) -> SessionPaths:
     return SessionPaths(sessions_dir, sid, root=root)
 
 
-async def _watch_signals(scope: anyio.CancelScope, received: list[int]) -> None:
-    with anyio.open_signal_receiver(*stop_signals()) as signals:
-        async for signum in signals:
-            hung_up(signum)
-            received.append(signum)
-            name = signal.Signals(signum).name
-            log.warning("signal received: stopping after cleanup", signal=name)
-            scope.cancel()
-            return
+async def _watch_signals(
+    signals: AsyncIterator[int], scope: anyio.CancelScope, received: list[int]
+) -> None:
+    async for signum in signals:
+        hung_up(signum)
+        received.append(signum)
+        name = signal.Signals(signum).name
+        log.warning("signal received: stopping after cleanup", signal=name)
+        scope.cancel()
+        return
 
 
 async def run_loop(
@@ -203,18 +205,26 @@ async def run_loop(
     )
     received: list[int] = []
     summary: RunSummary | None = None
-    try:
-        async with anyio.create_task_group() as tg:
-            if options.handle_signals:
-                tg.start_soon(_watch_signals, tg.cancel_scope, received)
-            if endpoint is not None:  # the tools are served before any agent starts
-                await tg.start(endpoint.serve)
-            summary = await engine.run()
-            tg.cancel_scope.cancel()
-    except BaseExceptionGroup as group:  # the engine's own error, not a group, for callers
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
+    # The signals stay received until the session's cleanup is over: a second Ctrl-C
+    # while the first one's cleanup runs (children stopped, journal and recording
+    # flushed) is taken and dropped, never a KeyboardInterrupt in the middle of a write.
+    with (
+        anyio.open_signal_receiver(*stop_signals())
+        if options.handle_signals
+        else contextlib.nullcontext()
+    ) as signals:
+        try:
+            async with anyio.create_task_group() as tg:
+                if signals is not None:
+                    tg.start_soon(_watch_signals, signals, tg.cancel_scope, received)
+                if endpoint is not None:  # the tools are served before any agent starts
+                    await tg.start(endpoint.serve)
+                summary = await engine.run()
+                tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the engine's own error, not a group
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
     if summary is None:
         summary = engine.summary(
             "interrupted", [f"stopped by {signal.Signals(received[0]).name}"] if received else []

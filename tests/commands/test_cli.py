@@ -321,6 +321,31 @@ def test_a_signal_stops_the_run_gracefully_with_exit_130(
     assert st["status"] == "interrupted" and st["resume_command"]
 
 
+@pytest.mark.parametrize("gap", [0.0, 0.02, 0.05, 0.2])
+def test_a_second_ctrl_c_still_exits_130_with_no_traceback(tmp_path: Path, gap: float) -> None:
+    """Ctrl-C twice: the second comes during the first one's cleanup or the process's
+    exit. The exit code is 130 (a process killed by SIGINT was seen: -2), never a
+    traceback, and the journal is closed as interrupted."""
+    (tmp_path / "loop.toml").write_text(HANG_UP_CONFIG)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loop", "run", "-q", "--session-id", "s"],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _agent_pid(tmp_path, proc)  # type: ignore[arg-type]
+    proc.send_signal(signal.SIGINT)
+    time.sleep(gap)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    st = json.loads(loop("status", "s", "--json", cwd=tmp_path).stdout)
+    assert st["status"] == "interrupted"
+
+
 HANG_UP_CONFIG = (
     '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
     '[hats.slow]\ntriggers = ["task.start"]\n'
