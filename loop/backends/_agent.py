@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,8 +24,9 @@ __all__ = [
     "MCP_SERVER_NAME",
     "McpEndpoint",
     "call_text",
+    "cost_or_none",
+    "count_or_none",
     "error_line",
-    "int_or_none",
     "json_line",
     "json_lines",
     "mcp_endpoint",
@@ -110,9 +112,19 @@ def call_text(name: str, args: Any = None) -> str:
     return one_line(f"{name} {shown}".strip(), CALL_TEXT_LIMIT)
 
 
-def int_or_none(value: Any) -> int | None:
-    """``value`` when it is an int (not a bool), else ``None``."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+def count_or_none(value: Any) -> int | None:
+    """``value`` when it is a count (an int, not a bool, not negative), else ``None``: a
+    CLI's token count of -5 is no count, and would give a budget tokens back."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def cost_or_none(value: Any) -> float | None:
+    """``value`` as dollars when it is a finite number, not negative (not a bool), else
+    ``None``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    cost = float(value)
+    return cost if math.isfinite(cost) and cost >= 0 else None
 
 
 def _embedded_message(text: str) -> str:

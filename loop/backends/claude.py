@@ -31,7 +31,14 @@ from typing import Any
 import structlog
 
 from loop._fs import make_folders, write_json
-from loop.backends._agent import call_text, json_line, mcp_endpoint, mcp_server_env
+from loop.backends._agent import (
+    call_text,
+    cost_or_none,
+    count_or_none,
+    json_line,
+    mcp_endpoint,
+    mcp_server_env,
+)
 from loop.backends._limits import classify_text
 from loop.backends._process import ProcessResult, last_line, stop_reason
 from loop.backends.agent_cli import AgentCliBackend
@@ -204,10 +211,6 @@ class StreamReader(OutputReader):
         return pieces
 
 
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def summarize(proc: ProcessResult, timeout: float | None, now: float = 0.0) -> BackendResult:
     """Turn a finished CLI run into a :class:`BackendResult` (pure; ``now``: seconds since
     the epoch, to read a reset time given as a time of day)."""
@@ -236,10 +239,10 @@ def summarize(proc: ProcessResult, timeout: float | None, now: float = 0.0) -> B
     result = BackendResult(
         output=output,
         exit_code=proc.returncode,
-        cost_usd=float(cost) if isinstance(cost, int | float) else None,
-        input_tokens=_int_or_none(usage.get("input_tokens")),
-        output_tokens=_int_or_none(usage.get("output_tokens")),
-        turns=_int_or_none(res.get("num_turns")) if res else None,
+        cost_usd=cost_or_none(cost),
+        input_tokens=count_or_none(usage.get("input_tokens")),
+        output_tokens=count_or_none(usage.get("output_tokens")),
+        turns=count_or_none(res.get("num_turns")) if res else None,
         meta=meta,
     )
     reason = _failure(proc, res, timeout, stderr_tail)

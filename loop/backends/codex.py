@@ -36,8 +36,8 @@ import structlog
 from loop.backends._agent import (
     MCP_SERVER_NAME,
     call_text,
+    count_or_none,
     error_line,
-    int_or_none,
     json_line,
     json_lines,
     mcp_endpoint,
@@ -234,7 +234,7 @@ def parse_stream(stdout: str) -> CodexStream:
             stream.turns += 1
             usage = event.get("usage")
             for name, value in (usage if isinstance(usage, dict) else {}).items():
-                if (count := int_or_none(value)) is not None:
+                if (count := count_or_none(value)) is not None:
                     stream.usage[name] = stream.usage.get(name, 0) + count
         elif kind == "turn.failed":
             error = event.get("error")

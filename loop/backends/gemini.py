@@ -54,8 +54,8 @@ from loop._fs import make_folders, open_folder, write_json
 from loop.backends._agent import (
     MCP_SERVER_NAME,
     call_text,
+    count_or_none,
     error_line,
-    int_or_none,
     json_line,
     json_lines,
     mcp_endpoint,
@@ -280,8 +280,8 @@ def summarize(
     result = BackendResult(
         output="\n\n".join(stream.messages),
         exit_code=proc.returncode,
-        input_tokens=int_or_none(stats.get("input_tokens")),
-        output_tokens=int_or_none(stats.get("output_tokens")),
+        input_tokens=count_or_none(stats.get("input_tokens")),
+        output_tokens=count_or_none(stats.get("output_tokens")),
         meta=meta,
     )
     reason = _failure(proc, stream.result, timeout)

@@ -197,6 +197,20 @@ def test_summarize_success_takes_result_cost_tokens_turns() -> None:
     assert result.meta["session_id"] == "abc"
 
 
+@pytest.mark.parametrize(
+    ("cost", "usage"),
+    [(-1.0, {"input_tokens": -5, "output_tokens": 7}), ("0.25", {"input_tokens": True})],
+)
+def test_summarize_drops_usage_that_is_no_count(cost: object, usage: dict[str, object]) -> None:
+    """A negative token count or cost (it would give a budget back) and values of the
+    wrong type are not reported; the counts that are counts are."""
+    line = _line(type="result", subtype="success", is_error=False, result="done",
+                 total_cost_usd=cost, usage=usage)  # fmt: skip
+    result = summarize(_proc(line + "\n"), timeout=None)
+    assert (result.ok, result.cost_usd, result.input_tokens) == (True, None, None)
+    assert result.output_tokens == usage.get("output_tokens")
+
+
 def test_summarize_is_error_fails_with_api_status() -> None:
     """An is_error result is a failed iteration whose reason carries the API status."""
     line = _line(type="result", is_error=True, api_error_status=400, result="API Error: 400 x")
