@@ -204,7 +204,11 @@ def _main(argv: list[str]) -> int:
 
         fmt: _log.LogFormat = getattr(args, "log_format", None) or "auto"
         if getattr(args, "needs_logging", True) or "structlog" in sys.modules:
-            _log.configure_logging(fmt, color=getattr(args, "color", None) or "auto")
+            import logging  # noqa: PLC0415 - _log imported it: no cost
+
+            # -q: the log says only what went wrong (warnings, errors), as the output does
+            level = logging.WARNING if getattr(args, "quiet", False) else logging.INFO
+            _log.configure_logging(fmt, level=level, color=getattr(args, "color", None) or "auto")
         else:  # a tool command: structlog is imported if and when something logs
             _log.defer_logging(fmt)
         handler: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)

@@ -256,7 +256,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="print each hat's output on stderr as it arrives, prefixed with the hat",
     )
     o.add_argument(
-        "--quiet", "-q", action="store_true", help="no per-iteration progress, no live line"
+        "--quiet",
+        "-q",
+        action="store_true",
+        help="no per-iteration progress, no live line, only warnings and errors in the log",
     )
     o.add_argument(
         "--color",

@@ -515,3 +515,18 @@ def test_a_tool_command_reports_every_error_with_its_code(tmp_path: Path) -> Non
     assert res.returncode == 2
     assert res.stderr.startswith("error: config_error: ") and res.stderr.count("\n") == 1
     assert json.loads(res.stdout)["error"]["code"] == "config_error"
+
+
+def test_quiet_leaves_only_warnings_and_errors_in_the_log(tmp_path: Path) -> None:
+    """-q: no progress, and no info log lines (the experience export's among them); a
+    warning still shows."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\nmax_iterations = 1\n[hats.a]\ntriggers = ["task.start"]\n'
+        'backend = { type = "scripted", outputs = '
+        '["<event topic=\\"nobody.listens\\">x</event>"] }\n'
+    )
+    loud = loop("run", "--export-experience", cwd=tmp_path)
+    assert "[info" in loud.stderr and "experience export started" in loud.stderr
+    quiet = loop("run", "-q", "--export-experience", cwd=tmp_path)
+    assert "[info" not in quiet.stderr, quiet.stderr
+    assert "[warning" in quiet.stderr  # the event no hat takes
