@@ -279,8 +279,10 @@ def parse_tool_call_line(line: bytes | str) -> ToolCall:
 @with_config(RECORD_CONFIG)
 @dataclass(kw_only=True)
 class LostCalls:
-    """The tool calls an earlier attempt of an iteration made before it was lost (the run
-    was killed, and the resumed run ran the iteration again as a new attempt).
+    """The tool calls a backend call of an iteration made before it was lost: an earlier
+    attempt (the run was killed, and the resumed run ran the iteration again as a new
+    attempt), or an earlier call of the same attempt that a rate limit refused (the
+    backend was called again after the wait).
 
     What they changed (a task started, a theme file taken) stayed, so they belong to
     the iteration: a replay makes them again, as they were, before the iteration's own.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -30,7 +30,7 @@ import structlog
 from loop import _json
 from loop._fs import open_file
 from loop.emit import MAX_LINE_BYTES
-from loop.engine.session_dir import EVENTS_FILE_NAME
+from loop.engine.session_dir import EVENTS_FILE_NAME, SessionPaths
 from loop.errors import InputError
 from loop.events import PLACEHOLDER_TOPICS, Event, is_valid_topic, parse_event_tags
 from loop.records import EventMalformed, LostCalls, ToolCall, parse_tool_call_line
@@ -222,17 +222,30 @@ def collect_events(
 
 
 def lost_calls(
-    events_path: Callable[[int], str], attempt: int, hat: str, now: float, *, root: Path | None
+    paths: SessionPaths,
+    iteration: int,
+    attempt: int,
+    *,
+    reran: bool,
+    hat: str,
+    now: float,
+    root: Path | None,
 ) -> tuple[LostCalls, ...]:
-    """The tool calls journaled in the events files of the attempts before ``attempt``
-    (``events_path``: an attempt's file, by its number), which did not end: the run was
-    killed, and a resume runs the iteration again as a new attempt. What they changed
-    stayed; their events did not count and are not read."""
+    """The tool calls of the backend calls of ``iteration`` that did not end, in order:
+    those of the attempts before ``attempt`` (the run was killed, and a resume runs the
+    iteration again as a new attempt), and those of the calls of an attempt that a
+    rate-limit wait cut short (``reran``: the current attempt's were), whose events files
+    were set aside. What they changed stayed; their events did not count and are not read.
+    """
     lost = []
-    for earlier in range(1, attempt):
-        calls = read_events_file(events_path(earlier), hat, now, root=root).calls
-        if calls:
-            lost.append(LostCalls(attempt=earlier, tool_calls=tuple(calls)))
+    for number in range(1, attempt + 1):
+        files = paths.cut_events_files(iteration, number) if number < attempt or reran else []
+        if number < attempt:
+            files.append(paths.events_path(iteration, number))
+        for path in files:
+            calls = read_events_file(path, hat, now, root=root).calls
+            if calls:
+                lost.append(LostCalls(attempt=number, tool_calls=tuple(calls)))
     return tuple(lost)
 
 

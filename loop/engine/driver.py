@@ -424,11 +424,17 @@ class Engine:
         if problems:
             for malformed in malformed_records(hat, iteration, attempt, problems, now):
                 self._record(malformed)
-        lost = (  # an earlier attempt's calls stay made: they are the iteration's too
+        lost = (  # an earlier call's tool calls stay made: they are the iteration's too
             lost_calls(
-                partial(self.paths.events_path, iteration), attempt, hat, now, root=self._root
+                self.paths,
+                iteration,
+                attempt,
+                reran=called.reran,
+                hat=hat,
+                now=now,
+                root=self._root,
             )
-            if attempt > 1 and events_path is not None
+            if (attempt > 1 or called.reran) and events_path is not None
             else ()
         )
         loop = self.config.loop

@@ -17,7 +17,7 @@ import anyio
 import structlog
 
 from loop import locations
-from loop._fs import open_file, remove_file
+from loop._fs import remove_file
 from loop.backends._process import STOP_SECONDS
 from loop.backends._procs import SpawnedProcess
 from loop.backends.base import (
@@ -118,15 +118,14 @@ class ChildVariables:
                 log.exception("extension failed to release a child environment", extension=ext.name)
 
 
-def clean_events_file(events_file: Path, *, root: Path, uses_files: bool) -> None:
-    """Empty the attempt's events file for another call of the same attempt (after a
-    rate-limit wait): the earlier call's child is gone, its lines are void. Reached
-    without following links; an in-process hat's file is removed (it makes a new one)."""
-    if uses_files:
-        os.close(open_file(events_file, os.O_WRONLY | os.O_TRUNC, root=root))
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            remove_file(events_file, root=root, missing_ok=True, durable=False)
+def clean_events_file(events_file: Path, *, root: Path) -> None:
+    """Remove an in-process hat's events file for another call of the same attempt
+    (after a rate-limit wait): the earlier call's lines are void (it makes a new one).
+    A hat with a child process gets a new file instead, the earlier one set aside
+    (:meth:`~loop.engine.session_dir.SessionPaths.set_aside_events`). Reached without
+    following links."""
+    with contextlib.suppress(FileNotFoundError):
+        remove_file(events_file, root=root, missing_ok=True, durable=False)
 
 
 # How much later than a self-stopping backend's timeout the engine's scope fires: the
@@ -279,8 +278,10 @@ class HatCaller:
         events_file: Path | None = None  # a backend with no files and no events: none
         if uses_files or backend.writes_events:
             events_file = self.paths.events_file(iteration, attempt)
-            if rerun:
-                clean_events_file(events_file, root=self.paths.trusted, uses_files=uses_files)
+            if rerun and uses_files:  # the earlier call's tool calls stay (lost_calls)
+                self.paths.set_aside_events(iteration, attempt)
+            elif rerun:
+                clean_events_file(events_file, root=self.paths.trusted)
             if uses_files and self.children.contributors:  # the child's variables, for it
                 given = self.children.give(hat, iteration, activation, events_file, attempt)
                 env = {**given, **env}

@@ -17,6 +17,7 @@ import errno
 import fcntl
 import functools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,9 @@ LATEST = "latest"
 
 ATTEMPT_PREFIX = "attempt-"
 EVENTS_FILE_NAME = "events.jsonl"  # in the attempt's folder; LOOP_EVENTS_FILE names it
+# an earlier call's events file, set aside when the attempt's backend is called again
+# after a rate-limit wait: events.cut-1.jsonl, events.cut-2.jsonl...
+_CUT = re.compile(r"events\.cut-([1-9][0-9]*)\.jsonl")
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,31 @@ class SessionPaths:
         events = self.attempt_dir(iteration, attempt) / EVENTS_FILE_NAME
         os.close(open_file(events, os.O_WRONLY | os.O_CREAT | os.O_EXCL, root=self.trusted))
         return attempt
+
+    def set_aside_events(self, iteration: int, attempt: int) -> None:
+        """Give the attempt's next backend call (after a rate-limit wait) a new, empty
+        events file, and keep the earlier call's as ``events.cut-N.jsonl``: its events are
+        void (its child is gone), the tool calls in it stay made (``lost_calls``)."""
+        with open_folder(self.attempt_dir(iteration, attempt), root=self.trusted) as fd:
+            names = os.listdir(fd)  # noqa: PTH208 - the folder by its descriptor: no link
+            taken = {int(m.group(1)) for n in names if (m := _CUT.fullmatch(n))}
+            cut = f"events.cut-{max(taken, default=0) + 1}.jsonl"
+            with contextlib.suppress(FileNotFoundError):
+                os.rename(EVENTS_FILE_NAME, cut, src_dir_fd=fd, dst_dir_fd=fd)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            os.close(os.open(EVENTS_FILE_NAME, flags, 0o666, dir_fd=fd))
+
+    def cut_events_files(self, iteration: int, attempt: int) -> list[str]:
+        """The events files set aside in an attempt (:meth:`set_aside_events`), in the
+        order they were cut."""
+        try:
+            with open_folder(self.attempt_dir(iteration, attempt), root=self.trusted) as fd:
+                names = os.listdir(fd)  # noqa: PTH208 - the folder by its descriptor: no link
+            found = [(int(m.group(1)), n) for n in names if (m := _CUT.fullmatch(n))]
+        except FileNotFoundError:
+            return []
+        folder = self.attempt_dir(iteration, attempt)
+        return [str(folder / name) for _, name in sorted(found)]
 
 
 class SessionLock:

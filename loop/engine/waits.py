@@ -44,6 +44,7 @@ class Called:
     result: BackendResult
     started: float
     stop: str | None = None
+    reran: bool = False  # the attempt's backend was called again after a wait
 
 
 Attempt = Callable[[bool], Awaitable[tuple[BackendRequest, BackendResult, float]]]
@@ -101,11 +102,11 @@ class LimitWaits:
             request, result, started = await attempt(rerun)
             limit = result.limited
             if result.ok or limit is None:
-                return Called(request, result, started)
+                return Called(request, result, started, reran=rerun)
             plan, number = self.plan(state, limits, limit, iteration, elapsed())
             if plan.stop is not None:
                 log.warning("rate limited: not waiting", hat=hat, why=plan.stop)
-                return Called(request, result, started, plan.stop)
+                return Called(request, result, started, plan.stop, reran=rerun)
             pending = self.record(plan, number, limit, iteration, hat)
             record(pending)
             crash_point("wait")

@@ -147,8 +147,8 @@ class CallReplayer:
         if record.lost_calls:
             events_file.parent.mkdir(parents=True, exist_ok=True)
             made = []
-            for lost in record.lost_calls:
-                path = events_file.with_name(f"lost-attempt-{lost.attempt}.jsonl")
+            for number, lost in enumerate(record.lost_calls, start=1):  # a file for each
+                path = events_file.with_name(f"lost-{number}.jsonl")
                 self._make(request, lost.tool_calls, path)
                 calls = read_events_file(path, request.hat, 0.0).calls
                 made.append(LostCalls(attempt=lost.attempt, tool_calls=tuple(calls)))

@@ -91,8 +91,8 @@ class ToolCallView(_View):
 
 
 class LostCallsView(_View):
-    """The tool calls of an attempt of the iteration that did not end (the run was
-    killed): what they changed stayed."""
+    """The tool calls of a backend call of the iteration that did not end (the run was
+    killed, or a rate limit refused it): what they changed stayed."""
 
     attempt: int
     tool_calls: tuple[ToolCallView, ...] = ()

@@ -13,6 +13,16 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import anyio
+
+from loop.backends.base import Backend, BackendRequest, BackendResult, RateLimit, child_env
+from loop.engine.journal import read_journal
+from loop.records import IterationEnd
+from loop.replay import replay_recording
+from loop.session.recorder import Recorder
+from loop.testing import make_config, run_hats
 
 AGENT = Path(__file__).parent / "agents" / "start_then_die.py"
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
@@ -92,3 +102,64 @@ def test_a_lost_call_that_comes_out_otherwise_on_replay_is_a_divergence(tmp_path
         replay.stdout
     )
     assert 'task.status: "done"' in replay.stdout
+
+
+class _LimitedOnce(Backend):
+    """Makes tool calls through the CLI (a child process, as an agent does), then is
+    refused by a rate limit the first time; the next call completes the task it started,
+    and the loop."""
+
+    kind = "command"  # a hat with a child process: its own events file
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.task = ""
+
+    async def _loop(self, request: BackendRequest, *args: str) -> dict[str, Any]:
+        done = await anyio.run_process(
+            [sys.executable, "-m", "loop", *args, "--json"],
+            env=child_env(request),
+            cwd=request.workdir,
+        )
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        self.calls += 1
+        if self.calls == 1:
+            created = await self._loop(request, "task", "create", "--name", "A")
+            self.task = created["task"]["id"]
+            await self._loop(request, "task", "start", self.task)
+            result = BackendResult.failed("429 slow down", exit_code=1)
+            result.limited = RateLimit("rate_limit", "slow down", retry_after=0.1)
+            return result
+        await self._loop(request, "task", "complete", self.task, "done")
+        return BackendResult(output='<event topic="LOOP_COMPLETE">done</event>')
+
+
+async def test_the_calls_of_a_call_a_rate_limit_cut_short_are_kept_and_replayed(
+    tmp_path: Path,
+) -> None:
+    """A rate-limited call's tool calls stay made: its events file is set aside (not
+    emptied), the iteration keeps them as lost_calls (of the same attempt), and the
+    recording replays."""
+    cfg = make_config(
+        {"solo": {"triggers": ["task.start"], "publishes": ["LOOP_COMPLETE"]}},
+        folder=tmp_path,
+        extensions=True,
+        max_iterations=3,
+    )
+    recorder = Recorder(tmp_path / "r.jsonl", force=False, append=False)
+    summary, _ = await run_hats(
+        cfg, {"solo": _LimitedOnce()}, workdir=tmp_path, session_id="s", extra=[recorder]
+    )
+    assert summary.reason == "completed", summary
+    folder = tmp_path / ".loop/sessions/s/iterations/000001/attempt-1"
+    assert (folder / "events.cut-1.jsonl").exists()
+    journal = read_journal(tmp_path / ".loop/sessions/s/journal.jsonl").records
+    (end,) = [r for r in journal if isinstance(r, IterationEnd)]
+    (lost,) = end.lost_calls
+    assert lost.attempt == 1
+    assert [c.tool for c in lost.tool_calls] == ["createTask", "startTask"]
+    assert [c.tool for c in end.tool_calls] == ["completeTask"]
+    result = await replay_recording(tmp_path / "r.jsonl")
+    assert result.ok, result.divergence and result.divergence.render()
