@@ -645,12 +645,14 @@ triggers = ["task.start"]
 publishes = ["LOOP_COMPLETE"]
 backend = {{ type = "command", command = ["{python}", "{script}"] }}
 """
-# the hat says it started, then waits for the test's go before it completes
+# the hat says it started, then waits for the test's go before it completes (never for
+# more than 2 minutes: a test that failed before its go leaves no process behind)
 RACING_AGENT = """\
 import pathlib, sys, time
 here = pathlib.Path(sys.argv[0]).parent
 (here / "started").write_text("1")
-while not (here / "go").exists():
+deadline = time.monotonic() + 120
+while not (here / "go").exists() and time.monotonic() < deadline:
     time.sleep(0.02)
 print('<event topic="LOOP_COMPLETE">done</event>')
 """
@@ -703,6 +705,7 @@ def test_a_second_run_on_a_recording_being_written_is_refused_before_it_starts(
         (tmp_path / "go").write_text("1")
         _, err = first.communicate(timeout=120)
     finally:
+        (tmp_path / "go").write_text("1")  # the agent (in a group of its own) ends too
         if first.poll() is None:
             first.kill()
     assert first.returncode == 0, err
