@@ -329,7 +329,27 @@ def _recorder(
         redact=config.recording.redact_secrets and not args.no_redact,
     )
     recorder.claim()  # checked is not enough: two runs may both find no file there
+    if resumed is None:
+        _warn_of_tool_state(config)
     return [recorder]
+
+
+def _warn_of_tool_state(config: LoadedConfig) -> None:
+    """Say what the tools hold before a new session is recorded: its replay starts in an
+    empty folder, without it, so an agent's call that reads it replays otherwise."""
+    import structlog  # noqa: PLC0415 - logging is configured by now
+
+    from loop.runner import tool_context  # noqa: PLC0415 - on use
+    from loop.session.target import tool_state_before  # noqa: PLC0415 - only when recording
+
+    ctx = tool_context(config, config.root)
+    held = tool_state_before(ctx.tasks_file, ctx.workspace, ctx.experiences_base)
+    if held:
+        structlog.get_logger("loop.run").warning(
+            "recording: the tools already hold data that a replay starts without; a "
+            "recorded call that reads it will replay otherwise",
+            held="; ".join(held),
+        )
 
 
 def _live(args: argparse.Namespace) -> Any:

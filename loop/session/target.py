@@ -30,6 +30,7 @@ __all__ = [
     "cut_torn_tail",
     "open_recording",
     "prepare_target",
+    "tool_state_before",
 ]
 
 log = structlog.get_logger("loop.recorder")
@@ -267,3 +268,26 @@ def cut_torn_tail(fd: int, size: int, path: Path) -> int:
     os.ftruncate(fd, good)
     log.warning("recording: dropped a torn last line before appending", file=str(path))
     return good
+
+
+def tool_state_before(tasks_file: Path | None, workspace: Path, experiences: Path) -> list[str]:
+    """What the tools already hold as a new session is recorded: a replay starts without
+    it (in an empty scratch folder), so a recorded call that reads it will differ. One
+    line each, for a warning; nothing when the tools hold nothing."""
+    found = []
+    if tasks_file is not None and tasks_file.is_file() and not tasks_file.is_symlink():
+        try:
+            tasks = _json.loads(tasks_file.read_bytes())
+        except (OSError, ValueError):
+            tasks = None
+        if not isinstance(tasks, list) or tasks:
+            count = f"{len(tasks)} task(s)" if isinstance(tasks, list) else "tasks"
+            found.append(f"{count} in {tasks_file}")
+    for folder, what in ((workspace, "the theme workspace"), (experiences, "experiences")):
+        try:
+            held = folder.is_dir() and any(folder.iterdir())
+        except OSError:
+            held = False
+        if held:
+            found.append(f"{what} in {folder}")
+    return found

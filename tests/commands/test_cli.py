@@ -530,3 +530,20 @@ def test_quiet_leaves_only_warnings_and_errors_in_the_log(tmp_path: Path) -> Non
     quiet = loop("run", "-q", "--export-experience", cwd=tmp_path)
     assert "[info" not in quiet.stderr, quiet.stderr
     assert "[warning" in quiet.stderr  # the event no hat takes
+
+
+def test_recording_a_session_warns_of_tool_state_a_replay_starts_without(
+    tmp_path: Path,
+) -> None:
+    """A task made before the run is in the tasks file, not in the recording: the run
+    says so as it starts recording (a replay starts in an empty folder); a clean project
+    gets no such warning."""
+    clean = loop("run", "-q", "--record-session", "r.jsonl", cwd=tmp_path)
+    assert clean.returncode == 0, clean.stderr
+    assert "already hold" not in clean.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    assert loop("task", "create", "made before", cwd=other).returncode == 0
+    warned = loop("run", "-q", "--record-session", "r.jsonl", cwd=other)
+    assert "the tools already hold data that a replay starts without" in warned.stderr
+    assert f"1 task(s) in {other / '.loop' / 'tasks.json'}" in warned.stderr
