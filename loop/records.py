@@ -44,7 +44,7 @@ are values: treat them as immutable.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Annotated, Any, Literal
 
@@ -81,8 +81,8 @@ __all__ = [
     "encode_record",
     "parse_record",
     "parse_tool_call_line",
+    "record_data",
     "validation_message",
-    "without_lost_calls",
 ]
 
 # The journal's format; session.start records it. Version 1 (before tool calls were
@@ -532,22 +532,26 @@ def encode_record(record: object) -> bytes:
     large = isinstance(record, IterationFields) and (
         len(record.output) + len(record.prompt) > _json.LARGE
     )
-    if isinstance(record, SessionEnd) and record.unrouted_topic is None:
-        # an optional field is left out when unset: older readers read the line as before
-        data = {k: v for k, v in asdict(record).items() if k != "unrouted_topic"}
-        return _json.dumps_line(data)
-    if isinstance(record, Resume) and not record.in_flight_all:
-        data = {k: v for k, v in asdict(record).items() if k != "in_flight_all"}
-        return _json.dumps_line(data)
-    if isinstance(record, IterationFields):
-        return _json.dumps_line(without_lost_calls(record), large=large)
+    if isinstance(record, IterationFields | SessionEnd | Resume):
+        return _json.dumps_line(record_data(record), large=large)
     return _json.dumps_line(record, large=large)
 
 
-def without_lost_calls(record: IterationFields) -> dict[str, Any]:
-    """An iteration's fields as data (a copy), ``lost_calls`` left out when there are
-    none: almost every iteration, whose line reads as it did before the field existed."""
+# The optional fields a line leaves out while they are unset (None or empty), each
+# added to a format after lines without it were written: an older reader reads such a
+# line as before. Every other field is always written.
+_LEFT_OUT_UNSET: tuple[tuple[type, str], ...] = (
+    (IterationFields, "lost_calls"),
+    (SessionEnd, "unrouted_topic"),
+    (Resume, "in_flight_all"),
+)
+
+
+def record_data(record: IterationFields | SessionEnd | Resume) -> dict[str, Any]:
+    """A record's fields as data (a copy), without its optional field while that is
+    unset (:data:`_LEFT_OUT_UNSET`)."""
     data = vars(record).copy()
-    if not record.lost_calls:
-        del data["lost_calls"]
+    for kind, name in _LEFT_OUT_UNSET:
+        if isinstance(record, kind) and not data[name]:
+            del data[name]
     return data

@@ -38,8 +38,8 @@ from loop.records import (
     Override,
     SessionEndFields,
     SessionFields,
+    record_data,
     validation_message,
-    without_lost_calls,
 )
 
 __all__ = [
@@ -217,7 +217,7 @@ def iteration_data(record: IterationEnd) -> dict[str, Any]:
     iteration, and building the object first would double its cost. A copy of the
     record's fields (keys in their order: ``kind`` keeps its place, ``timestamp`` last).
     """
-    data = without_lost_calls(record)
+    data = record_data(record)
     data["kind"] = "iteration"
     data["timestamp"] = iso_time(record.ts)
     return data
