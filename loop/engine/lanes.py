@@ -67,6 +67,18 @@ __all__ = ["CommitGate", "Lane", "ParallelLoop", "RecordedOrder"]
 log = structlog.get_logger("loop.engine")
 
 
+# Deadlines closer than this are one: the runtime's deadline, worked out again at every
+# plan from the clock's reading, moves by rounding errors, and waking the main task for
+# each would cost every activation a turn of the event loop.
+_SAME_TIME = 1e-6
+
+
+def _same_time(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) < _SAME_TIME
+
+
 RESUMED = 0  # in a commit order: the session was resumed (what was in flight was lost)
 
 
@@ -306,7 +318,7 @@ class ParallelLoop:
             )
             for number, why in plan.cancel.items():
                 self.lanes[number].cancel(why, hard=plan.stop is not None)
-            if plan.wake_at != self.wake_at:  # the main task waits for another deadline
+            if not _same_time(plan.wake_at, self.wake_at):  # the main task waits for another
                 self.wake_at = plan.wake_at
                 self.changed.set()
             if plan.stop is not None:
