@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop._log",
             "loop._prefix",
             "loop._signals",
+            "loop._text",
             "loop._version",
             "loop.bus",
             "loop.emit",

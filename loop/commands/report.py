@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from loop._fs import atomic_write
+from loop._text import iterations_text
 from loop._version import __version__
 from loop.commands.common import check_output_file
 from loop.commands.inspect import TARGET_HELP, load_target
@@ -41,7 +42,6 @@ from loop.session.view import (
     ToolCallView,
     flows,
     hat_stats,
-    iterations_text,
     outcome,
 )
 
@@ -226,9 +226,13 @@ def _outcome_line(view: SessionView) -> str:
             verb = "was" if len(view.in_flight_all) == 1 else "were"
             return f"unfinished: {running} {verb} running when the file ended"
         return "unfinished: no end record (running, or stopped without one)"
+    cut = ""
+    if view.in_flight_all:  # the end cut them short
+        verb = "was" if len(view.in_flight_all) == 1 else "were"
+        cut = f"; {iterations_text(view.in_flight_all)} {verb} in flight, not committed"
     return (
         f"{end.reason} after {end.iterations} iteration(s) in {fmt_seconds(end.elapsed)} "
-        f"(exit {end.exit_code})"
+        f"(exit {end.exit_code}){cut}"
     )
 
 

@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from loop._text import iterations_text
 from loop.commands.common import SESSIONS_DIR_HELP, print_json, sessions_root
 from loop.engine.progress import spent_text
 from loop.errors import UsageError
@@ -18,7 +19,6 @@ from loop.session.store import (
     require_session,
     session_status,
 )
-from loop.session.view import iterations_text
 
 __all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
 

@@ -506,10 +506,8 @@ class Engine:
             return await call
         with anyio.move_on_after(left):
             return await call
-        why = f"iteration {iteration} ({hat}) was cancelled as max_runtime_seconds passed"
         log.warning("max_runtime passed: iteration cancelled", iteration=iteration, hat=hat)
-        self._notes.append(f"{why}; nothing of it was committed, a resume runs it again")
-        return None
+        return None  # the summary names it, as every iteration the run's end cut short
 
     def summary(self, reason: str, notes: list[str]) -> RunSummary:
         """The run summary for ``reason``."""

@@ -9,6 +9,7 @@ from typing import Any
 
 import structlog
 
+from loop._text import iterations_text
 from loop.bus import EventBus
 from loop.engine.decide import Limits
 from loop.engine.lifecycle import (
@@ -78,12 +79,35 @@ class RunSummary:
             cost_usd=state.cost_usd,
             resumed=resumed,
             session_dir=session_dir,
-            notes=notes,
+            notes=[*notes, *_state_notes(state, reason)],
             usage_per_hat=dict(state.usage_per_hat),
             tokens=state.tokens,
             resume_command=resume_command(session_id, reason, state, limits),
             unrouted_topic=state.unrouted if reason == "unrouted_event" else None,
         )
+
+
+def _state_notes(state: LoopState, reason: str) -> list[str]:
+    """What the state says of how the run ended: the iterations its end cut short, and
+    the failure that ended a run of failures."""
+    notes = []
+    if state.in_flight:
+        numbers = sorted(state.in_flight)
+        hats = sorted({state.in_flight[n].hat for n in numbers})
+        one = len(numbers) == 1
+        note = (
+            f"{iterations_text(numbers)} ({', '.join(hats)}) {'was' if one else 'were'} in "
+            f"flight as the run stopped: nothing of {'it' if one else 'them'} was committed"
+        )
+        if reason not in ("completed", "cancelled"):
+            note += f", a resume runs {'it' if one else 'them'} again"
+        notes.append(note)
+    if reason == "max_consecutive_failures" and state.last_failure is not None:
+        notes.append(
+            f"{state.consecutive_failures} iteration(s) failed in a row; the last: "
+            f"{state.last_failure}"
+        )
+    return notes
 
 
 def resume_command(

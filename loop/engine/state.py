@@ -176,7 +176,7 @@ class LoopState:
 
     ``iteration`` is the highest committed iteration; ``in_flight`` holds the iterations
     that started and have not ended, by number (one at most while iterations run one at
-    a time; a resume or the session's end clears them).
+    a time; after the session's end, the ones it cut short; a resume clears them).
     """
 
     iteration: int = 0
@@ -191,6 +191,7 @@ class LoopState:
     activations: dict[str, int] = field(default_factory=dict)
     consecutive_failures: int = 0
     failed_iterations: int = 0
+    last_failure: str | None = None  # the last failed iteration's number, hat and reason
     last_signature: tuple[str, str, str] | None = None
     repeat_count: int = 0
     signature_seq: int = 0  # ``next_seq`` when ``last_signature`` was set
@@ -283,7 +284,11 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
             state.malformed.clear()
         case SessionEnd():
             state.termination = record.reason
-            state.in_flight.clear()
+            # the runtime goes on from the end's: an interrupted iteration's time was spent
+            # too (a kill leaves no end: the last commit's is all that is known)
+            state.elapsed = max(state.elapsed, record.elapsed)
+            # what was in flight stays named (cut short, nothing of it committed) until a
+            # resume runs it again
             if record.reason != "interrupted":  # a stop ends the waits; Ctrl-C keeps them
                 state.waits.clear()
                 state.waited.clear()
@@ -339,9 +344,11 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
         state.pending = [p for p in state.pending if p.seq not in consumed]
     if record.status == "ok":
         state.consecutive_failures = 0
+        state.last_failure = None
     else:
         state.consecutive_failures += 1
         state.failed_iterations += 1
+        state.last_failure = f"#{number} {hat}: {record.reason or 'failed'}"
     seen = state.seen_topics
     for event in record.published:
         seen.add(event.topic)

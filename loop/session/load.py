@@ -16,6 +16,7 @@ from typing import Any
 
 from loop import _json
 from loop._fs import link_error, stat_nofollow
+from loop._text import iterations_text
 from loop.engine.journal import read_journal
 from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import InputError, PathError, SessionError
@@ -48,7 +49,6 @@ from loop.session.view import (
     LoopEvent,
     MarkerView,
     SessionView,
-    iterations_text,
 )
 
 __all__ = ["load_session", "resolve_session"]
@@ -212,6 +212,21 @@ class _Builder:
         return self.iterations[-1].iteration if self.iterations else 0
 
 
+def _open_text(numbers: tuple[int, ...], end: EndView | None) -> str:
+    """What the iterations started and not ended are: running (or killed), or cut short
+    by the session's end."""
+    one = len(numbers) == 1
+    if end is None:
+        return (
+            f"{iterations_text(numbers)} started and {'has' if one else 'have'} not ended "
+            "(still running, or stopped by a crash or a kill)"
+        )
+    return (
+        f"{iterations_text(numbers)} {'was' if one else 'were'} in flight as the session "
+        f"ended ({end.reason}): nothing of {'it' if one else 'them'} was committed"
+    )
+
+
 def _end_marker(end: EndView) -> MarkerView:
     return MarkerView(
         kind="ended",
@@ -298,17 +313,11 @@ def _from_journal(path: Path) -> SessionView:
                 )
     # every start not ended since the last resume: parallel hats commit out of order, so
     # the last start and the last end alone do not say what is open (2 may end after 3
-    # and 4 started); an end record closes them all (what it cancelled never committed)
-    in_flight = tuple(sorted(build.running)) if build.end is None else ()
+    # and 4 started); after an end record, the ones it cut short (never committed)
+    in_flight = tuple(sorted(build.running))
     if in_flight:
         build.markers.append(
-            MarkerView(
-                kind="in_flight",
-                after=build.done,
-                message=f"{iterations_text(in_flight)} started and "
-                + ("has" if len(in_flight) == 1 else "have")
-                + " not ended (still running, or stopped by a crash or a kill)",
-            )
+            MarkerView(kind="in_flight", after=build.done, message=_open_text(in_flight, build.end))
         )
     warnings = (f"{path}: torn last line ignored (a crash mid-write)",) if contents.torn else ()
     return SessionView(

@@ -299,27 +299,30 @@ def status_elapsed(
 ) -> tuple[float, ElapsedAsOf]:
     """A session's runtime, and as of when: its end's (what the run's summary and ``show``
     say: the time after the last commit counts, an interrupt's included); a running
-    one's so far (its run goes on from the last commit before its resume, as the engine
-    does, from its ``session.start`` or ``resume`` record's time); else the last commit's
-    (a run killed without an end record: when it died is not known)."""
-    committed = 0.0  # the last commit's elapsed: where a resumed run's clock goes on from
+    one's so far (its run goes on, as the engine's does, from the runtime before its
+    resume, from its ``session.start`` or ``resume`` record's time); else the last
+    commit's (a run killed without an end record: when it died is not known).
+
+    The runtime before a resume is the last ``session.end``'s, or the last commit's if
+    that is later (a run killed after a resume left no end)."""
+    carried = 0.0  # where a resumed run's clock goes on from (the engine's state.elapsed)
     base, since = 0.0, None
     end: SessionEnd | None = None
     for record in records:
         match record:
             case IterationEnd():
-                committed = max(committed, record.elapsed)
+                carried = max(carried, record.elapsed)
             case SessionStart():
                 base, since, end = 0.0, record.ts, None
             case Resume():
-                base, since, end = committed, record.ts, None
+                base, since, end = carried, record.ts, None
             case SessionEnd():
-                end = record
+                carried, end = max(carried, record.elapsed), record
     if end is not None:
         return end.elapsed, "end"
     if running and since is not None:
-        return max(committed, base + max(0.0, now - since)), "now"
-    return committed, "last_commit"
+        return max(carried, base + max(0.0, now - since)), "now"
+    return carried, "last_commit"
 
 
 def _state_of(termination: str | None, *, locked: bool) -> SessionState:

@@ -10,7 +10,7 @@ its record.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -38,7 +38,6 @@ __all__ = [
     "event_rows",
     "flows",
     "hat_stats",
-    "iterations_text",
     "outcome",
 ]
 
@@ -221,14 +220,6 @@ class SessionView(_View):
 
 
 # -- derived figures ----------------------------------------------------------------------
-
-
-def iterations_text(numbers: Sequence[int]) -> str:
-    """``iteration 3``, ``iterations 3 and 4``, ``iterations 2, 3 and 4``."""
-    if len(numbers) == 1:
-        return f"iteration {numbers[0]}"
-    *head, last = (str(n) for n in numbers)
-    return f"iterations {', '.join(head)} and {last}"
 
 
 Outcome = Literal["completed", "limit", "failed", "interrupted", "unfinished"]

@@ -342,3 +342,27 @@ def test_a_cancelled_or_completed_state_ends_the_run_before_anything_else() -> N
     state = LoopState(cancelled=True, unrouted="loop.cancel", iteration=99)
     assert check_limits(state, LIMITS, elapsed=0.0) == "cancelled"
     assert exit_code_for("cancelled") == 0
+
+
+def test_an_end_keeps_what_it_cut_short_and_its_runtime_until_a_resume() -> None:
+    """A session interrupted while iteration 2 ran: the state still names iteration 2 as in
+    flight (a resume runs it again and says so), and its runtime is the end's, which
+    counts the time of the cut iteration; the resume clears what was in flight."""
+    from loop.records import IterationStart, Resume, SessionEnd
+
+    planner = end_record(1, "planner", [Event(topic="plan.ready", source="planner")], [1])
+    state = fold(
+        [
+            start_record(),
+            IterationStart(iteration=1, hat="planner", triggers=(1,), ts=1.0),
+            planner,
+            IterationStart(iteration=2, hat="builder", triggers=(2,), ts=2.0),
+            SessionEnd(reason="interrupted", iterations=1, elapsed=5.3, ts=6.0),
+        ],
+        CTX,
+    )
+    assert planner.elapsed < 5.3
+    assert state.elapsed == 5.3 and state.termination == "interrupted"
+    assert list(state.in_flight) == [2] and state.in_flight[2].hat == "builder"
+    apply(state, Resume(pid=1, iteration=1, in_flight=2, ts=7.0), CTX)
+    assert state.in_flight == {} and state.elapsed == 5.3

@@ -129,6 +129,10 @@ async def test_a_failing_command_is_a_failed_iteration_with_its_reason(tmp_path:
     assert ends[0].status == "failed" and ends[0].exit_code == 3
     assert ends[0].reason == "exit status 3: something broke"
     assert ends[0].output.strip() == "partial output"
+    # the summary says why, not only which limit: the failure that ended the run
+    assert "2 iteration(s) failed in a row; the last: #2 a: exit status 3: something broke" in (
+        summary.notes
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -170,9 +174,10 @@ async def test_max_runtime_cancels_the_iteration_in_flight_when_it_passes(tmp_pa
     assert summary.reason == "max_runtime"
     assert summary.elapsed < 60
     assert journal_ends(tmp_path, "r") == []
-    assert any(
-        "iteration 1 (a) was cancelled as max_runtime_seconds passed" in n for n in summary.notes
-    )
+    assert summary.notes == [
+        "iteration 1 (a) was in flight as the run stopped: nothing of it was committed, "
+        "a resume runs it again"
+    ]
     parent, child = (int(x) for x in pids.read_text().split())
     assert not _alive(parent) and not _alive(child)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from loop._text import iterations_text
 from loop.backends.command import CommandBackend
 from loop.config import McpSection
 from loop.engine.journal import read_journal
@@ -389,7 +390,7 @@ def test_sigint_stops_every_activation_and_its_process_group(tmp_path: Path) -> 
         [sys.executable, "-m", "loop", "run", "-q", "--session-id", "s"],
         cwd=tmp_path,
         env=env,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
@@ -398,15 +399,48 @@ def test_sigint_stops_every_activation_and_its_process_group(tmp_path: Path) -> 
         held = [int((signals / f"pid-{n}").read_text()) for n in (1, 3)]
         assert all(_alive(pid) for pid in held)
         proc.send_signal(signal.SIGINT)
-        _, stderr = proc.communicate(timeout=120)
+        stdout, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, stderr
     assert not any(_alive(pid) for pid in held)
     journal_path = tmp_path / ".loop/sessions/s/journal.jsonl"
-    end = json.loads(journal_path.read_text().splitlines()[-1])
+    records = [json.loads(x) for x in journal_path.read_text().splitlines()]
+    end = records[-1]
     assert end["kind"] == "session.end" and end["reason"] == "interrupted"
+    started = {r["iteration"] for r in records if r["kind"] == "iteration.start"}
+    cut = sorted(started - {r["iteration"] for r in records if r["kind"] == "iteration.end"})
+    assert len(cut) >= 2  # the two held reviewers (the third may have committed)
+    # the summary, status and show name the activations the interrupt cut short
+    named = f"{iterations_text(cut)} (reviewer)"
+    assert f"{named} were in flight as the run stopped: nothing of them was committed" in stdout
+    loop = [sys.executable, "-m", "loop"]
+    status = subprocess.run(
+        [*loop, "status", "s", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert json.loads(status.stdout)["in_flight_all"] == cut, status.stdout
+    show = subprocess.run(
+        [*loop, "show", "s"], cwd=tmp_path, env=env, capture_output=True, check=False
+    )
+    assert b"were in flight as the session ended (interrupted)" in show.stdout, show.stdout
+    (signals / "release").write_text("")
+    resumed = subprocess.run(
+        [*loop, "run", "-q", "--resume", "s"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    after = [json.loads(x) for x in journal_path.read_text().splitlines()]
+    resume = next(r for r in after if r["kind"] == "resume")
+    assert resume["in_flight_all"] == cut  # they run again, and the resume says so
 
 
 async def test_show_and_report_show_the_activations_that_ran_together(tmp_path: Path) -> None:
