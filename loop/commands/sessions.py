@@ -93,6 +93,12 @@ def _in_flight_text(st: dict[str, Any]) -> str:
     return f" ({iterations_text(numbers)} {'was' if len(numbers) == 1 else 'were'} in flight)"
 
 
+def _pending_text(p: dict[str, Any]) -> str:
+    """``task.start→builder``, and `` (#3 runs on it)`` while an iteration does."""
+    taken = f" (#{p['taken_by']} runs on it)" if p.get("taken_by") is not None else ""
+    return f"{p['topic']}→{p['hat']}{taken}"
+
+
 def _render(st: dict[str, Any]) -> str:
     lines = [f"session     {st['session_id']}", f"status      {st['status']}"]
     if st["status"] == "not_found":
@@ -100,7 +106,7 @@ def _render(st: dict[str, Any]) -> str:
     lines += [
         f"iterations  {st['iterations']}" + _in_flight_text(st),
         f"last hat    {st['last_hat'] or '-'}",
-        "pending     " + (", ".join(f"{p['topic']}→{p['hat']}" for p in st["pending"]) or "-"),
+        "pending     " + (", ".join(_pending_text(p) for p in st["pending"]) or "-"),
         f"ended by    {st['termination'] or '-'}"
         + (f" (topic {st['unrouted_topic']})" if st.get("unrouted_topic") else ""),
         f"elapsed     {st['elapsed']:.2f}s" + _ELAPSED_AS_OF.get(st.get("elapsed_as_of") or "", ""),

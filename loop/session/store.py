@@ -170,6 +170,11 @@ class PendingSummary(BaseModel):
     topic: str
     hat: str | None = None
     source: str | None = None
+    taken_by: int | None = Field(
+        default=None,
+        description="the iteration in flight that runs on it (a running session's); it "
+        "stays pending until that iteration commits",
+    )
 
 
 # What a status's ``elapsed`` is as of: the session's end (its summary's figure), now (a
@@ -265,6 +270,11 @@ def session_status(
             with contextlib.suppress(SessionError):  # no hint beyond a plain resume
                 limits = limits_from(journaled_limits(state, start))
         resume = resume_command(session_id, state.termination or "interrupted", state, limits)
+    taken = (  # what a stopped session had in flight runs again: it is only pending
+        {seq: n for n, flight in state.in_flight.items() for seq in flight.triggers}
+        if status == "running"
+        else {}
+    )
     waiting = state.waiting
     elapsed, as_of = status_elapsed(contents.records, running=status == "running", now=time.time())
     return SessionStatus(
@@ -275,7 +285,9 @@ def session_status(
         in_flight=min(state.in_flight, default=None),
         in_flight_all=sorted(state.in_flight),
         pending=[
-            PendingSummary(topic=p.event.topic, hat=p.hat, source=p.event.source)
+            PendingSummary(
+                topic=p.event.topic, hat=p.hat, source=p.event.source, taken_by=taken.get(p.seq)
+            )
             for p in state.pending
         ],
         termination=state.termination,

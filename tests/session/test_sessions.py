@@ -14,7 +14,7 @@ from loop.engine.journal import read_journal
 from loop.engine.records import session_start
 from loop.engine.session_dir import SessionLock, SessionPaths
 from loop.errors import InputError, PathError, SessionError
-from loop.records import IterationEnd, Resume, encode_record
+from loop.records import IterationEnd, IterationStart, Resume, encode_record
 from loop.session.store import session_status, validate_session_id
 from loop.testing import make_config, run_hats, scripted, tag
 
@@ -48,6 +48,12 @@ async def test_a_second_run_on_a_running_session_is_refused(tmp_path: Path) -> N
         start = session_start(cfg, "busy", 1.0)
         paths.journal.write_bytes(encode_record(start))
         assert session_status(paths.sessions_dir, "busy").status == "running"
+        (pending,) = session_status(paths.sessions_dir, "busy").pending
+        assert (pending.topic, pending.taken_by) == ("task.start", None)
+        started = IterationStart(iteration=1, hat="a", triggers=(1,), ts=2.0)
+        paths.journal.write_bytes(encode_record(start) + encode_record(started))
+        status = session_status(paths.sessions_dir, "busy")  # pending, and being run on
+        assert [(p.topic, p.taken_by) for p in status.pending] == [("task.start", 1)]
         with pytest.raises(SessionError, match="already running"):
             await run_hats(
                 cfg,
