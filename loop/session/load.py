@@ -17,6 +17,7 @@ from typing import Any
 from loop import _json
 from loop._fs import link_error, stat_nofollow
 from loop._text import iterations_text
+from loop.config.models import snapshot_limits
 from loop.engine.journal import read_journal
 from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import InputError, PathError, SessionError
@@ -28,6 +29,7 @@ from loop.records import (
     IterationEnd,
     IterationFields,
     IterationStart,
+    LimitSettings,
     Override,
     Resume,
     SessionEnd,
@@ -151,7 +153,8 @@ def _first_kind(path: Path) -> object:
 class _Builder:
     """Collects a session's parts record by record, in file order."""
 
-    def __init__(self) -> None:
+    def __init__(self, limits: LimitSettings | None) -> None:
+        self.limits = limits  # the limits in force: an override names what it changes
         self.iterations: list[IterationView] = []
         self.loop_events: list[LoopEvent] = []
         self.markers: list[MarkerView] = []
@@ -178,6 +181,10 @@ class _Builder:
             else it
             for it in self.iterations
         )
+
+    def overridden(self, record: Override) -> None:
+        self.markers.append(_override_marker(record, self.done, self.limits))
+        self.limits = record.settings()
 
     def ended(self, end: EndView) -> None:
         if self.end is not None:  # ended before, then resumed: the earlier end is history
@@ -235,23 +242,40 @@ def _end_marker(end: EndView) -> MarkerView:
     )
 
 
-def _override_marker(record: Override, after: int) -> MarkerView:
+def _override_marker(record: Override, after: int, before: LimitSettings | None) -> MarkerView:
+    """What a resume changed from here on: the limits that differ from ``before`` (all of
+    them when the earlier ones are not known) and the hats' backends."""
+    now = record.settings()
+
+    def changed(name: str) -> bool:
+        return before is None or getattr(before, name) != getattr(now, name)
+
     limits = [
         f"{name} {value:g}"
         for name, value in (
-            ("max_iterations", record.max_iterations),
-            ("max_runtime_seconds", record.max_runtime_seconds),
-            ("max_consecutive_failures", record.max_consecutive_failures),
-            ("max_cost_usd", record.max_cost_usd),
-            ("max_tokens", record.max_tokens),
-            ("max_wait_seconds", record.max_wait_seconds),
+            ("max_iterations", now.max_iterations),
+            ("max_runtime_seconds", now.max_runtime_seconds),
+            ("max_consecutive_failures", now.max_consecutive_failures),
+            ("max_cost_usd", now.max_cost_usd),
+            ("max_tokens", now.max_tokens),
+            ("max_wait_seconds", now.max_wait_seconds),
         )
-        if value is not None
+        if value is not None and changed(name)
     ]
-    limits += [f"{hat}.max_cost_usd {v:g}" for hat, v in record.hat_max_cost_usd.items()]
-    limits += [f"{hat}.max_tokens {v}" for hat, v in record.hat_max_tokens.items()]
+    if changed("hat_max_cost_usd"):
+        limits += [f"{hat}.max_cost_usd {v:g}" for hat, v in now.hat_max_cost_usd.items()]
+    if changed("hat_max_tokens"):
+        limits += [f"{hat}.max_tokens {v}" for hat, v in now.hat_max_tokens.items()]
     limits += [f"{hat}.backend {kind}" for hat, kind in record.backends.items()]
     return MarkerView(kind="override", after=after, message="from here on: " + ", ".join(limits))
+
+
+def _limits_of(config: dict[str, Any]) -> LimitSettings | None:
+    """The limits a session started with (None: its snapshot does not say)."""
+    try:
+        return snapshot_limits(config)
+    except ValueError:
+        return None
 
 
 def _event(event: Event) -> EventView:
@@ -266,7 +290,7 @@ def _from_journal(path: Path) -> SessionView:
     start = records[0]
     if not isinstance(start, SessionStart):
         raise SessionError(f"{path}:1: the first record is {start.kind!r}, not session.start")
-    build = _Builder()
+    build = _Builder(_limits_of(start.config))
     build.loop_events.append(LoopEvent(after=0, event=_event(start.start_event)))
     for record in records[1:]:
         match record:
@@ -287,7 +311,7 @@ def _from_journal(path: Path) -> SessionView:
                     )
                 )
             case Override():
-                build.markers.append(_override_marker(record, build.done))
+                build.overridden(record)
             case EventsPublished():
                 build.published(record)
             case Resume():
@@ -346,7 +370,7 @@ def _from_recording(path: Path) -> SessionView:
     with RecordingReader(path) as reader:  # every line checked; a torn last one skipped
         header, warnings = reader.header, list(reader.warnings)
         footer = reader.footer
-        build = _Builder()
+        build = _Builder(_limits_of(header.config))
         records = 1
         last_footer_records: int | None = None
         for _, record in reader.records():
@@ -360,7 +384,7 @@ def _from_recording(path: Path) -> SessionView:
                 case MarkerRecord(marker="resumed"):
                     build.resumed(record.message)
                 case Override():
-                    build.markers.append(_override_marker(record, build.done))
+                    build.overridden(record)
                 case MarkerRecord():
                     build.markers.append(
                         MarkerView(kind=record.marker, after=build.done, message=record.message)

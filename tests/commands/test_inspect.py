@@ -147,11 +147,11 @@ def test_show_of_a_resumed_recording_counts_the_file_and_its_last_run(
     assert lines[ended - 1].split()[0] == "2"
     assert lines[ended + 1].startswith("    --  resumed: ")
     # the resume's --max-iterations 20, in the timeline where it took effect
-    assert lines[ended + 2].startswith("    --  override: from here on: max_iterations 20, ")
+    assert lines[ended + 2] == "    --  override: from here on: max_iterations 20"  # what changed
     assert lines[ended + 3].split()[0] == "3"
     _, out, _ = run(capsys, "show", str(made.folder / ".loop/sessions/split"))
     assert "    --  resumed: resumed by pid " in out
-    assert "    --  override: from here on: max_iterations 20, " in out
+    assert "    --  override: from here on: max_iterations 20\n" in out
     assert "completed after 5 iteration(s)" in out
 
 
