@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "COMPLETION_REJECTED",
     "DEFAULT_COMPLETION_EVENT",
     "DEFAULT_STARTING_EVENT",
     "PATTERN",
@@ -27,6 +28,8 @@ __all__ = [
 # The loop's own events when ``[loop]`` names none.
 DEFAULT_STARTING_EVENT = "task.start"
 DEFAULT_COMPLETION_EVENT = "LOOP_COMPLETE"
+# The loop's answer to a completion it refused (its payload says why), for the hat.
+COMPLETION_REJECTED = "loop.completion_rejected"
 
 _SEGMENT = r"[A-Za-z0-9_\-]+"
 

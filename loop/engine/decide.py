@@ -27,6 +27,7 @@ from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent
 from loop.events import Event, topic_matches
 from loop.records import LimitSettings
+from loop.topics import COMPLETION_REJECTED
 
 __all__ = [
     "NO_BUDGET",
@@ -345,9 +346,7 @@ def judge_completion(
         return [event]
     why = f"{event.topic} refused: " + "; ".join(reasons)
     outcome.notes.append(why)
-    rejected = Event(
-        topic="loop.completion_rejected", payload=why, source="loop", target=hat, ts=now
-    )
+    rejected = Event(topic=COMPLETION_REJECTED, payload=why, source="loop", target=hat, ts=now)
     return [event, rejected]
 
 

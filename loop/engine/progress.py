@@ -88,8 +88,9 @@ class RunSummary:
 
 
 def _state_notes(state: LoopState, reason: str) -> list[str]:
-    """What the state says of how the run ended: the iterations its end cut short, and
-    the failure that ended a run of failures."""
+    """What the state says of how the run ended: the iterations its end cut short, a
+    completion refused (why the loop went on until a limit), and the failure that ended a
+    run of failures."""
     notes = []
     if state.in_flight:
         numbers = sorted(state.in_flight)
@@ -102,6 +103,8 @@ def _state_notes(state: LoopState, reason: str) -> list[str]:
         if reason not in ("completed", "cancelled"):
             note += f", a resume runs {'it' if one else 'them'} again"
         notes.append(note)
+    if state.refused is not None and reason not in ("completed", "cancelled"):
+        notes.append(state.refused)  # why it went on: "LOOP_COMPLETE refused: ..."
     if reason == "max_consecutive_failures" and state.last_failure is not None:
         notes.append(
             f"{state.consecutive_failures} iteration(s) failed in a row; the last: "

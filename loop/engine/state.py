@@ -31,7 +31,7 @@ from loop.records import (
     SessionStart,
     Wait,
 )
-from loop.topics import DEFAULT_COMPLETION_EVENT
+from loop.topics import COMPLETION_REJECTED, DEFAULT_COMPLETION_EVENT
 
 __all__ = [
     "HatUsage",
@@ -192,6 +192,7 @@ class LoopState:
     consecutive_failures: int = 0
     failed_iterations: int = 0
     last_failure: str | None = None  # the last failed iteration's number, hat and reason
+    refused: str | None = None  # why the last completion was refused, until one is accepted
     last_signature: tuple[str, str, str] | None = None
     repeat_count: int = 0
     signature_seq: int = 0  # ``next_seq`` when ``last_signature`` was set
@@ -330,15 +331,7 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
     state.last_hat = hat
     state.activations[hat] = state.activations.get(hat, 0) + 1
     state.elapsed = max(state.elapsed, record.elapsed)
-    cost, tokens_in, tokens_out = record.cost_usd, record.input_tokens, record.output_tokens
-    if cost is not None or tokens_in is not None or tokens_out is not None:
-        if cost is not None:
-            state.cost_usd += cost
-        state.tokens += (tokens_in or 0) + (tokens_out or 0)
-        usage = state.usage_per_hat.get(hat)
-        if usage is None:
-            usage = state.usage_per_hat[hat] = HatUsage()
-        usage.add(cost, tokens_in, tokens_out)
+    _add_usage(state, record)
     if record.consumed:  # a failed one consumes only in an aggregator's wave
         consumed = set(record.consumed)
         state.pending = [p for p in state.pending if p.seq not in consumed]
@@ -352,6 +345,8 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
     seen = state.seen_topics
     for event in record.published:
         seen.add(event.topic)
+        if event.topic == COMPLETION_REJECTED and event.source == "loop":
+            state.refused = str(event.payload)
         if event.source == hat:
             state.events_per_hat[hat] = state.events_per_hat.get(hat, 0) + 1
             sig = event.signature()
@@ -370,8 +365,23 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
         _route_into(state, event, ctx)
     if record.completed:
         state.completed = True
+        state.refused = None
     if record.cancelled:
         state.cancelled = True
+
+
+def _add_usage(state: LoopState, record: IterationEnd) -> None:
+    """Count what the iteration cost, as far as its backend reported, in all and per hat."""
+    cost, tokens_in, tokens_out = record.cost_usd, record.input_tokens, record.output_tokens
+    if cost is None and tokens_in is None and tokens_out is None:
+        return
+    if cost is not None:
+        state.cost_usd += cost
+    state.tokens += (tokens_in or 0) + (tokens_out or 0)
+    usage = state.usage_per_hat.get(record.hat)
+    if usage is None:
+        usage = state.usage_per_hat[record.hat] = HatUsage()
+    usage.add(cost, tokens_in, tokens_out)
 
 
 def fold(records: Iterable[JournalRecord], ctx: RouteContext) -> LoopState:

@@ -243,3 +243,23 @@ def test_themes_are_on_when_the_agents_are_handed_hatloops_tools(tmp_path: Path)
         cfg = make_config({"a": {**hats["a"], **keys}}, folder=folder, extensions=True)
         assert cfg.themes.enabled is enabled, keys
         assert cfg.snapshot()["themes"]["enabled"] is enabled
+
+
+async def test_a_run_that_a_limit_ends_after_a_refused_completion_says_why(tmp_path: Path) -> None:
+    """The hat asks to complete while a task is open: the loop goes on until a limit, and
+    the summary says why it did not complete (the log alone said so before)."""
+    cfg = make_config(
+        {"a": {"triggers": ["task.start", "loop.completion_rejected"]}},
+        folder=tmp_path,
+        extensions=True,
+        max_iterations=2,
+    )
+    agent = scripted(
+        tag("task.create", {"name": "left open"}) + tag("LOOP_COMPLETE"), tag("LOOP_COMPLETE")
+    )
+    summary, _ = await run_hats(cfg, {"a": agent}, workdir=tmp_path)
+    assert summary.reason == "max_iterations", summary
+    assert [n for n in summary.notes if n.startswith("LOOP_COMPLETE refused: ")] == [
+        "LOOP_COMPLETE refused: 1 task(s) still open: 'left open' (todo). Complete them "
+        "(task.complete) or delete them (task.delete) before completing the loop."
+    ]
