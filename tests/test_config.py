@@ -150,6 +150,17 @@ def test_command_line_overrides_win_and_prompt_file_is_read(tmp_path: Path) -> N
     assert cfg.loop.max_iterations == 9 and cfg.loop.completion_event == "ALL_DONE"
 
 
+def test_prompt_and_prompt_file_together_are_an_error(tmp_path: Path) -> None:
+    """The two forms of the objective exclude each other: both set is refused, whether
+    the file exists or not (one of them would be silently ignored)."""
+    path = write(tmp_path / "loop.toml", '[loop]\nprompt = "x"\nprompt_file = "P.md"\n' + HAT)
+    with pytest.raises(ConfigError, match="prompt and prompt_file exclude each other"):
+        load_config(path, root=tmp_path)
+    write(tmp_path / "P.md", "from the file")
+    with pytest.raises(ConfigError, match="prompt and prompt_file exclude each other"):
+        load_config(path, root=tmp_path, overrides={"prompt": "given"})
+
+
 def test_a_missing_prompt_is_an_error_that_says_how_to_give_one(tmp_path: Path) -> None:
     """No prompt, no prompt_file, no PROMPT.md: error naming loop.prompt."""
     path = write(tmp_path / "loop.toml", HAT)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from loop.events import is_valid_topic
 from loop.locations import (
@@ -85,6 +85,12 @@ class LoopSection(Strict):
             if not is_valid_topic(t):
                 raise ValueError(f"not a valid topic: {t!r}")
         return v
+
+    @model_validator(mode="after")
+    def _one_objective(self) -> LoopSection:
+        if self.prompt is not None and self.prompt_file is not None:
+            raise ValueError("prompt and prompt_file exclude each other: set one")
+        return self
 
 
 # ``enabled`` of a domain (tasks, themes, experience): true or false as written; left out,
