@@ -214,7 +214,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Run the loop until completion or a limit.",
     )
     add_config_options(p)
-    s = p.add_argument_group("session")
+    s = p.add_argument_group("session").add_mutually_exclusive_group()
     s.add_argument("--session-id", metavar="ID", help="name the new session (default: generated)")
     s.add_argument(
         "--resume",
@@ -371,6 +371,14 @@ def _live(args: argparse.Namespace) -> Any:
 def _run(args: argparse.Namespace) -> int:
     from loop.runner import RunOptions, run_loop, summary_dict  # noqa: PLC0415 - heavy
 
+    if args.session_id == "":
+        raise UsageError("--session-id: empty (leave it out for a generated id)")
+    if args.resume is not None and (args.prompt is not None or args.prompt_file is not None):
+        flag = "--prompt" if args.prompt is not None else "--prompt-file"
+        raise UsageError(
+            f"{flag} with --resume: a resumed session keeps its objective (its recording "
+            "and replay hold it); start a new session for another one"
+        )
     config = load_from_args(args)
     resumed: str | None = None  # a resume's session, checked against its recording
     if args.resume is not None:

@@ -74,6 +74,30 @@ def test_an_empty_or_unreadable_objective_from_a_flag_is_the_flags_error(
     assert not (tmp_path / ".loop/sessions").exists()
 
 
+def test_a_resume_keeps_its_objective_and_its_id(tmp_path: Path) -> None:
+    """``--prompt``/``--prompt-file`` with ``--resume`` (the objective would change
+    unjournaled) and ``--session-id`` with ``--resume`` or empty are exit-2 errors of one
+    line; the session is left as it was."""
+    (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
+    (tmp_path / "other.md").write_text("another objective", encoding="utf-8")
+    first = loop("run", "-q", "--session-id", "s", "--max-iterations", "1", cwd=tmp_path)
+    journal = tmp_path / ".loop/sessions/s/journal.jsonl"
+    before = journal.read_bytes()
+    assert first.returncode in (0, 3), first.stderr
+    for argv, said in (
+        (["--resume", "s", "--prompt", "x"], "error: --prompt with --resume: a resumed session"),
+        (["--resume", "s", "--prompt-file", "other.md"], "error: --prompt-file with --resume: "),
+        (["--resume", "s", "--session-id", "t"], "not allowed with argument --resume"),
+        (["--session-id", ""], "error: --session-id: empty (leave it out for a generated id)"),
+    ):
+        res = loop("run", "-q", *argv, cwd=tmp_path)
+        assert res.returncode == 2, argv
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and said in lines[0], lines
+    assert journal.read_bytes() == before
+    assert [p.parent.name for p in (tmp_path / ".loop/sessions").glob("*/journal.jsonl")] == ["s"]
+
+
 def test_a_hats_budget_flag_sets_that_hat_and_names_itself_when_wrong(tmp_path: Path) -> None:
     """--hat-max-cost-usd HAT=USD and --hat-max-tokens HAT=N set the hat's budget for a
     run too (the summary's note names it); an unknown hat or a bad value is an exit-2
