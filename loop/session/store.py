@@ -292,7 +292,7 @@ def session_status(
         ],
         termination=state.termination,
         unrouted_topic=state.unrouted if state.termination == "unrouted_event" else None,
-        elapsed=round(elapsed, 3),
+        elapsed=round(elapsed, 6),  # as recorded: show and status format the same figure
         elapsed_as_of=as_of,
         failed_iterations=state.failed_iterations,
         cost_usd=round(state.cost_usd, 6),

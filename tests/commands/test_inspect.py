@@ -389,7 +389,7 @@ def test_status_elapsed_is_the_end_records_as_show_and_the_summary_say(
 
     journal.write_bytes(b"".join(lines[: two + 2]))  # killed: the next one started, no end
     st = json.loads(run(capsys, *args, "--json")[1])
-    assert (st["elapsed"], st["elapsed_as_of"]) == (round(committed, 3), "last_commit")
+    assert (st["elapsed"], st["elapsed_as_of"]) == (round(committed, 6), "last_commit")
     assert "at the last commit (the run stopped without an end record)" in run(capsys, *args)[1]
 
 
