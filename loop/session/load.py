@@ -161,16 +161,23 @@ class _Builder:
         self.end: EndView | None = None
         self.running: set[int] = set()  # parallel hats: started, not ended yet
         self.overlaps: dict[int, set[int]] = {}
+        self.triggers: dict[int, tuple[int, ...]] = {}  # by iteration, its last start's
 
-    def started(self, iteration: int) -> None:
-        """An activation started: it runs with every one in flight (parallel hats)."""
+    def started(self, record: IterationStart | StartRecord) -> None:
+        """An activation started, on the events ``record`` numbers: it runs with every
+        one in flight (parallel hats)."""
+        iteration = record.iteration
         for other in self.running:
             self.overlaps.setdefault(iteration, set()).add(other)
             self.overlaps.setdefault(other, set()).add(iteration)
         self.running.add(iteration)
+        self.triggers[iteration] = record.triggers
 
     def iteration(self, record: IterationFields) -> None:
-        self.iterations.append(IterationView.model_validate(record, from_attributes=True))
+        it = IterationView.model_validate(record, from_attributes=True)
+        # without a start line, what it consumed: a consuming iteration takes all it ran on
+        seqs = self.triggers.pop(record.iteration, record.consumed)
+        self.iterations.append(it.model_copy(update={"trigger_seqs": seqs}) if seqs else it)
         self.running.discard(record.iteration)
 
     def lanes(self) -> tuple[IterationView, ...]:
@@ -297,7 +304,7 @@ def _from_journal(path: Path) -> SessionView:
             case IterationEnd():
                 build.iteration(record)
             case IterationStart():
-                build.started(record.iteration)
+                build.started(record)
             case HatExhausted():
                 event = _event(record.event)
                 build.loop_events.append(LoopEvent(after=build.done, event=event))
@@ -380,7 +387,7 @@ def _from_recording(path: Path) -> SessionView:
                 case PublishedRecord():
                     build.published(record)
                 case StartRecord():
-                    build.started(record.iteration)
+                    build.started(record)
                 case MarkerRecord(marker="resumed"):
                     build.resumed(record.message)
                 case Override():

@@ -111,9 +111,13 @@ class IterationView(_View):
     prompt: str = ""
     output: str = ""
     triggers: tuple[EventView, ...] = ()
+    # the numbers the loop gave its triggers as it routed them, in their order (from the
+    # iteration's start record; else what it consumed, which is all of them); () unknown
+    trigger_seqs: tuple[int, ...] = ()
     events: tuple[EventView, ...] = ()
     emitted: tuple[EventView, ...] = ()
     published: tuple[EventView, ...] = ()
+    consumed: tuple[int, ...] = ()  # the numbers of the triggers it consumed
     completed: bool = False
     notes: tuple[str, ...] = ()
     duration: float = 0.0
@@ -313,22 +317,18 @@ def event_rows(
     ``topic``: a topic pattern (``*`` matches one segment); ``hat``: events published
     during that hat's iterations; ``iteration``: events published by that iteration.
     """
-    consumed: dict[tuple[str, str, float | None], int] = {}
-    tried: dict[tuple[str, str, float | None], int] = {}
-    for it in view.iterations:
-        for event in it.triggers:
-            key = (event.topic, event.source, event.ts)
-            tried.setdefault(key, it.iteration)
-            if it.status == "ok":
-                consumed.setdefault(key, it.iteration)
+    recipients = _recipients(view)
+    seen: dict[_Key, int] = {}  # the events of each key published so far
 
     def row(number: int, by: str | None, event: EventView) -> EventRow | None:
+        key = _key(event)
+        occurrence = seen.get(key, 0)
+        seen[key] = occurrence + 1
         if topic is not None and not topic_matches(topic, event.topic):
             return None
         if (hat is not None and by != hat) or (iteration is not None and number != iteration):
             return None
-        key = (event.topic, event.source, event.ts)
-        return EventRow(iteration=number, hat=by, event=event, to=consumed.get(key, tried.get(key)))
+        return EventRow(iteration=number, hat=by, event=event, to=recipients.get((key, occurrence)))
 
     loop_events = iter(view.loop_events)
     pending = next(loop_events, None)
@@ -344,3 +344,73 @@ def event_rows(
         if (found := row(pending.after, None, pending.event)) is not None:
             yield found
         pending = next(loop_events, None)
+
+
+# An event as a whole (payload included): what tells published events apart when the
+# files do not number them. A fan-out's events share their topic, source and time.
+_Key = tuple[str, str, str | None, float | None, bool, str]
+
+
+def _key(event: EventView) -> _Key:
+    payload = event.payload
+    return (
+        event.topic,
+        event.source,
+        event.target,
+        event.ts,
+        isinstance(payload, str),
+        event.payload_text(),
+    )
+
+
+def _recipients(view: SessionView) -> dict[tuple[_Key, int], int]:
+    """The iteration that ran on each event that some iteration ran on: the one that
+    consumed it or, if none did, the first that tried. An event is its key and its
+    occurrence among the published events of that key (0 for the first).
+
+    The loop numbers the events it routes, in the order they were published, and an
+    iteration's record says the numbers of its triggers (:attr:`IterationView.trigger_seqs`),
+    so the k-th occurrence of a key is the k-th smallest number any iteration ran on
+    with that key: exact for events that differ in anything, in order for identical
+    ones. An iteration whose numbers the file does not give (a failed one in a
+    recording without start lines) ran on the first occurrences of each key that no
+    iteration before it consumed.
+    """
+    numbers: dict[_Key, set[int]] = {}
+    for it in view.iterations:
+        if it.trigger_seqs and len(it.trigger_seqs) == len(it.triggers):
+            for event, seq in zip(it.triggers, it.trigger_seqs, strict=True):
+                numbers.setdefault(_key(event), set()).add(seq)
+    rank = {key: {seq: n for n, seq in enumerate(sorted(seqs))} for key, seqs in numbers.items()}
+    tried: dict[tuple[_Key, int], int] = {}
+    consumed: dict[tuple[_Key, int], int] = {}
+    taken: dict[_Key, set[int]] = {}  # by key, the occurrences consumed so far
+    for it in view.iterations:
+        numbered = bool(it.trigger_seqs) and len(it.trigger_seqs) == len(it.triggers)
+        copies: dict[_Key, int] = {}  # unnumbered: this iteration's triggers of each key
+        ran: list[tuple[_Key, int]] = []
+        for index, event in enumerate(it.triggers):
+            key = _key(event)
+            if numbered:
+                occurrence = rank[key][it.trigger_seqs[index]]
+            else:
+                occurrence = _nth_free(taken.get(key, set()), copies.get(key, 0))
+                copies[key] = copies.get(key, 0) + 1
+            ran.append((key, occurrence))
+            tried.setdefault((key, occurrence), it.iteration)
+        if it.consumed if numbered else it.status == "ok":
+            for key, occurrence in ran:
+                consumed.setdefault((key, occurrence), it.iteration)
+                taken.setdefault(key, set()).add(occurrence)
+    return tried | consumed
+
+
+def _nth_free(taken: set[int], n: int) -> int:
+    """The ``n``-th number (from 0) of 0, 1, 2... that is not in ``taken``."""
+    candidate = 0
+    while True:
+        if candidate not in taken:
+            if n == 0:
+                return candidate
+            n -= 1
+        candidate += 1

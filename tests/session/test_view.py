@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,86 @@ def test_a_failed_iteration_is_retried_on_the_same_events() -> None:
     counts = {(f.source, f.target, f.topic): f.count for f in flows(view)}
     assert counts[("counter", "checker", "count.step")] == 4  # iterations 2, 3, 5, 7
     assert counts[("checker", END, "LOOP_COMPLETE")] == 1
+
+
+# A fan-out of three identical events (same topic, source, time and payload) to three
+# reviewers at once; each reviewer waits for the next one's answer, so they commit in
+# the reverse of the order they started (4, 3, then 2).
+WAVE_SAME = """\
+[loop]
+prompt = "review"
+max_iterations = 10
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.coordinator]
+triggers = ["task.start"]
+publishes = ["review.perspective"]
+backend = {{ type = "command", command = ["sh", "-c", {coordinator}] }}
+[hats.reviewer]
+triggers = ["review.perspective"]
+publishes = ["review.done"]
+concurrency = 3
+backend = {{ type = "command", command = ["sh", "-c", {reviewer}] }}
+[hats.synthesizer]
+triggers = ["review.done"]
+publishes = ["LOOP_COMPLETE"]
+aggregate = {{ mode = "wait_for_all", timeout_seconds = 60 }}
+backend = {{ type = "command", command = ["sh", "-c", {synthesizer}] }}
+"""
+SYNTHESIZER = "cat >/dev/null; echo '<event topic=\"LOOP_COMPLETE\">ok</event>'"
+COORDINATOR = 'cat >/dev/null; "$LOOP_PYTHON" -m loop emit review.perspective --payloads x x x'
+REVIEWER = r"""
+cat > /dev/null
+n=0
+while [ "$LOOP_ITERATION" -lt 4 ] && [ ! -e "done-$((LOOP_ITERATION + 1))" ]; do
+  n=$((n + 1)); [ "$n" -gt 600 ] && exit 9
+  sleep 0.05
+done
+echo "<event topic=\"review.done\">verdict $LOOP_ITERATION</event>"
+touch "done-$LOOP_ITERATION"
+"""
+
+
+def test_each_event_of_a_fan_out_goes_to_the_activation_that_ran_on_it(tmp_path: Path) -> None:
+    """Three identical events fanned out to three reviewers at once, which commit out of
+    order: each event's `to` is the iteration that took it (2, 3, 4, by the numbers the
+    loop gave them), in the journal and in the recording alike."""
+    scripts = {"coordinator": COORDINATOR, "reviewer": REVIEWER, "synthesizer": SYNTHESIZER}
+    config = WAVE_SAME.format(**{hat: json.dumps(script) for hat, script in scripts.items()})
+    (tmp_path / "loop.toml").write_text(config, encoding="utf-8")
+    res = loop("run", "-q", "--session-id", "w", "--record-session", "rec.jsonl", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    journal = load_session(resolve_session("w", tmp_path / ".loop/sessions"))
+    recording = load_session(tmp_path / "rec.jsonl")
+    for view in (journal, recording):
+        rows = list(event_rows(view))
+        fanned = [(r.iteration, r.event.payload, r.to) for r in rows if r.hat == "coordinator"]
+        assert fanned == [(1, "x", 2), (1, "x", 3), (1, "x", 4)], view.source
+        assert len({(r.event.ts, r.event.source) for r in rows if r.hat == "coordinator"}) == 1
+        verdicts = {r.event.payload: r.to for r in rows if r.hat == "reviewer"}
+        assert verdicts == {"verdict 2": 5, "verdict 3": 5, "verdict 4": 5}, view.source
+        for number in (2, 3, 4):  # each took the one event the loop numbered for it
+            it = view.iteration(number)
+            assert it is not None and it.trigger_seqs == (number,), view.source
+
+
+def test_the_wave_recordings_perspectives_go_to_their_reviewers() -> None:
+    """The committed wave recording (its reviewers committed 3, 4, then 2): security went
+    to 2, performance to 3, docs to 4, as each one's triggers say."""
+    view = load_session(REPO / "recordings" / "wave.jsonl")
+    rows = event_rows(view, topic="review.perspective")
+    assert [(r.event.payload, r.to) for r in rows] == [
+        ("security", 2),
+        ("performance", 3),
+        ("docs", 4),
+    ]
+    for number, payload in ((2, "security"), (3, "performance"), (4, "docs")):
+        it = view.iteration(number)
+        assert it is not None and [e.payload for e in it.triggers] == [payload]
 
 
 def test_hat_stats_add_what_backends_reported() -> None:
