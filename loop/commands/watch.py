@@ -1,11 +1,12 @@
 """``loop watch [ID]`` (and ``status --follow``): follow a session from another terminal.
 
 Everything comes from the session's files (:mod:`loop.session.follow`): the journal's
-records as they are written, the running iteration's events as its hat emits them, and
-the lock that tells whether a process still runs it. One line per iteration on stdout,
-the live status line below them on a terminal, until the session ends; the exit code is
-the session's own. A session that is already over is shown and its code returned at
-once; a named session that does not exist yet is waited for.
+records as they are written, the events of each activation in flight as its hat emits
+them (parallel hats run several at once), and the lock that tells whether a process
+still runs it. One line per iteration on stdout, the live status line below them on a
+terminal, until the session ends; the exit code is the session's own. A session that
+is already over is shown and its code returned at once; a named session that does not
+exist yet is waited for.
 """
 
 from __future__ import annotations
@@ -95,6 +96,29 @@ def watch(args: argparse.Namespace) -> int:
         view.stop()
 
 
+@dataclass(frozen=True, slots=True)
+class _Running:
+    """An attempt at an iteration in flight: what watch follows (its events file)."""
+
+    iteration: int
+    hat: str
+    attempt: int
+
+
+def _running(state: LoopState) -> list[_Running]:
+    """The attempts in flight, as the journal folded into ``state`` says: one per
+    iteration started and not ended (a resume and the session's end close them all),
+    in the order of their numbers; each iteration's attempt is its last start's."""
+    return [
+        _Running(
+            number,
+            flight.hat,
+            max((a.attempt for a in state.attempts if a.iteration == number), default=1),
+        )
+        for number, flight in sorted(state.in_flight.items())
+    ]
+
+
 @dataclass
 class _Follower:
     paths: SessionPaths
@@ -102,8 +126,7 @@ class _Follower:
     json: bool = False
     state: LoopState = field(default_factory=LoopState)
     ctx: RouteContext | None = None
-    events: EventsTail | None = None  # the running iteration's events file
-    running: int = 0  # the running iteration
+    followed: dict[_Running, EventsTail] = field(default_factory=dict)  # their events
 
     async def run(self) -> int:
         tail = JournalTail(self.paths.journal, root=self.paths.trusted)
@@ -115,9 +138,8 @@ class _Follower:
             if catching_up and records:
                 records = self._catch_up(records)
                 catching_up = False
-            ended = max((i for i, r in enumerate(records) if _ends(r)), default=-1)
-            for number, record in enumerate(records):
-                self._take(record, last=number > ended)  # an iteration it starts runs
+            for record in records:
+                self._take(record)
             if self.state.termination is not None and self.ctx is not None:
                 return exit_code_for(self.state.termination)
             if self.ctx is None and self.paths.journal.exists() and not is_running(self.paths):
@@ -125,11 +147,11 @@ class _Follower:
                     raise InputError(f"{self.paths.journal}: no session.start record")
                 catching_up = False
                 for record in self._catch_up(records):
-                    self._take(record, last=False)
+                    self._take(record)
                 continue
             if self.ctx is not None and not records and not is_running(self.paths):
                 for record in tail.read():  # its last words, written before it let go
-                    self._take(record, last=False)
+                    self._take(record)
                 if self.state.termination is not None:
                     return exit_code_for(self.state.termination)
                 self._say(
@@ -137,7 +159,7 @@ class _Follower:
                     f"(killed?): resume with python -m loop run --resume {self.paths.session_id}"
                 )
                 return EXIT_INTERRUPTED
-            self._events()
+            self._follow()
             await anyio.sleep(POLL_SECONDS)
 
     # -- records ----------------------------------------------------------------------
@@ -166,9 +188,8 @@ class _Follower:
         if self.ctx is not None:
             apply(self.state, record, self.ctx)
 
-    def _take(self, record: JournalRecord, *, last: bool) -> None:
-        """Show ``record``; ``last``: nothing read after it ends it (an iteration it
-        starts runs)."""
+    def _take(self, record: JournalRecord) -> None:
+        """Show ``record``."""
         self._apply(record)
         if self.json:
             sys.stdout.write(encode_record(record).decode())
@@ -176,19 +197,11 @@ class _Follower:
             return
         match record:
             case IterationStart():
-                self.running = record.iteration
-                folder = self.paths.attempt_dir(record.iteration, record.attempt)
-                self.events = EventsTail(
-                    folder / EVENTS_FILE_NAME, record.hat, root=self.paths.trusted
-                )
                 self.view.start()
                 self.view.iteration_started(
                     record.iteration, record.hat, record.ts, spent(self.state)
                 )
-                if last and not self.view.live:
-                    self._say(f"  #{record.iteration} {record.hat} running")
             case IterationEnd():
-                self.events = None  # its end line names its events
                 self._say(_iteration_line(record))
                 self.view.iteration_ended(record)
             case EventsPublished():
@@ -209,24 +222,34 @@ class _Follower:
                     f"{record.elapsed:.2f}s (exit {exit_code_for(record.reason)})"
                 )
 
-    def _events(self) -> None:
-        """What the running iteration's hat has emitted since the last look."""
-        if self.events is None or self.json:
+    def _follow(self) -> None:
+        """Follow every activation in flight, as the journal says so far: a line for each
+        one that started running since the last look (off a terminal, where no status
+        line shows it), then what each one's hat has emitted since. One that ended is
+        let go (its end line names its events), and so are those a resume or the
+        session's end closed."""
+        if self.json:
             return
-        for event in self.events.read():
-            payload = _short(
-                event.payload if isinstance(event.payload, str) else str(event.payload)
-            )
-            self._say(f"  #{self.running} {event.source} emitted {event.topic}: {payload}")
+        followed: dict[_Running, EventsTail] = {}
+        for running in _running(self.state):
+            tail = self.followed.get(running)
+            if tail is None:
+                folder = self.paths.attempt_dir(running.iteration, running.attempt)
+                tail = EventsTail(folder / EVENTS_FILE_NAME, running.hat, root=self.paths.trusted)
+                if not self.view.live:
+                    self._say(f"  #{running.iteration} {running.hat} running")
+            followed[running] = tail
+        self.followed = followed
+        for running, tail in followed.items():
+            for event in tail.read():
+                payload = _short(
+                    event.payload if isinstance(event.payload, str) else str(event.payload)
+                )
+                self._say(f"  #{running.iteration} {event.source} emitted {event.topic}: {payload}")
 
     def _say(self, line: str, *, quiet: bool = False) -> None:
         if not quiet:
             self.view.print(line)
-
-
-def _ends(record: JournalRecord) -> bool:
-    """Whether ``record`` ends what runs (an iteration, or the session)."""
-    return isinstance(record, IterationEnd | SessionEnd)
 
 
 def _short(text: str, limit: int = 80) -> str:

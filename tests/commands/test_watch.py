@@ -237,3 +237,87 @@ def test_watch_stopped_by_a_signal_gives_the_terminal_back(
     assert term.text.rstrip().endswith("error: interrupted")
     last_frame = term.text.rindex("iteration 1 · worker")
     assert "\x1b[2K" in term.text[last_frame : term.text.rindex("error: interrupted")]
+
+
+# A fan-out to three reviewers at once: each emits its verdict early, then waits for
+# ``release-N`` (its own) or ``release`` (all of them), bounded to a minute.
+REVIEWER = r"""
+cat > /dev/null
+"$LOOP_PYTHON" -m loop emit review.done "early verdict from $LOOP_ITERATION"
+n=0
+while [ ! -e "release-$LOOP_ITERATION" ] && [ ! -e release ]; do
+  n=$((n + 1)); [ "$n" -gt 1200 ] && exit 9
+  sleep 0.05
+done
+"""
+
+WAVE = """\
+[loop]
+prompt = "review"
+max_iterations = 10
+durable = false
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.coordinator]
+triggers = ["task.start"]
+publishes = ["review.perspective"]
+backend = {{ type = "command", command = ["sh", "-c", {coordinator}] }}
+[hats.reviewer]
+triggers = ["review.perspective"]
+publishes = ["review.done"]
+concurrency = 3
+backend = {{ type = "command", command = ["sh", "-c", {reviewer}] }}
+[hats.synthesizer]
+triggers = ["review.done"]
+publishes = ["LOOP_COMPLETE"]
+aggregate = {{ mode = "wait_for_all", timeout_seconds = 120 }}
+backend = {{ type = "command", command = ["sh", "-c", {synthesizer}] }}
+"""
+
+
+def test_watch_follows_every_activation_in_flight(tmp_path: Path) -> None:
+    """Three reviewers run at once: watch shows what each one emits as it does, and one
+    started after #2 committed says #3 and #4 are running and follows their events; each
+    activation's events stop being followed at its own end."""
+    scripts = {
+        "coordinator": 'cat >/dev/null; "$LOOP_PYTHON" -m loop emit review.perspective '
+        "--payloads security performance docs",
+        "reviewer": REVIEWER,
+        "synthesizer": "cat >/dev/null; echo '<event topic=\"LOOP_COMPLETE\">ok</event>'",
+    }
+    config = WAVE.format(**{hat: json.dumps(script) for hat, script in scripts.items()})
+    (tmp_path / "loop.toml").write_text(config, encoding="utf-8")
+    watch = Child("watch", "w", cwd=tmp_path)
+    late: Child | None = None
+    try:
+        watch.until("waiting for session w to start", stream="err")
+        run = Child("run", "-q", "--session-id", "w", cwd=tmp_path)
+        for n in (2, 3, 4):
+            watch.until(f"  #{n} reviewer emitted review.done: early verdict from {n}")
+        (tmp_path / "release-2").touch()
+        watch.until("  #2 reviewer · ok · ")
+        late = Child("watch", "w", cwd=tmp_path)
+        for n in (3, 4):
+            late.until(f"  #{n} reviewer emitted review.done: early verdict from {n}")
+        (tmp_path / "release").touch()
+        assert run.finish() == 0, run.err
+        assert watch.finish() == 0, watch.err
+        assert late.finish() == 0, late.err
+    finally:
+        (tmp_path / "release").touch()
+    for n in (2, 3, 4):
+        assert f"  #{n} reviewer running" in watch.lines
+        assert (
+            watch.lines.count(f"  #{n} reviewer emitted review.done: early verdict from {n}") == 1
+        )
+    heads = [line.split(" · ")[0] for line in late.lines if line.startswith("  #")]
+    assert heads[:4] == [
+        "  #1 coordinator",
+        "  #2 reviewer",
+        "  #3 reviewer running",
+        "  #4 reviewer running",
+    ]
