@@ -229,8 +229,9 @@ class LiveView:
 
         self.console.print(Text(line, style=style))
 
-    def output(self, piece: AgentOutput) -> None:
-        """A hat's output as it arrives: each of its lines prefixed with the hat."""
+    def output(self, piece: AgentOutput, *, numbered: bool = False) -> None:
+        """A hat's output as it arrives: each of its lines prefixed with the hat, and with
+        the iteration when ``numbered`` (activations that run at once: ``[reviewer #3]``)."""
         if self.log:
             _log.info(
                 "output", hat=piece.hat, iteration=piece.iteration, kind=piece.kind, text=piece.text
@@ -238,7 +239,8 @@ class LiveView:
             return
         from rich.text import Text  # noqa: PLC0415 - rich is imported with the view
 
-        prefix = f"[{piece.hat}] " + ("→ " if piece.kind == "tool" else "")
+        label = f"{piece.hat} #{piece.iteration}" if numbered else piece.hat
+        prefix = f"[{label}] " + ("→ " if piece.kind == "tool" else "")
         style = _STYLES[piece.kind]
         for line in piece.text.splitlines() or [""]:
             self.console.print(Text.assemble((prefix, "cyan"), (line, style)))
@@ -248,7 +250,8 @@ class LiveExtension(Extension):
     """Drives a :class:`LiveView` from a run's lifecycle events.
 
     With ``verbose``, a hat whose backend does not report output as it arrives (``python``,
-    ``scripted``) has its whole output printed when its iteration ends.
+    ``scripted``) has its whole output printed when its iteration ends. The output of an
+    activation that may run alongside others is numbered (``[reviewer #3]``).
     """
 
     name = "live"
@@ -256,7 +259,7 @@ class LiveExtension(Extension):
     def __init__(self, view: LiveView, *, verbose: bool = False) -> None:
         self.view = view
         self.verbose = verbose
-        self._watched = True  # whether the running iteration's output streams
+        self._running: dict[int, IterationStarted] = {}  # the iterations in flight
 
     def attach(self, bus: EventBus) -> None:
         """Follow the lifecycle events."""
@@ -269,12 +272,14 @@ class LiveExtension(Extension):
             self.view.session(payload.start.session_id)
             self.view.start()
         elif isinstance(payload, IterationStarted):
-            self._watched = payload.watched
+            self._running[payload.iteration] = payload
             self.view.iteration_started(payload.iteration, payload.hat, payload.ts, payload.spent)
         elif isinstance(payload, IterationEnd):
             self.view.iteration_ended(payload)
-            if self.verbose and not self._watched and payload.output.strip():
-                self.view.output(
+            started = self._running.get(payload.iteration)
+            watched = started is None or started.watched  # its output streamed
+            if self.verbose and not watched and payload.output.strip():
+                self.observe(
                     AgentOutput(
                         hat=payload.hat,
                         iteration=payload.iteration,
@@ -282,12 +287,14 @@ class LiveExtension(Extension):
                         text=payload.output,
                     )
                 )
+            self._running.pop(payload.iteration, None)
         elif isinstance(payload, Waiting):
             self.view.waiting(payload)
 
     def observe(self, piece: AgentOutput) -> None:
         """The engine's output observer (``-v``)."""
-        self.view.output(piece)
+        started = self._running.get(piece.iteration)
+        self.view.output(piece, numbered=started is not None and started.alongside)
 
     async def aclose(self) -> None:
         """Erase the status line before the summary is printed."""

@@ -351,7 +351,10 @@ class Engine:
 
     async def _started(self, request: BackendRequest, backend: Backend) -> None:
         """An attempt of an iteration starts: the displays follow it."""
-        await self._publish_own(started_event(request, backend, self.state, self.wall_clock()))
+        alongside = self.schedule.runs_alongside(request.hat)
+        await self._publish_own(
+            started_event(request, backend, self.state, self.wall_clock(), alongside=alongside)
+        )
 
     def new_attempt(self, iteration: int, hat: str) -> int:
         """The number of ``iteration``'s next attempt; for a hat with a child process,

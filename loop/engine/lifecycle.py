@@ -93,8 +93,10 @@ class IterationStarted:
     """An iteration's hat is about to run.
 
     ``spent`` is what the session cost before it; ``watched`` tells whether its backend
-    reports output as it arrives (:attr:`~loop.backends.base.Backend.watches_output`).
-    A value (one per iteration: not ``frozen``, which would triple its cost to build).
+    reports output as it arrives (:attr:`~loop.backends.base.Backend.watches_output`);
+    ``alongside`` whether other activations may run while it runs (parallel hats:
+    :meth:`~loop.engine.schedule.Schedule.runs_alongside`). A value (one per iteration:
+    not ``frozen``, which would triple its cost to build).
     """
 
     iteration: int
@@ -103,11 +105,20 @@ class IterationStarted:
     ts: float
     spent: HatUsage = field(default_factory=HatUsage)
     watched: bool = False
+    alongside: bool = False
 
 
-def started_event(request: BackendRequest, backend: Backend, state: LoopState, ts: float) -> Event:
+def started_event(
+    request: BackendRequest,
+    backend: Backend,
+    state: LoopState,
+    ts: float,
+    *,
+    alongside: bool = False,
+) -> Event:
     """The ``loop.iteration.started`` event of ``request``'s iteration, about to run on
-    ``backend`` after the iterations ``state`` holds."""
+    ``backend`` after the iterations ``state`` holds (``alongside``: others may run
+    meanwhile)."""
     running = IterationStarted(
         iteration=request.iteration,
         hat=request.hat,
@@ -115,6 +126,7 @@ def started_event(request: BackendRequest, backend: Backend, state: LoopState, t
         ts=ts,
         spent=spent(state),
         watched=backend.watches_output,
+        alongside=alongside,
     )
     return Event(topic=ITERATION_STARTED, source="loop", payload=running, ts=ts)
 

@@ -122,6 +122,11 @@ class Schedule:
         """The settings of ``hat`` (the sequential defaults when it has none)."""
         return self.hats.get(hat, _DEFAULT)
 
+    def runs_alongside(self, hat: str) -> bool:
+        """Whether an activation of ``hat`` may run while other activations run: its own
+        (``concurrency`` above 1) or other hats' (``max_parallel`` above 1)."""
+        return self.max_parallel > 1 or self.of(hat).concurrency > 1
+
     @property
     def parallel(self) -> bool:
         """Whether anything may ever run at once (else the loop is sequential)."""

@@ -191,7 +191,7 @@ async def test_a_live_view_follows_the_lifecycle_and_shows_a_wait(tmp_path: Path
     view = LiveView(live=False, colors=False, clock=lambda: 1000.0)
     printed: list[str] = []
     view.print = lambda line, style="": printed.append(line)  # type: ignore[method-assign]
-    view.output = lambda piece: printed.append(f"[{piece.hat}] {piece.text}")  # type: ignore[method-assign]
+    view.output = lambda piece, numbered=False: printed.append(f"[{piece.hat}] {piece.text}")  # type: ignore[method-assign]
     live = LiveExtension(view, verbose=True)
     config = make_config(HATS, folder=tmp_path)
     backends = {"a": Paid(tag("a.done")), "b": scripted("final words " + tag("LOOP_COMPLETE"))}
@@ -312,6 +312,59 @@ def test_verbose_off_a_terminal_streams_the_lines_of_a_command_hat(project: Path
     assert lines.index("[worker] step two") < next(
         i for i, line in enumerate(lines) if "iteration=1" in line
     )
+
+
+# A fan-out of three perspectives to three reviewers at once, each of which says two
+# lines; the other hats run one at a time.
+WAVE = """\
+[loop]
+prompt = "review"
+max_iterations = 10
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.coordinator]
+triggers = ["task.start"]
+publishes = ["review.perspective"]
+backend = {{ type = "command", command = ["sh", "-c", {coordinator}] }}
+[hats.reviewer]
+triggers = ["review.perspective"]
+publishes = ["review.done"]
+concurrency = 3
+backend = {{ type = "command", command = ["sh", "-c", {reviewer}] }}
+[hats.synthesizer]
+triggers = ["review.done"]
+publishes = ["LOOP_COMPLETE"]
+aggregate = {{ mode = "wait_for_all", timeout_seconds = 120 }}
+backend = {{ type = "command", command = ["sh", "-c", {synthesizer}] }}
+"""
+WAVE_SCRIPTS = {
+    "coordinator": 'cat >/dev/null; echo dispatching; "$LOOP_PYTHON" -m loop emit '
+    "review.perspective --payloads security performance docs",
+    "reviewer": 'cat >/dev/null; echo "reviewing in $LOOP_ITERATION"; '
+    '"$LOOP_PYTHON" -m loop emit review.done ok; echo "reviewed in $LOOP_ITERATION"',
+    "synthesizer": "cat >/dev/null; echo '<event topic=\"LOOP_COMPLETE\">ok</event>'",
+}
+
+
+def test_verbose_numbers_the_lines_of_activations_that_run_at_once(tmp_path: Path) -> None:
+    """-v with a hat of concurrency 3: each of its lines is prefixed with the hat and its
+    iteration (``[reviewer #3]``), so three activations' lines tell apart; the hats that
+    run alone keep the hat alone."""
+    scripts = {hat: json.dumps(script) for hat, script in WAVE_SCRIPTS.items()}
+    (tmp_path / "loop.toml").write_text(WAVE.format(**scripts), encoding="utf-8")
+    res = _run(tmp_path, "-v", "-q")
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    assert "[coordinator] dispatching" in lines
+    for n in (2, 3, 4):
+        assert f"[reviewer #{n}] reviewing in {n}" in lines
+        assert f"[reviewer #{n}] reviewed in {n}" in lines
+    assert '[synthesizer] <event topic="LOOP_COMPLETE">ok</event>' in lines
+    assert not [line for line in lines if line.startswith("[reviewer]")]
 
 
 def test_verbose_prints_an_in_process_hats_output_when_it_ends(tmp_path: Path) -> None:

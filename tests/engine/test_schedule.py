@@ -114,6 +114,21 @@ def test_a_hat_of_concurrency_one_runs_once_on_all_its_events_and_waits_while_in
     assert seqs(step(state, schedule(), running)) == []
 
 
+def test_which_hats_activations_may_run_alongside_others() -> None:
+    """A hat of concurrency above 1 runs alongside its own activations, and with
+    max_parallel above 1 every hat may run alongside another's; an aggregator of
+    concurrency 1 under max_parallel 1 runs alone, as every hat of a sequential loop."""
+    wave = schedule(concurrency=3)
+    assert [wave.runs_alongside(h) for h in ("coordinator", "reviewer", "synthesizer")] == [
+        False,
+        True,
+        False,
+    ]
+    wide = schedule(concurrency=1, max_parallel=2)
+    assert all(wide.runs_alongside(h) for h in ("coordinator", "reviewer", "synthesizer"))
+    assert not any(Schedule().runs_alongside(h) for h in ("coordinator", "reviewer"))
+
+
 def test_max_parallel_bounds_the_hats_running_at_once() -> None:
     state = LoopState(pending=pending(("other.a", "other"), ("review.perspective", "reviewer")))
     assert seqs(step(state, schedule(max_parallel=1))) == [("other", [1])]
