@@ -107,8 +107,9 @@ class _Running:
 
 def _running(state: LoopState) -> list[_Running]:
     """The attempts in flight, as the journal folded into ``state`` says: one per
-    iteration started and not ended (a resume and the session's end close them all),
-    in the order of their numbers; each iteration's attempt is its last start's."""
+    iteration started and not ended (a resume closes them all; at the session's end,
+    watch stops), in the order of their numbers; each iteration's attempt is its last
+    start's."""
     return [
         _Running(
             number,
