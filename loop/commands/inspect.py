@@ -136,7 +136,11 @@ def _end_line(view: SessionView) -> str:
         if view.source == "recording":
             head = "(no footer: the recording was cut off)"
         else:
-            head = "(no end record: the session is running, or was stopped without one)"
+            head = (
+                "(no end record: the session is running)"
+                if view.running
+                else "(no end record: its run stopped without one, a kill or a crash)"
+            )
     else:
         head = (
             f"{end.reason} after {end.iterations} iteration(s) in {end.elapsed:.2f}s "

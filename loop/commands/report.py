@@ -221,11 +221,13 @@ def _figures(view: SessionView) -> str:
 def _outcome_line(view: SessionView) -> str:
     end = view.end
     if end is None:
+        if view.running:
+            return "running: no end record yet"
         if view.in_flight_all:
             running = iterations_text(view.in_flight_all)
             verb = "was" if len(view.in_flight_all) == 1 else "were"
             return f"unfinished: {running} {verb} running when the file ended"
-        return "unfinished: no end record (running, or stopped without one)"
+        return "unfinished: no end record (its run stopped without one, a kill or a crash)"
     cut = ""
     if view.in_flight_all:  # the end cut them short
         verb = "was" if len(view.in_flight_all) == 1 else "were"

@@ -29,6 +29,7 @@ __all__ = [
     "EVENTS_FILE_NAME",
     "JOURNAL_NAME",
     "LATEST",
+    "LOCK_NAME",
     "SessionLock",
     "SessionPaths",
     "is_locked",
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 JOURNAL_NAME = "journal.jsonl"
+LOCK_NAME = "lock"  # held by the process that runs the session
 LATEST = "latest"
 
 
@@ -76,7 +78,7 @@ class SessionPaths:
     @property
     def lock(self) -> Path:
         """The lock file a running process holds."""
-        return self.dir / "lock"
+        return self.dir / LOCK_NAME
 
     def iteration_dir(self, iteration: int) -> Path:
         """The folder of one iteration: one folder per attempt in it."""

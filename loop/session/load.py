@@ -19,7 +19,7 @@ from loop._fs import link_error, stat_nofollow
 from loop._text import iterations_text
 from loop.config.models import snapshot_limits
 from loop.engine.journal import read_journal
-from loop.engine.session_dir import JOURNAL_NAME
+from loop.engine.session_dir import JOURNAL_NAME, LOCK_NAME, is_locked
 from loop.errors import InputError, PathError, SessionError
 from loop.events import Event
 from loop.exits import exit_code_for
@@ -226,14 +226,20 @@ class _Builder:
         return self.iterations[-1].iteration if self.iterations else 0
 
 
-def _open_text(numbers: tuple[int, ...], end: EndView | None) -> str:
-    """What the iterations started and not ended are: running (or killed), or cut short
-    by the session's end."""
+def _open_text(numbers: tuple[int, ...], end: EndView | None, *, running: bool) -> str:
+    """What the iterations started and not ended are: running, left by a run that
+    stopped without an end (a kill, a crash), or cut short by the session's end."""
     one = len(numbers) == 1
     if end is None:
+        how = (
+            "running"
+            if running
+            else "its run stopped without an end (a kill or a crash): a resume runs "
+            + ("it" if one else "them")
+            + " again"
+        )
         return (
-            f"{iterations_text(numbers)} started and {'has' if one else 'have'} not ended "
-            "(still running, or stopped by a crash or a kill)"
+            f"{iterations_text(numbers)} started and {'has' if one else 'have'} not ended ({how})"
         )
     return (
         f"{iterations_text(numbers)} {'was' if one else 'were'} in flight as the session "
@@ -346,9 +352,14 @@ def _from_journal(path: Path) -> SessionView:
     # the last start and the last end alone do not say what is open (2 may end after 3
     # and 4 started); after an end record, the ones it cut short (never committed)
     in_flight = tuple(sorted(build.running))
+    running = build.end is None and is_locked(path.parent / LOCK_NAME)
     if in_flight:
         build.markers.append(
-            MarkerView(kind="in_flight", after=build.done, message=_open_text(in_flight, build.end))
+            MarkerView(
+                kind="in_flight",
+                after=build.done,
+                message=_open_text(in_flight, build.end, running=running),
+            )
         )
     warnings = (f"{path}: torn last line ignored (a crash mid-write)",) if contents.torn else ()
     return SessionView(
@@ -368,6 +379,7 @@ def _from_journal(path: Path) -> SessionView:
         end=build.end,
         in_flight=in_flight[0] if in_flight else None,
         in_flight_all=in_flight,
+        running=running,
         records=len(records),
         warnings=warnings,
     )

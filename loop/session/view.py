@@ -207,6 +207,8 @@ class SessionView(_View):
     # every iteration started and not ended, oldest first: parallel hats run several at
     # once (``in_flight`` keeps its one number, the first of these, for older readers)
     in_flight_all: tuple[int, ...] = ()
+    # a journal's: a live process holds the session's lock (a run without an end goes on)
+    running: bool = False
     records: int  # the records in the file (a recording's run summary counts the same)
     last_run_records: int | None = None  # a resumed recording: what its last run wrote
     write_failures: int = 0

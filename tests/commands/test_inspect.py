@@ -23,6 +23,7 @@ import structlog
 from loop.cli import main
 from loop.engine.journal import read_journal
 from loop.engine.records import session_end
+from loop.engine.session_dir import SessionLock
 from loop.records import JOURNAL_VERSION, IterationEnd, Resume, SessionStart, encode_record
 from loop.session.store import status_elapsed
 from tests.commands.helpers import ENV, loop
@@ -290,9 +291,19 @@ def test_show_of_a_torn_journal_warns_and_shows_the_in_flight_iteration(
     code, out, _ = run(capsys, "show", str(path))
     assert code == 0
     assert [r[0] for r in rows_of(out)] == ["1", "2", "3"]
-    assert "--  in_flight: iteration 4 started and has not ended" in out
-    assert "(no end record: the session is running, or was stopped without one)" in out
+    assert (
+        "--  in_flight: iteration 4 started and has not ended (its run stopped without an " in out
+    )
+    assert "(no end record: its run stopped without one, a kill or a crash)" in out
     assert "warning: " in out and "torn last line" in out
+    lock = SessionLock(tmp_path / "lock")  # a live run holds the session: it is running
+    lock.acquire()
+    try:
+        code, out, _ = run(capsys, "show", str(path))
+    finally:
+        lock.release()
+    assert "--  in_flight: iteration 4 started and has not ended (running)" in out
+    assert "(no end record: the session is running)" in out
 
 
 def parallel_kill(journal: Path, tmp_path: Path) -> Path:
