@@ -223,7 +223,9 @@ class Tool:
         Strict: nothing is coerced (``"5"`` is not an integer, ``1`` is not a boolean),
         and every bound of the input model holds. Arguments nested deeper than
         :data:`loop._json.INPUT_DEPTH` are refused first, whichever way they came (CLI,
-        MCP, bus): the files and records that keep an argument stay readable.
+        MCP, bus): the files and records that keep an argument stay readable. So is
+        text UTF-8 cannot hold (a lone surrogate, which JSON's ``\\ud800`` escape
+        spells), in a value or a key: every file a tool writes is UTF-8.
         """
         if _json.too_deep(args, _json.INPUT_DEPTH + 1):
             raise ToolError(
@@ -231,13 +233,16 @@ class Tool:
                 f"invalid arguments for {self.name}: a value is nested deeper than "
                 f"{_json.INPUT_DEPTH} levels",
             )
+        if unstorable := _not_utf8(args):
+            raise ToolError(
+                "invalid_input", _validation_message(self.name, unstorable), details=unstorable
+            )
         try:
             return self.input_model.model_validate(args, strict=True)
         except ValidationError as exc:
+            details = _validation_details(exc)
             raise ToolError(
-                "invalid_input",
-                _validation_message(self.name, exc),
-                details=_validation_details(exc),
+                "invalid_input", _validation_message(self.name, details), details=details
             ) from exc
 
     def run(
@@ -331,6 +336,37 @@ def _validation_details(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
-def _validation_message(tool: str, exc: ValidationError) -> str:
-    parts = [f"{d['field'] or '(input)'}: {d['message']}" for d in _validation_details(exc)]
+def _validation_message(tool: str, details: list[dict[str, Any]]) -> str:
+    parts = [f"{d['field'] or '(input)'}: {d['message']}" for d in details]
     return f"invalid arguments for {tool}: " + "; ".join(parts)
+
+
+def _shown(text: str) -> str:
+    """``text`` as a reply can carry it: a lone surrogate escaped (``\\ud800``)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _not_utf8(value: Any, path: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """``{field, message}`` for every text in ``value`` (a key or a value, at any depth)
+    that UTF-8 cannot hold: a lone surrogate, which JSON text may spell (``\\ud800``)
+    and Python keeps, but no file can store. Arguments are within
+    :data:`loop._json.INPUT_DEPTH` here, so the recursion stays shallow."""
+    if isinstance(value, str):
+        if value.isascii():  # most text: nothing to encode
+            return []
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = _shown(exc.object[exc.start : exc.end])
+            message = f"Input should be text UTF-8 can store, not a lone surrogate ({bad})"
+            return [{"field": ".".join(path), "message": message}]
+        return []
+    if isinstance(value, dict):
+        found = []
+        for key, item in value.items():
+            where = (*path, _shown(str(key)))
+            found += _not_utf8(key, where) or _not_utf8(item, where)
+        return found
+    if isinstance(value, list | tuple):
+        return [d for i, item in enumerate(value) for d in _not_utf8(item, (*path, str(i)))]
+    return []

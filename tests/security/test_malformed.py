@@ -8,6 +8,7 @@ journal, the recording and emit files (read by the engine) follow the same shape
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from tests.security.harness import (
     nothing,
     run_cli,
     run_mcp,
+    snapshot,
 )
 from tests.security.test_links import START, SUMMARY, exported, finalized, themes
 
@@ -60,6 +62,21 @@ def wrong_total(project: Project) -> None:
     manifest.write_text(
         manifest.read_text().replace('"total_conversations": 1', '"total_conversations": 5')
     )
+
+
+LONE = "not a lone surrogate (\\ud800)"  # how the refusal names the surrogate
+LONE_CLI: list[tuple[Callable[[Project], None], list[str]]] = [
+    (nothing, ["task", "create", "--input", '{"name": "x", "description": "\\ud800"}']),
+    (nothing, ["task", "update", "abcd", "--input", '{"name": "\\ud800"}']),
+    (exported, ["experience", "thoughts", "s1", "--input",
+                '{"session_id": "s1", "thoughts": {"a": "\\ud800"}}']),
+]  # fmt: skip
+LONE_MCP: list[tuple[Callable[[Project], None], tuple[str, dict[str, Any]]]] = [
+    (nothing, ("createTask", {"name": "x", "description": "\ud800"})),
+    (nothing, ("getTask", {"id": "\ud800"})),
+    (exported, ("export_experience_thoughts", {"session_id": "s1", "thoughts": {"a": "\ud800"}})),
+    (themes, ("start_theme", {**START, "themeName": "\ud800"})),
+]
 
 
 @dataclass(frozen=True)
@@ -183,6 +200,11 @@ ROWS = [
     Row("record cap 0", nothing, ["run", "--record-session", "r.jsonl", "--record-max-bytes",
         "0"], says="--record-max-bytes: 0 is below the smallest cap"),
     Row("argument not UTF-8", nothing, ["task", "create", "a\udcff"], says="not UTF-8 text"),
+    # text UTF-8 cannot store: a lone surrogate, which JSON's \ud800 escape spells
+    *[Row(f"--input lone surrogate ({' '.join(argv[:2])})", state, argv, says=LONE)
+      for state, argv in LONE_CLI],
+    *[Row(f"MCP lone surrogate ({call[0]})", state, call=call, says=LONE)
+      for state, call in LONE_MCP],
 ]  # fmt: skip
 
 
@@ -218,3 +240,26 @@ def test_a_deep_tag_payload_stays_text() -> None:
     for body in (DEEP, VERY_DEEP):
         [event] = parse_event_tags(f'<event topic="a.b">{body}</event>', source="hat")
         assert event.payload == body
+
+
+@pytest.mark.parametrize(("state", "argv"), LONE_CLI, ids=[" ".join(a[:2]) for _, a in LONE_CLI])
+def test_a_lone_surrogate_in_input_is_refused_before_any_file_is_touched(
+    tmp_path: Path, state: Callable[[Project], None], argv: list[str]
+) -> None:
+    """--input JSON that spells a lone surrogate (valid JSON, not storable as UTF-8) is
+    invalid_input naming the field: exit 2, one error line, the structured error on
+    stdout under --json, and the project's files as they were (no traceback)."""
+    project = new_project(tmp_path)
+    state(project)
+    before = snapshot(project.root)
+    outcome = run_cli(project, [*argv, "--json"])
+    outcome.check_clean()
+    assert outcome.code == 2, outcome.err
+    assert outcome.err.startswith("error: invalid_input: ") and LONE in outcome.err
+    error = json.loads(outcome.out)["error"]
+    assert error["code"] == "invalid_input"
+    field = "thoughts.a" if argv[0] == "experience" else json.loads(argv[-1]).popitem()[0]
+    assert error["details"] == [
+        {"field": field, "message": "Input should be text UTF-8 can store, " + LONE}
+    ]
+    assert snapshot(project.root) == before

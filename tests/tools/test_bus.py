@@ -172,3 +172,15 @@ def test_request_input_refuses_deep_json_text() -> None:
     with pytest.raises(ToolError) as info:
         request_input(deep, topic="thing.make", tool="makeThing")
     assert info.value.code == "invalid_payload"
+
+
+async def test_text_utf8_cannot_store_is_invalid_input_naming_the_field(tmp_path: Path) -> None:
+    """A payload whose JSON text spells a lone surrogate (valid JSON that no file can
+    store) is answered invalid_input naming the field, as over MCP and the CLI."""
+    bus, seen = _wire(tmp_path)
+    await bus.publish(Event("thing.make", '{"id": "\\ud800"}', source="hat"))
+    [answer] = _answers(seen)
+    assert answer.topic == "thing.error"
+    assert answer.payload["error"]["code"] == "invalid_input"
+    assert [d["field"] for d in answer.payload["error"]["details"]] == ["id"]
+    assert "\\ud800" in answer.payload["error"]["message"]  # escaped: a reply can carry it
