@@ -17,6 +17,10 @@ naming the fields), a domain's :class:`ToolError`, or any other :class:`LoopErro
 with its class's code. A bug is logged with its traceback on stderr and reported as
 :class:`~loop.errors.InternalError` (``internal_error``) without its text. Nothing but
 the protocol is written to stdout.
+
+Over stdio, a tool call on a line the SDK's JSON parser refuses although it is JSON (a
+lone surrogate, ``"\\ud800"``) is read again (:func:`_reread`), so it is answered, with
+``invalid_input``; any other line the SDK drops is logged as ``mcp.message_dropped``.
 """
 
 from __future__ import annotations
@@ -25,21 +29,33 @@ import json
 import types
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, InputRequiredResult, TextContent
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    CallToolResult,
+    InputRequiredResult,
+    JSONRPCMessage,
+    JSONRPCRequest,
+    TextContent,
+    jsonrpc_message_adapter,
+)
 from mcp.types import Tool as MCPTool
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from loop import _json
 from loop._version import __version__
 from loop.errors import InternalError, LoopError, ToolError
 from loop.tools.base import Tool, ToolContext
 from loop.tools.catalog import Catalog, tool_definition
+
+if TYPE_CHECKING:
+    from mcp.shared._stream_protocols import ReadStream
 
 __all__ = ["SERVER_NAME", "HatloopMCPServer", "build_server", "tool_definition"]
 
@@ -104,6 +120,84 @@ def _text_result(data: dict[str, Any], *, is_error: bool) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
+def _reread(refused: Exception) -> JSONRPCMessage | None:
+    """The tool call on a line the SDK's JSON parser refused, read with :mod:`loop._json`.
+
+    JSON text may spell a lone surrogate (``"\\ud800"``): it is valid JSON, which Python
+    reads, but the SDK's parser refuses the whole line, and the SDK drops it without a
+    reply. Read again here, the call reaches its tool, which refuses such text as
+    ``invalid_input`` (:meth:`Tool.parse_input`), so the reply never repeats it. Only a
+    ``tools/call`` is read again: the SDK's replies to other requests may repeat their
+    text, and a reply that UTF-8 cannot carry is never written. ``None`` for any other
+    line (the SDK drops it), and for a call whose request id no reply could carry.
+    """
+    if not isinstance(refused, ValidationError):
+        return None
+    errors = refused.errors(include_url=False)
+    line = errors[0]["input"] if len(errors) == 1 and errors[0]["type"] == "json_invalid" else None
+    if not isinstance(line, str | bytes):
+        return None
+    try:
+        message = jsonrpc_message_adapter.validate_python(
+            _json.loads(line, max_depth=_json.MAX_DEPTH), by_name=False
+        )
+        if not isinstance(message, JSONRPCRequest) or message.method != "tools/call":
+            return None
+        if isinstance(message.id, str):
+            message.id.encode("utf-8")  # the reply repeats it
+    except (ValueError, UnicodeEncodeError):  # ValidationError is a ValueError
+        return None
+    return message
+
+
+def _first_error(refused: Exception) -> str:
+    """What the SDK's parser said of a line, in one line."""
+    if isinstance(refused, ValidationError) and (errors := refused.errors(include_url=False)):
+        return str(errors[0]["msg"])
+    return str(refused).splitlines()[0] if str(refused) else type(refused).__name__
+
+
+class _Reread:
+    """A transport's read stream, each tool call the SDK's parser refused read again
+    (:func:`_reread`); any other line it refused is logged, and gets no reply."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception]) -> None:
+        self._inner = inner
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context of the last item (the SDK's dispatcher reads it)."""
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        item = await self._inner.receive()
+        if not isinstance(item, Exception):
+            return item
+        message = _reread(item)
+        if message is None:
+            log.warning("mcp.message_dropped", reason=_first_error(item))
+            return item
+        return SessionMessage(message)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _Reread:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _Reread:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
 class HatloopMCPServer(MCPServer[Any]):
     """An :class:`MCPServer` that serves a catalog's tools for one :class:`ToolContext`.
 
@@ -116,6 +210,15 @@ class HatloopMCPServer(MCPServer[Any]):
         self.catalog = catalog
         # anyio's Lock is fair: waiters get it in the order they asked (see the docstring).
         self._calls = anyio.Lock()
+
+    async def run_stdio_async(self) -> None:
+        """Serve over stdio, as the SDK does, each line its parser refused read again."""
+        async with stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                _Reread(read_stream),
+                write_stream,
+                self._lowlevel_server.create_initialization_options(),
+            )
 
     async def list_tools(self) -> list[MCPTool]:
         """The registry's tools first, then any added through the SDK."""

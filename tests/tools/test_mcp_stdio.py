@@ -265,3 +265,77 @@ def test_mcp_md_lists_every_session_status_with_its_meaning() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `([a-z_]+)` \| [^|]+\|$", doc, re.MULTILINE)
     assert set(typing.get_args(SessionState)) <= set(rows)
+
+
+async def test_a_call_whose_json_spells_a_lone_surrogate_is_answered_invalid_input(
+    tmp_path: Path,
+) -> None:
+    """JSON text may spell a lone surrogate ("\\ud800"), which the SDK's parser refuses:
+    such a line was dropped without a reply or a log line. Read again, each call gets
+    the tool error invalid_input naming the field, nothing is written, and the server
+    goes on answering."""
+    server = _server(tmp_path, "--tasks-file", "tasks.json")
+    calls = {
+        2: ("createTask", {"name": "x", "description": "\ud800"}, "description"),
+        3: ("getTask", {"id": "\ud800"}, "id"),
+        4: ("export_experience_thoughts", {"session_id": "zz", "thoughts": {"a": "\ud800"}},
+            "thoughts.a"),
+        5: ("start_theme", {"themeName": "\ud800", "themeDirectoryPart": "p", "reason": "r"},
+            "themeName"),
+    }  # fmt: skip
+    lines = [
+        INITIALIZE,
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *(
+            {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+             "params": {"name": name, "arguments": args}}
+            for i, (name, args, _) in calls.items()
+        ),
+        {"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+         "params": {"name": "listTasks", "arguments": {}}},
+    ]  # fmt: skip
+    async with await anyio.open_process(
+        [server.command, *server.args], cwd=tmp_path, env=server.env
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        stdout = BufferedByteReceiveStream(proc.stdout)
+        # json.dumps escapes the surrogate: the line is ASCII JSON text with "\ud800"
+        await proc.stdin.send("".join(json.dumps(m) + "\n" for m in lines).encode())
+        replies = {}
+        with anyio.fail_after(60):
+            while len(replies) < 5:
+                message = json.loads(await stdout.receive_until(b"\n", 1 << 20))
+                if message.get("id", 0) >= 2:
+                    replies[message["id"]] = message
+        await proc.stdin.aclose()
+    for i, (_, _, field) in calls.items():
+        assert replies[i]["result"]["isError"] is True, replies[i]
+        error = json.loads(replies[i]["result"]["content"][0]["text"])["error"]
+        assert error["code"] == "invalid_input"
+        assert [d["field"] for d in error["details"]] == [field]
+    assert replies[6]["result"]["structuredContent"] == {"tasks": []}
+    assert not (tmp_path / "tasks.json").exists() and not (tmp_path / ".loop").exists()
+
+
+async def test_a_line_that_is_no_message_is_logged_and_the_next_call_answered(
+    tmp_path: Path,
+) -> None:
+    """A line that is not a JSON-RPC message gets no reply (the SDK's rule), but a
+    warning on stderr says it was dropped, and the calls after it are answered."""
+    server = _server(tmp_path, "--log-format", "json")
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "listTasks", "arguments": {}}}  # fmt: skip
+    async with await anyio.open_process(
+        [server.command, *server.args], cwd=tmp_path, env=server.env
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        stdout = BufferedByteReceiveStream(proc.stdout)
+        await proc.stdin.send((json.dumps(INITIALIZE) + "\nnot json\n").encode())
+        await proc.stdin.send((json.dumps(call) + "\n").encode())
+        with anyio.fail_after(60):
+            reply = await _reply(stdout, 2, [])
+        await proc.stdin.aclose()
+        errors = b"".join([chunk async for chunk in proc.stderr]).decode()
+    assert reply["result"]["structuredContent"] == {"tasks": []}
+    [dropped] = [json.loads(e) for e in errors.splitlines() if "mcp.message_dropped" in e]
+    assert dropped["level"] == "warning" and "Invalid JSON" in dropped["reason"]
