@@ -22,7 +22,12 @@ import httpx2
 import pytest
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import TextContent
+from mcp.types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    LATEST_PROTOCOL_VERSION,
+    PROTOCOL_VERSION_META_KEY,
+    TextContent,
+)
 from pydantic import BaseModel
 
 from loop.backends.claude import ClaudeBackend, ClaudeConfig
@@ -206,6 +211,46 @@ async def test_a_call_whose_iteration_ended_meanwhile_is_refused(
     assert isinstance(block, TextContent)
     assert json.loads(block.text)["error"]["code"] == "not_authorized"
     assert not it.events_file.exists()
+
+
+async def test_a_call_whose_json_spells_a_lone_surrogate_is_answered(
+    endpoint: SessionEndpoint, tmp_path: Path
+) -> None:
+    """JSON text may spell a lone surrogate ("\\ud800"). A request of the current
+    protocol reaches its tool, which refuses the text as invalid_input naming the field
+    (journaled in the iteration, nothing written); one of the earlier protocols is
+    refused by the SDK's parser before any tool, with the JSON-RPC parse error. Either
+    way the call is answered."""
+    it = running(tmp_path, 1)
+    token = grant(endpoint, it)
+    assert endpoint.url is not None
+    arguments = {"name": "x", "description": "\ud800"}
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "createTask", "arguments": arguments}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream",
+               "Authorization": f"Bearer {token}", "Content-Type": "application/json"}  # fmt: skip
+    modern = {**headers, "MCP-Protocol-Version": LATEST_PROTOCOL_VERSION,
+              "Mcp-Method": "tools/call", "Mcp-Name": "createTask"}  # fmt: skip
+    envelope = {
+        PROTOCOL_VERSION_META_KEY: LATEST_PROTOCOL_VERSION,
+        CLIENT_CAPABILITIES_META_KEY: {},
+    }
+    current = {**body, "params": {**body["params"], "_meta": envelope}}
+    async with httpx2.AsyncClient(timeout=60) as http:
+        # json.dumps escapes the surrogate: ASCII JSON text holding "\ud800"
+        answered = await http.post(endpoint.url, headers=modern, content=json.dumps(current))
+        legacy = await http.post(
+            endpoint.url, headers={**headers, "MCP-Protocol-Version": "2025-11-25"},
+            content=json.dumps(body),
+        )  # fmt: skip
+    result = answered.json()["result"]
+    assert answered.status_code == 200 and result["isError"] is True, answered.text
+    error = json.loads(result["content"][0]["text"])["error"]
+    assert error["code"] == "invalid_input"
+    assert [d["field"] for d in error["details"]] == ["description"]
+    assert [c["error"]["code"] for c in journaled(it)] == ["invalid_input"]
+    assert legacy.status_code == 400 and legacy.json()["error"]["code"] == -32700
+    assert not (tmp_path / "tasks.json").exists()
 
 
 class _Nth(BaseModel):
