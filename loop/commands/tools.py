@@ -4,7 +4,9 @@
 with ``{"title": ..., "parent_id": ...}``. Field names become ``--kebab-case`` options
 (camelCase too: ``themeName`` → ``--theme-name``); strings, numbers and choices are
 typed options, booleans are ``--flag/--no-flag``, anything structured takes JSON.
-``--input JSON`` (or ``@file``, or ``-`` for stdin) gives the whole input at once.
+``--input JSON`` (or ``@file``, or ``-`` for stdin) gives the whole input at once; a field
+given there and as an option or an argument too (or as both of those) must have the same
+value each time, else the call is a usage error naming the field.
 ``--json`` prints the result as JSON; otherwise a renderer prints it for a person.
 An error prints ``error: <code>: <message>`` on stderr and exits with the error's exit
 code, 2 for a refused call (with ``--json`` the structured error also goes to stdout).
@@ -255,28 +257,49 @@ def _input_bytes(spec: str) -> bytes:
     return spec.encode("utf-8", "surrogateescape")
 
 
+def _input_object(spec: str) -> dict[str, Any]:
+    """The JSON object ``--input`` gives (inline, ``@FILE`` or ``-``)."""
+    raw = _input_bytes(spec)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--input is not UTF-8 text ({exc.reason})") from exc
+    try:
+        loaded = _json.loads(text, max_depth=_json.INPUT_DEPTH)
+    except ValueError as exc:
+        raise UsageError(f"--input is not valid JSON: {_json.error_text(exc)}") from exc
+    if not isinstance(loaded, dict):
+        raise UsageError("--input must be a JSON object")
+    return loaded
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values of a field are the same JSON (``1`` is not ``true`` nor ``1.0``)."""
+    return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
+
 def _collect_input(args: argparse.Namespace) -> dict[str, Any]:
-    data: dict[str, Any] = {}
-    if args.input:
-        raw = _input_bytes(args.input)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"--input is not UTF-8 text ({exc.reason})") from exc
-        try:
-            loaded = _json.loads(text, max_depth=_json.INPUT_DEPTH)
-        except ValueError as exc:
-            raise UsageError(f"--input is not valid JSON: {_json.error_text(exc)}") from exc
-        if not isinstance(loaded, dict):
-            raise UsageError("--input must be a JSON object")
-        data.update(loaded)
+    """The tool's input: ``--input``'s object, and each field given as a flag or an
+    argument. A field given twice (in ``--input`` and as a flag, or as a flag and an
+    argument) with different values is a usage error naming it: neither silently wins."""
+    data = _input_object(args.input) if args.input else {}
+    given = dict.fromkeys(data, "--input")
     for key, value in vars(args).items():
         if value is None:
             continue
         if key.startswith("pos__"):
-            data[key[5:]] = value
+            name, where = key[5:], f"the {_kebab(key[5:]).upper()} argument"
         elif key.startswith("field__"):
-            data[key[7:]] = value
+            name, where = key[7:], f"--{_kebab(key[7:])}"
+        else:
+            continue
+        if name in given and not _same(data[name], value):
+            raise UsageError(
+                f"{name} is given twice with different values ({given[name]} and "
+                f"{where}): give it once, not both"
+            )
+        data.setdefault(name, value)
+        given.setdefault(name, where)
     return data
 
 

@@ -233,3 +233,34 @@ def test_export_command_exports_a_session(
     ]
     assert _run("export", "../escape") == EXIT_USAGE
     assert "error:" in capsys.readouterr().err
+
+
+def test_a_field_given_in_input_and_as_an_argument_must_agree(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``conversations s1 --input '{"session_id": "s2", ...}'`` names two sessions: a
+    usage error naming the field (exit 2), and s1's batch 1 stays as it was; the same
+    value given both ways is taken."""
+    summary = json.dumps(SUMMARY)
+    for sid in ("s1", "s2"):
+        assert _run("experience", "init", "--session-id", sid, "--summary", summary) == EXIT_OK
+    batch = tmp_path / ".loop/experiences/experience_s1/conversations_001.json"
+    argv = ("experience", "conversations", "s1", "--batch-number", "1")
+    assert _run(*argv, "--conversations-batch", json.dumps(conversations(1))) == EXIT_OK
+    before = batch.read_bytes()
+    capsys.readouterr()
+    given = {"batch_number": 1, "conversations_batch": conversations(2)}
+    other = json.dumps({"session_id": "s2", **given})
+    code = _run("experience", "conversations", "s1", "--input", other, "--json")
+    out, err = capsys.readouterr()
+    assert code == EXIT_USAGE
+    assert json.loads(out)["error"] == {
+        "code": "usage_error",
+        "message": "session_id is given twice with different values (--input and the "
+        "SESSION-ID argument): give it once, not both",
+    }
+    assert err.startswith("error: usage_error: session_id is given twice")
+    assert batch.read_bytes() == before
+    assert not (tmp_path / ".loop/experiences/experience_s2/conversations_001.json").exists()
+    same = json.dumps({"session_id": "s2", **given})
+    assert _json(capsys, "experience", "conversations", "s2", "--input", same)["success"]

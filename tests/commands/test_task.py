@@ -175,3 +175,37 @@ def test_a_tool_commands_bad_arguments_say_their_code(
             assert error["code"] == "usage_error" and says in error["message"]
         else:
             assert res.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "where"),
+    [
+        (["create", "A", "--name", "B"], "name", "the NAME argument and --name"),
+        (["create", "--input", '{"name": "A", "order": 1}', "--order", "2"], "order",
+         "--input and --order"),
+        (["create", "--input", '{"name": "A", "order": 1}', "--order", "1", "--name", "B"],
+         "name", "--input and --name"),
+        (["delete", "abcd", "--input", '{"cascade": 1}', "--cascade"], "cascade",
+         "--input and --cascade"),  # 1 is not true (as the tool's strict check has it)
+    ],
+)  # fmt: skip
+def test_a_field_given_twice_with_different_values_is_a_usage_error(
+    run: Any, tmp_path: Path, argv: list[str], field: str, where: str
+) -> None:
+    """A flag or an argument never silently replaces the same field in --input (nor one
+    another): different values are refused naming the field, and nothing is written."""
+    code, out, err = run(*argv)
+    assert code == EXIT_USAGE and out == ""
+    assert err == (
+        f"error: usage_error: {field} is given twice with different values ({where}): "
+        "give it once, not both\n"
+    )
+    assert not (tmp_path / "tasks.json").exists()
+
+
+def test_a_field_given_twice_with_the_same_value_is_taken(run: Any) -> None:
+    """The same value in --input and as a flag (or an argument) is no conflict."""
+    argv = ("create", "A", "--input", '{"name": "A", "order": 3}', "--order", "3", "--json")
+    code, out, _ = run(*argv)
+    assert code == EXIT_OK
+    assert (json.loads(out)["task"]["name"], json.loads(out)["task"]["order"]) == ("A", 3)
