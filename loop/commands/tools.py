@@ -158,11 +158,15 @@ def report_tool_error(exc: LoopError, *, as_json: bool) -> int:
     """Print a tool command's error; return its exit code (the error's own).
 
     Every error prints ``error: <code>: <message>`` on stderr and, when ``as_json``,
-    its structured form (:meth:`~loop.errors.LoopError.to_dict`) on stdout.
+    its structured form (:meth:`~loop.errors.LoopError.to_dict`) on stdout, with the one
+    message both places: worded for the command line (:func:`cli_wording`).
     """
+    message = cli_wording(exc.message)
     if as_json:
-        print(json.dumps(exc.to_dict(), ensure_ascii=False, indent=2))
-    print(f"error: {exc.code}: {cli_wording(exc.message)}", file=sys.stderr)
+        shown = exc.to_dict()
+        shown["error"]["message"] = message
+        print(json.dumps(shown, ensure_ascii=False, indent=2))
+    print(f"error: {exc.code}: {message}", file=sys.stderr)
     return exc.exit_code
 
 

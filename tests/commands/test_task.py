@@ -209,3 +209,13 @@ def test_a_field_given_twice_with_the_same_value_is_taken(run: Any) -> None:
     code, out, _ = run(*argv)
     assert code == EXIT_OK
     assert (json.loads(out)["task"]["name"], json.loads(out)["task"]["order"]) == ("A", 3)
+
+
+def test_under_json_the_error_has_one_message(run: Any) -> None:
+    """The structured error on stdout and the line on stderr carry the same message,
+    worded for the command line (the command, not the tool's MCP name)."""
+    code, out, err = run("create", "--input", '{"name": 5}', "--json")
+    assert code == EXIT_USAGE
+    error = json.loads(out)["error"]
+    assert err == f"error: invalid_input: {error['message']}\n"
+    assert error["message"].startswith("invalid arguments for `loop task create`: name: ")
