@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV", "HOSTILE", "hostile_recording", "loop", "pingpong_session"]
+__all__ = ["ENV", "HOSTILE", "hostile_recording", "loop", "pingpong_session", "wave_toml"]
 
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
 
@@ -95,3 +95,46 @@ def hostile_recording(source: Path, target: Path) -> None:
                 rec["reason"] = HOSTILE
         out.append(json.dumps(rec, ensure_ascii=False))
     target.write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+_WAVE = """\
+[loop]
+prompt = "review"
+max_iterations = 10
+durable = {durable}
+[tasks]
+enabled = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.coordinator]
+triggers = ["task.start"]
+publishes = ["review.perspective"]
+backend = {{ type = "command", command = ["sh", "-c", {coordinator}] }}
+[hats.reviewer]
+triggers = ["review.perspective"]
+publishes = ["review.done"]
+concurrency = 3
+backend = {{ type = "command", command = ["sh", "-c", {reviewer}] }}
+[hats.synthesizer]
+triggers = ["review.done"]
+publishes = ["LOOP_COMPLETE"]
+aggregate = {{ mode = "wait_for_all", timeout_seconds = {timeout} }}
+backend = {{ type = "command", command = ["sh", "-c", {synthesizer}] }}
+"""
+
+
+def wave_toml(
+    *, coordinator: str, reviewer: str, synthesizer: str, timeout: int = 120, durable: bool = True
+) -> str:
+    """A ``loop.toml``: a coordinator fans ``review.perspective`` out to three reviewers
+    that run at once (``concurrency = 3``), and a synthesizer waits for all of them;
+    each hat is a shell script (run with ``sh -c``)."""
+    return _WAVE.format(
+        coordinator=json.dumps(coordinator),
+        reviewer=json.dumps(reviewer),
+        synthesizer=json.dumps(synthesizer),
+        timeout=timeout,
+        durable="true" if durable else "false",
+    )

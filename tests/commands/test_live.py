@@ -20,6 +20,7 @@ from loop.engine.lifecycle import Waiting, waiting_event
 from loop.engine.state import HatUsage
 from loop.records import IterationEnd
 from loop.testing import make_config, run_hats, scripted, tag
+from tests.commands.helpers import wave_toml
 from tests.commands.terminal import Terminal
 from tests.engine.test_live_events import HATS, Paid
 
@@ -316,31 +317,6 @@ def test_verbose_off_a_terminal_streams_the_lines_of_a_command_hat(project: Path
 
 # A fan-out of three perspectives to three reviewers at once, each of which says two
 # lines; the other hats run one at a time.
-WAVE = """\
-[loop]
-prompt = "review"
-max_iterations = 10
-[tasks]
-enabled = false
-[themes]
-enabled = false
-[experience]
-enabled = false
-[hats.coordinator]
-triggers = ["task.start"]
-publishes = ["review.perspective"]
-backend = {{ type = "command", command = ["sh", "-c", {coordinator}] }}
-[hats.reviewer]
-triggers = ["review.perspective"]
-publishes = ["review.done"]
-concurrency = 3
-backend = {{ type = "command", command = ["sh", "-c", {reviewer}] }}
-[hats.synthesizer]
-triggers = ["review.done"]
-publishes = ["LOOP_COMPLETE"]
-aggregate = {{ mode = "wait_for_all", timeout_seconds = 120 }}
-backend = {{ type = "command", command = ["sh", "-c", {synthesizer}] }}
-"""
 WAVE_SCRIPTS = {
     "coordinator": 'cat >/dev/null; echo dispatching; "$LOOP_PYTHON" -m loop emit '
     "review.perspective --payloads security performance docs",
@@ -354,8 +330,7 @@ def test_verbose_numbers_the_lines_of_activations_that_run_at_once(tmp_path: Pat
     """-v with a hat of concurrency 3: each of its lines is prefixed with the hat and its
     iteration (``[reviewer #3]``), so three activations' lines tell apart; the hats that
     run alone keep the hat alone."""
-    scripts = {hat: json.dumps(script) for hat, script in WAVE_SCRIPTS.items()}
-    (tmp_path / "loop.toml").write_text(WAVE.format(**scripts), encoding="utf-8")
+    (tmp_path / "loop.toml").write_text(wave_toml(**WAVE_SCRIPTS), encoding="utf-8")
     res = _run(tmp_path, "-v", "-q")
     assert res.returncode == 0, res.stderr
     lines = res.stderr.splitlines()

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.commands.helpers import wave_toml
 from tests.commands.terminal import Terminal
 
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
@@ -251,33 +252,6 @@ while [ ! -e "release-$LOOP_ITERATION" ] && [ ! -e release ]; do
 done
 """
 
-WAVE = """\
-[loop]
-prompt = "review"
-max_iterations = 10
-durable = false
-[tasks]
-enabled = false
-[themes]
-enabled = false
-[experience]
-enabled = false
-[hats.coordinator]
-triggers = ["task.start"]
-publishes = ["review.perspective"]
-backend = {{ type = "command", command = ["sh", "-c", {coordinator}] }}
-[hats.reviewer]
-triggers = ["review.perspective"]
-publishes = ["review.done"]
-concurrency = 3
-backend = {{ type = "command", command = ["sh", "-c", {reviewer}] }}
-[hats.synthesizer]
-triggers = ["review.done"]
-publishes = ["LOOP_COMPLETE"]
-aggregate = {{ mode = "wait_for_all", timeout_seconds = 120 }}
-backend = {{ type = "command", command = ["sh", "-c", {synthesizer}] }}
-"""
-
 
 def test_watch_follows_every_activation_in_flight(tmp_path: Path) -> None:
     """Three reviewers run at once: watch shows what each one emits as it does, and one
@@ -289,7 +263,7 @@ def test_watch_follows_every_activation_in_flight(tmp_path: Path) -> None:
         "reviewer": REVIEWER,
         "synthesizer": "cat >/dev/null; echo '<event topic=\"LOOP_COMPLETE\">ok</event>'",
     }
-    config = WAVE.format(**{hat: json.dumps(script) for hat, script in scripts.items()})
+    config = wave_toml(**scripts, durable=False)
     (tmp_path / "loop.toml").write_text(config, encoding="utf-8")
     watch = Child("watch", "w", cwd=tmp_path)
     late: Child | None = None

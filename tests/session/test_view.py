@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -10,7 +9,7 @@ import pytest
 from loop.errors import InputError
 from loop.session.load import load_session, resolve_session
 from loop.session.view import END, event_rows, flows, hat_stats, outcome
-from tests.commands.helpers import loop
+from tests.commands.helpers import loop, wave_toml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,31 +79,6 @@ def test_a_failed_iteration_is_retried_on_the_same_events() -> None:
 # A fan-out of three identical events (same topic, source, time and payload) to three
 # reviewers at once; each reviewer waits for the next one's answer, so they commit in
 # the reverse of the order they started (4, 3, then 2).
-WAVE_SAME = """\
-[loop]
-prompt = "review"
-max_iterations = 10
-[tasks]
-enabled = false
-[themes]
-enabled = false
-[experience]
-enabled = false
-[hats.coordinator]
-triggers = ["task.start"]
-publishes = ["review.perspective"]
-backend = {{ type = "command", command = ["sh", "-c", {coordinator}] }}
-[hats.reviewer]
-triggers = ["review.perspective"]
-publishes = ["review.done"]
-concurrency = 3
-backend = {{ type = "command", command = ["sh", "-c", {reviewer}] }}
-[hats.synthesizer]
-triggers = ["review.done"]
-publishes = ["LOOP_COMPLETE"]
-aggregate = {{ mode = "wait_for_all", timeout_seconds = 60 }}
-backend = {{ type = "command", command = ["sh", "-c", {synthesizer}] }}
-"""
 SYNTHESIZER = "cat >/dev/null; echo '<event topic=\"LOOP_COMPLETE\">ok</event>'"
 COORDINATOR = 'cat >/dev/null; "$LOOP_PYTHON" -m loop emit review.perspective --payloads x x x'
 REVIEWER = r"""
@@ -123,8 +97,9 @@ def test_each_event_of_a_fan_out_goes_to_the_activation_that_ran_on_it(tmp_path:
     """Three identical events fanned out to three reviewers at once, which commit out of
     order: each event's `to` is the iteration that took it (2, 3, 4, by the numbers the
     loop gave them), in the journal and in the recording alike."""
-    scripts = {"coordinator": COORDINATOR, "reviewer": REVIEWER, "synthesizer": SYNTHESIZER}
-    config = WAVE_SAME.format(**{hat: json.dumps(script) for hat, script in scripts.items()})
+    config = wave_toml(
+        coordinator=COORDINATOR, reviewer=REVIEWER, synthesizer=SYNTHESIZER, timeout=60
+    )
     (tmp_path / "loop.toml").write_text(config, encoding="utf-8")
     res = loop("run", "-q", "--session-id", "w", "--record-session", "rec.jsonl", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
