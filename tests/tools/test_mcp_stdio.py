@@ -202,6 +202,29 @@ def test_stdin_that_cannot_block_ends_the_server_at_once(tmp_path: Path, source:
     assert proc.stdout == b""
 
 
+async def _pipelined(
+    server: StdioServerParameters, cwd: Path, calls: list[dict[str, Any]]
+) -> dict[int, dict[str, Any]]:
+    """Send the handshake and ``calls`` at once, before any reply (one line each, as
+    ``json.dumps`` writes it); the reply to each call, by its id."""
+    lines = [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *calls]
+    ids = {c["id"] for c in calls}
+    async with await anyio.open_process(
+        [server.command, *server.args], cwd=cwd, env=server.env
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        stdout = BufferedByteReceiveStream(proc.stdout)
+        await proc.stdin.send("".join(json.dumps(m) + "\n" for m in lines).encode())
+        replies = {}
+        with anyio.fail_after(60):
+            while len(replies) < len(ids):
+                message = json.loads(await stdout.receive_until(b"\n", 1 << 20))
+                if message.get("id") in ids:
+                    replies[message["id"]] = message
+        await proc.stdin.aclose()
+    return replies
+
+
 async def test_calls_a_client_pipelines_are_made_in_the_order_they_were_sent(
     tmp_path: Path,
 ) -> None:
@@ -221,20 +244,7 @@ async def test_calls_a_client_pipelines_are_made_in_the_order_they_were_sent(
         }
         for i in range(1, 21)
     ]
-    pipelined = [INITIALIZE, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *calls]
-    async with await anyio.open_process(
-        [server.command, *server.args], cwd=tmp_path, env=server.env
-    ) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        stdout = BufferedByteReceiveStream(proc.stdout)
-        await proc.stdin.send("".join(json.dumps(m) + "\n" for m in pipelined).encode())
-        replies = {}
-        with anyio.fail_after(60):
-            while len(replies) < len(calls):
-                message = json.loads(await stdout.receive_until(b"\n", 1 << 20))
-                if message.get("id", 0) >= 100:
-                    replies[message["id"]] = message
-        await proc.stdin.aclose()
+    replies = await _pipelined(server, tmp_path, calls)
     assert not any(r["result"]["isError"] for r in replies.values())
     tasks = json.loads((tmp_path / "tasks.json").read_text())
     by_order = sorted(tasks, key=lambda t: t["order"])
@@ -284,8 +294,6 @@ async def test_a_call_whose_json_spells_a_lone_surrogate_is_answered_invalid_inp
             "themeName"),
     }  # fmt: skip
     lines = [
-        INITIALIZE,
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
         *(
             {"jsonrpc": "2.0", "id": i, "method": "tools/call",
              "params": {"name": name, "arguments": args}}
@@ -294,20 +302,8 @@ async def test_a_call_whose_json_spells_a_lone_surrogate_is_answered_invalid_inp
         {"jsonrpc": "2.0", "id": 6, "method": "tools/call",
          "params": {"name": "listTasks", "arguments": {}}},
     ]  # fmt: skip
-    async with await anyio.open_process(
-        [server.command, *server.args], cwd=tmp_path, env=server.env
-    ) as proc:
-        assert proc.stdin is not None and proc.stdout is not None
-        stdout = BufferedByteReceiveStream(proc.stdout)
-        # json.dumps escapes the surrogate: the line is ASCII JSON text with "\ud800"
-        await proc.stdin.send("".join(json.dumps(m) + "\n" for m in lines).encode())
-        replies = {}
-        with anyio.fail_after(60):
-            while len(replies) < 5:
-                message = json.loads(await stdout.receive_until(b"\n", 1 << 20))
-                if message.get("id", 0) >= 2:
-                    replies[message["id"]] = message
-        await proc.stdin.aclose()
+    # json.dumps escapes the surrogate: each line is ASCII JSON text with "\ud800"
+    replies = await _pipelined(server, tmp_path, lines)
     for i, (_, _, field) in calls.items():
         assert replies[i]["result"]["isError"] is True, replies[i]
         error = json.loads(replies[i]["result"]["content"][0]["text"])["error"]
