@@ -378,7 +378,9 @@ def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: 
 
 def test_sigint_stops_every_activation_and_its_process_group(tmp_path: Path) -> None:
     """SIGINT with two reviewers running: the loop ends as interrupted (130), and both
-    reviewers' processes are gone."""
+    reviewers' processes are gone; the summary, status, show and the resume name the
+    activations it cut short, and the recording of the interrupted and resumed wave
+    replays."""
     import signal
     import subprocess
 
@@ -387,7 +389,17 @@ def test_sigint_stops_every_activation_and_its_process_group(tmp_path: Path) -> 
     (tmp_path / "loop.toml").write_text(_wave_toml(signals, "hold"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loop", "run", "-q", "--session-id", "s"],
+        [
+            sys.executable,
+            "-m",
+            "loop",
+            "run",
+            "-q",
+            "--session-id",
+            "s",
+            "--record-session",
+            "r.jsonl",
+        ],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -431,7 +443,7 @@ def test_sigint_stops_every_activation_and_its_process_group(tmp_path: Path) -> 
     assert b"were in flight as the session ended (interrupted)" in show.stdout, show.stdout
     (signals / "release").write_text("")
     resumed = subprocess.run(
-        [*loop, "run", "-q", "--resume", "s"],
+        [*loop, "run", "-q", "--resume", "s", "--record-session", "r.jsonl"],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -441,6 +453,8 @@ def test_sigint_stops_every_activation_and_its_process_group(tmp_path: Path) -> 
     after = [json.loads(x) for x in journal_path.read_text().splitlines()]
     resume = next(r for r in after if r["kind"] == "resume")
     assert resume["in_flight_all"] == cut  # they run again, and the resume says so
+    result = replay_file(tmp_path / "r.jsonl")  # the interrupted, resumed wave replays
+    assert result.ok, result.divergence and result.divergence.render()
 
 
 async def test_show_and_report_show_the_activations_that_ran_together(tmp_path: Path) -> None:
