@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from loop._fs import atomic_write
-from loop._text import iterations_text
+from loop._text import iterations_were
 from loop._version import __version__
 from loop.commands.common import check_output_file
 from loop.commands.inspect import TARGET_HELP, load_target
@@ -224,14 +224,11 @@ def _outcome_line(view: SessionView) -> str:
         if view.running:
             return "running: no end record yet"
         if view.in_flight_all:
-            running = iterations_text(view.in_flight_all)
-            verb = "was" if len(view.in_flight_all) == 1 else "were"
-            return f"unfinished: {running} {verb} running when the file ended"
+            return f"unfinished: {iterations_were(view.in_flight_all)} running when the file ended"
         return "unfinished: no end record (its run stopped without one, a kill or a crash)"
     cut = ""
     if view.in_flight_all:  # the end cut them short
-        verb = "was" if len(view.in_flight_all) == 1 else "were"
-        cut = f"; {iterations_text(view.in_flight_all)} {verb} in flight, not committed"
+        cut = f"; {iterations_were(view.in_flight_all)} in flight, not committed"
     return (
         f"{end.reason} after {end.iterations} iteration(s) in {fmt_seconds(end.elapsed)} "
         f"(exit {end.exit_code}){cut}"

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from loop._text import iterations_text
+from loop._text import iterations_text, iterations_were
 from loop.commands.common import SESSIONS_DIR_HELP, print_json, sessions_root
 from loop.engine.progress import spent_text
 from loop.errors import UsageError
@@ -90,7 +90,7 @@ def _in_flight_text(st: dict[str, Any]) -> str:
         return ""
     if st["status"] == "running":
         return f" ({iterations_text(numbers)} in flight)"
-    return f" ({iterations_text(numbers)} {'was' if len(numbers) == 1 else 'were'} in flight)"
+    return f" ({iterations_were(numbers)} in flight)"
 
 
 def _pending_text(p: dict[str, Any]) -> str:

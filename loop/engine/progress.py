@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 
-from loop._text import iterations_text
+from loop._text import iterations_text, them
 from loop.bus import EventBus
 from loop.engine.decide import Limits
 from loop.engine.lifecycle import (
@@ -87,23 +87,27 @@ class RunSummary:
         )
 
 
+_DONE = ("completed", "cancelled")  # reasons a session cannot be resumed from
+
+
 def _state_notes(state: LoopState, reason: str) -> list[str]:
     """What the state says of how the run ended: the iterations its end cut short, a
     completion refused (why the loop went on until a limit), and the failure that ended a
     run of failures."""
     notes = []
+    done = reason in _DONE
     if state.in_flight:
         numbers = sorted(state.in_flight)
         hats = sorted({state.in_flight[n].hat for n in numbers})
-        one = len(numbers) == 1
+        verb = "was" if len(numbers) == 1 else "were"
         note = (
-            f"{iterations_text(numbers)} ({', '.join(hats)}) {'was' if one else 'were'} in "
-            f"flight as the run stopped: nothing of {'it' if one else 'them'} was committed"
+            f"{iterations_text(numbers)} ({', '.join(hats)}) {verb} in flight as the run "
+            f"stopped: nothing of {them(numbers)} was committed"
         )
-        if reason not in ("completed", "cancelled"):
-            note += f", a resume runs {'it' if one else 'them'} again"
+        if not done:
+            note += f", a resume runs {them(numbers)} again"
         notes.append(note)
-    if state.refused is not None and reason not in ("completed", "cancelled"):
+    if state.refused is not None and not done:
         notes.append(state.refused)  # why it went on: "LOOP_COMPLETE refused: ..."
     if reason == "max_consecutive_failures" and state.last_failure is not None:
         notes.append(
@@ -122,7 +126,7 @@ def resume_command(
     Limits keep on counting across a resume (iterations, failures in a row, spend), so
     the hint raises the limit above what was reached, not to a fresh allowance.
     """
-    if reason in ("completed", "cancelled"):
+    if reason in _DONE:
         return None
     flag = ""
     if limits is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from loop import _json
 from loop._fs import link_error, stat_nofollow
-from loop._text import iterations_text
+from loop._text import iterations_text, iterations_were, them
 from loop.config.models import snapshot_limits
 from loop.engine.journal import read_journal
 from loop.engine.session_dir import JOURNAL_NAME, LOCK_NAME, is_locked
@@ -234,16 +234,15 @@ def _open_text(numbers: tuple[int, ...], end: EndView | None, *, running: bool) 
         how = (
             "running"
             if running
-            else "its run stopped without an end (a kill or a crash): a resume runs "
-            + ("it" if one else "them")
-            + " again"
+            else f"its run stopped without an end (a kill or a crash): a resume runs "
+            f"{them(numbers)} again"
         )
         return (
             f"{iterations_text(numbers)} started and {'has' if one else 'have'} not ended ({how})"
         )
     return (
-        f"{iterations_text(numbers)} {'was' if one else 'were'} in flight as the session "
-        f"ended ({end.reason}): nothing of {'it' if one else 'them'} was committed"
+        f"{iterations_were(numbers)} in flight as the session ended ({end.reason}): "
+        f"nothing of {them(numbers)} was committed"
     )
 
 
@@ -331,13 +330,7 @@ def _from_journal(path: Path) -> SessionView:
                 lost = record.lost()
                 build.resumed(
                     f"resumed by pid {record.pid} after iteration {record.iteration}"
-                    + (
-                        f" ({iterations_text(lost)} "
-                        + ("was" if len(lost) == 1 else "were")
-                        + " in flight and ran again)"
-                        if lost
-                        else ""
-                    )
+                    + (f" ({iterations_were(lost)} in flight and ran again)" if lost else "")
                 )
             case SessionEnd():
                 build.ended(
