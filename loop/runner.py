@@ -169,6 +169,26 @@ async def run_loop(
 ) -> RunSummary:
     """Run (or resume) a session to its end; SIGINT, SIGTERM and SIGHUP stop it
     gracefully (see :mod:`loop._signals`)."""
+    # The signals are this function's from its first line, before the session exists: a
+    # Ctrl-C while the backends and the endpoint are set up stops the run as one during
+    # an iteration does (its summary names the session), not asyncio's KeyboardInterrupt.
+    # They stay received until the session's cleanup is over: a second Ctrl-C while the
+    # first one's cleanup runs (children stopped, journal and recording flushed) is taken
+    # and dropped, never a KeyboardInterrupt in the middle of a write.
+    with (
+        anyio.open_signal_receiver(*stop_signals())
+        if options.handle_signals
+        else contextlib.nullcontext()
+    ) as signals:
+        return await _run_session(config, options, extra, signals)
+
+
+async def _run_session(
+    config: LoadedConfig,
+    options: RunOptions,
+    extra: Sequence[Extension],
+    signals: AsyncIterator[int] | None,
+) -> RunSummary:
     ctx = tool_context(config, options.workdir)
     paths = resolve_session(config, options)
     exts: list[Extension] = []
@@ -205,26 +225,18 @@ async def run_loop(
     )
     received: list[int] = []
     summary: RunSummary | None = None
-    # The signals stay received until the session's cleanup is over: a second Ctrl-C
-    # while the first one's cleanup runs (children stopped, journal and recording
-    # flushed) is taken and dropped, never a KeyboardInterrupt in the middle of a write.
-    with (
-        anyio.open_signal_receiver(*stop_signals())
-        if options.handle_signals
-        else contextlib.nullcontext()
-    ) as signals:
-        try:
-            async with anyio.create_task_group() as tg:
-                if signals is not None:
-                    tg.start_soon(_watch_signals, signals, tg.cancel_scope, received)
-                if endpoint is not None:  # the tools are served before any agent starts
-                    await tg.start(endpoint.serve)
-                summary = await engine.run()
-                tg.cancel_scope.cancel()
-        except BaseExceptionGroup as group:  # the engine's own error, not a group
-            if len(group.exceptions) == 1:
-                raise group.exceptions[0] from None
-            raise
+    try:
+        async with anyio.create_task_group() as tg:
+            if signals is not None:
+                tg.start_soon(_watch_signals, signals, tg.cancel_scope, received)
+            if endpoint is not None:  # the tools are served before any agent starts
+                await tg.start(endpoint.serve)
+            summary = await engine.run()
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:  # the engine's own error, not a group
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
     if summary is None:
         summary = engine.summary(
             "interrupted", [f"stopped by {signal.Signals(received[0]).name}"] if received else []

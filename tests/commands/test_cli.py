@@ -321,6 +321,50 @@ def test_a_signal_stops_the_run_gracefully_with_exit_130(
     assert st["status"] == "interrupted" and st["resume_command"]
 
 
+# A Ctrl-C while the run sets up (the tool domains' extensions are being made), before
+# the session's journal exists: the run stops as it does during an iteration.
+_CTRL_C_DURING_SET_UP = """
+import os, signal, sys
+import loop.runner
+made = loop.runner.domain_extensions
+def ctrl_c(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGINT)
+    return made(*args, **kwargs)
+loop.runner.domain_extensions = ctrl_c
+from loop.cli import main
+sys.exit(main(["run", "--session-id", "s"]))
+"""
+
+
+def test_a_ctrl_c_while_the_run_sets_up_ends_with_the_summary_naming_the_session(
+    tmp_path: Path,
+) -> None:
+    """Not asyncio's KeyboardInterrupt (``error: interrupted``, no session named): the
+    summary names the session it made and how to resume it, exit 130."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
+        '[hats.slow]\ntriggers = ["task.start"]\n'
+        f'backend = {{ type = "command", command = ["{sys.executable}", "-c", '
+        '"import time; time.sleep(60)"] }\n'
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_DURING_SET_UP],
+        check=False,
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 130, res.stderr
+    assert "error: interrupted" not in res.stderr
+    assert res.stdout.startswith("hatloop: interrupted after 0 iteration(s)")
+    assert "stopped by SIGINT" in res.stdout
+    assert "--resume s" in res.stdout
+    st = json.loads(loop("status", "s", "--json", cwd=tmp_path).stdout)
+    assert st["status"] == "interrupted"
+
+
 @pytest.mark.parametrize("gap", [0.0, 0.02, 0.05, 0.2])
 def test_a_second_ctrl_c_still_exits_130_with_no_traceback(tmp_path: Path, gap: float) -> None:
     """Ctrl-C twice: the second comes during the first one's cleanup or the process's
