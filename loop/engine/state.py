@@ -338,6 +338,8 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
     if record.status == "ok":
         state.consecutive_failures = 0
         state.last_failure = None
+    elif record.consumed:  # of an aggregator's wave: the aggregator is told, and decides
+        state.failed_iterations += 1
     else:
         state.consecutive_failures += 1
         state.failed_iterations += 1
