@@ -299,9 +299,28 @@ class _Pass:
                 if not started.exhausted:
                     self.per_hat[started.hat] = self.per_hat.get(started.hat, 0) + 1
                     left -= 1
+        self._arm_new_waves(now)
         if not self.running and not out.start and out.stop is None and out.wake_at is None:
             out.stop = "max_iterations" if left <= 0 else "no_pending_events"
         return out
+
+    def _arm_new_waves(self, now: float) -> None:
+        """A wave that starts now (none of its producers in flight before this pass) has
+        its aggregator's deadline from now: the driver plans again then, even if none of
+        the wave ends before it."""
+        out = self.out
+        starting = {s.hat for s in out.start if not s.exhausted}
+        if not starting:
+            return
+        for hat, producers in self.schedule.producers.items():
+            agg = self.schedule.of(hat).aggregate
+            if agg is None or agg.timeout_seconds is None or not producers & starting:
+                continue
+            if any(r.hat in producers for r in self.running):
+                continue  # a wave in flight: its deadline is set from its oldest activation
+            deadline = now + agg.timeout_seconds
+            if out.wake_at is None or deadline < out.wake_at:
+                out.wake_at = deadline
 
     def _consider(self, pending: PendingEvent, blocked: set[str]) -> Selection | None:
         """The activation ``pending`` starts now, if any (``blocked``: hats to skip)."""

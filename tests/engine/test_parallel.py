@@ -532,6 +532,36 @@ async def test_the_aggregate_timeout_cancels_what_still_runs_and_says_so(tmp_pat
         assert f"iteration {e.iteration} (reviewer) failed: timed out" in synthesis
 
 
+async def test_an_aggregate_timeout_holds_from_the_waves_start_when_every_agent_hangs(
+    tmp_path: Path,
+) -> None:
+    """Three reviewers that all hang: the wave is cancelled when its time is up, though
+    none of it ever ends (no commit plans the scheduler again), and the three timed-out
+    activations do not count as failures in a row (three is the default limit): the
+    synthesizer runs, told of each."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    cfg = wave_config(
+        tmp_path / "w",
+        {"mode": "wait_for_all", "timeout_seconds": 3},
+        max_runtime_seconds=300,  # without the deadline, the run would end here
+    )
+    agent = wave_agent(signals, "hangall")
+    summary, _ = await run_hats(
+        cfg, dict.fromkeys(cfg.hats, agent), workdir=tmp_path / "w", session_id="s"
+    )
+    assert summary.reason == "completed", summary
+    ends = [r for r in journal(tmp_path / "w", "s") if isinstance(r, IterationEnd)]
+    reviewers = [e for e in ends if e.hat == "reviewer"]
+    assert len(reviewers) == 3
+    assert all(e.status == "failed" and "timed out" in (e.reason or "") for e in reviewers)
+    for pid_file in signals.glob("pid-*"):  # each one that started its agent
+        assert not _alive(int(pid_file.read_text()))
+    synthesis = (signals / "synthesis.txt").read_text()
+    for e in reviewers:
+        assert f"iteration {e.iteration} (reviewer) failed: timed out" in synthesis
+
+
 @pytest.mark.parametrize(
     "crash_at",
     [

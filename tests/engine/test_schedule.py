@@ -329,6 +329,18 @@ def test_the_aggregate_timeout_cancels_the_wave_on_the_clock() -> None:
     assert set(plan.cancel) == {1, 2} and "timed out" in plan.cancel[1]
 
 
+def test_a_wave_starting_now_is_planned_again_at_its_aggregate_timeout() -> None:
+    """The deadline holds from the wave's start, not from its first commit: agents that all
+    hang are cancelled when the time is up."""
+    agg = Aggregate(timeout_seconds=5.0)
+    plan = step(LoopState(pending=perspectives(3)), schedule(aggregate=agg), now=10.0)
+    assert seqs(plan) == [("reviewer", [1]), ("reviewer", [2]), ("reviewer", [3])]
+    assert plan.wake_at == 15.0
+    # a hat outside the wave starting now sets no deadline
+    other = LoopState(pending=pending(("other.x", "other")))
+    assert step(other, schedule(aggregate=agg), now=10.0).wake_at == LIMITS.max_runtime_seconds
+
+
 def test_the_aggregator_is_told_which_activations_failed() -> None:
     event = wave_notice(4, "reviewer", "timed out after 600s", "synthesizer", 1.0)
     assert event.target == "synthesizer" and event.source == "loop"
@@ -511,3 +523,20 @@ def test_an_event_published_again_in_the_same_iteration_is_not_a_repeat() -> Non
     same = Event(topic="review.done", payload="x", source="reviewer")
     apply(state, replace(_end(1, "x"), published=(same, same, same)), CTX)
     assert state.repeat_count == 1
+
+
+def test_a_failed_activation_of_a_wave_is_the_aggregators_not_a_failure_in_a_row() -> None:
+    """Three reviewers of a wave time out (their triggers consumed, the aggregator told):
+    the run goes on to the aggregator; a failure outside a wave counts in a row."""
+    state = LoopState(next_seq=4)
+    for n in (1, 2, 3):
+        apply(state, _start(n, "reviewer", (n,)), CTX)
+        timed_out = replace(
+            _end(n, ""), status="failed", reason="timed out", published=(), consumed=(n,)
+        )
+        apply(state, timed_out, CTX)
+    assert state.consecutive_failures == 0 and state.failed_iterations == 3
+    apply(state, _start(4, "reviewer", (9,)), CTX)
+    apply(state, replace(_end(4, ""), status="failed", reason="exit 1", published=()), CTX)
+    assert state.consecutive_failures == 1 and state.failed_iterations == 4
+    assert state.last_failure == "#4 reviewer: exit 1"

@@ -4,7 +4,8 @@
 * ``reviewer`` writes ``DIR/started-N`` for its perspective N, then waits until the three
   reviewers have started (which proves they overlap, with no timing), then publishes
   ``review.done`` (MODE ``failN``: perspective N fails instead; ``hangN``: it hangs,
-  writing its pid to ``DIR/pid-N``; ``solo``: it does not wait for the others);
+  writing its pid to ``DIR/pid-N``; ``hangall``: the three hang; ``solo``: it does not
+  wait for the others);
   ``hold``: perspectives 1 and 3 hang until ``DIR/release`` exists, 2 ends at once;
   ``mcp``: it publishes through the session's MCP endpoint (``emit_event`` with its own
   ``$LOOP_MCP_TOKEN``), the three calls at once, and writes the reply to ``DIR/mcp-N.json``;
@@ -56,7 +57,7 @@ elif hat == "reviewer":
     assert found, prompt
     n = found.group(1)
     (folder / f"started-{n}").write_text(os.environ["LOOP_ITERATION"])
-    if mode == f"hang{n}":
+    if mode in (f"hang{n}", "hangall"):
         (folder / f"pid-{n}").write_text(str(os.getpid()))
         time.sleep(3600)
     if mode == "hold" and n != "2" and not (folder / "release").exists():
