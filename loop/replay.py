@@ -79,8 +79,9 @@ __all__ = [
 ]
 
 # Terminations a replay cannot reproduce (a clock, a signal, an internal error such as a
-# full disk): only the prefix is compared.
-_UNREPRODUCIBLE = frozenset({"interrupted", "max_runtime", "error"})
+# full disk, an agent's program missing on the recording's machine): only the prefix is
+# compared.
+_UNREPRODUCIBLE = frozenset({"interrupted", "max_runtime", "error", "backend_unavailable"})
 
 
 # -- comparison (pure) --------------------------------------------------------------------

@@ -671,3 +671,39 @@ def test_an_empty_folder_is_bad_usage_before_any_replay(
     assert out == ""
     assert err == f"error: no recordings in {empty} (no *.jsonl file in that folder)\n"
     assert not junit.exists()
+
+
+def test_a_run_whose_agent_program_is_missing_replays_as_a_prefix(tmp_path: Path) -> None:
+    """``backend_unavailable``: the iteration whose program was missing never ran, so the
+    recording holds what came before it; that much replays, and the replay is not held to
+    an iteration it cannot have."""
+    emit = "print('<event topic=\"next\">go</event>')"
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
+        '[hats.a]\ntriggers = ["task.start"]\npublishes = ["next"]\n'
+        f'backend = {{ type = "command", command = [{json.dumps(sys.executable)}, "-c", '
+        f"{json.dumps(emit)}] }}\n"
+        '[hats.b]\ntriggers = ["next"]\npublishes = ["LOOP_COMPLETE"]\n'
+        'backend = { type = "command", command = ["hatloop-no-such-program"] }\n'
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loop",
+            "run",
+            "-q",
+            "--no-preflight",
+            "--record-session",
+            "r.jsonl",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 1 and "backend_unavailable after 1 iteration" in run.stdout
+    result = replay_file(tmp_path / "r.jsonl")
+    assert result.ok, result.divergence and result.divergence.render()
+    assert result.partial == "the recorded run ended by backend_unavailable"
+    assert result.actual_iterations == 1
