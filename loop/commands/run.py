@@ -373,6 +373,9 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.session_id == "":
         raise UsageError("--session-id: empty (leave it out for a generated id)")
+    if args.record_session is not None and not args.record_session.strip():
+        # ``--record-session "$REC"`` with REC unset: a CI job would pass unrecorded
+        raise UsageError("--record-session: empty file name")
     if args.resume is not None and (args.prompt is not None or args.prompt_file is not None):
         flag = "--prompt" if args.prompt is not None else "--prompt-file"
         raise UsageError(

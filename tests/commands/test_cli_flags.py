@@ -58,7 +58,8 @@ def test_an_empty_or_unreadable_objective_from_a_flag_is_the_flags_error(
     tmp_path: Path,
 ) -> None:
     """``--prompt ""``, ``--prompt "  "``, an empty ``--prompt-file`` and one that is not
-    UTF-8: exit 2, one line naming the flag; nothing runs."""
+    UTF-8, and an empty ``--record-session`` file name: exit 2, one line naming the flag;
+    nothing runs."""
     (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
     (tmp_path / "blank.md").write_text(" \n\t\n", encoding="utf-8")
     (tmp_path / "latin1.md").write_bytes("caf\u00e9".encode("latin-1"))
@@ -67,6 +68,8 @@ def test_an_empty_or_unreadable_objective_from_a_flag_is_the_flags_error(
         (["--prompt", "  "], "--prompt: empty objective"),
         (["--prompt-file", "blank.md"], "--prompt-file blank.md: empty objective"),
         (["--prompt-file", "latin1.md"], "--prompt-file latin1.md: not UTF-8 text (byte 3)"),
+        (["--record-session", ""], "--record-session: empty file name"),
+        (["--record-session", " ", "--force"], "--record-session: empty file name"),
     ):
         res = loop("run", "-q", *argv, cwd=tmp_path)
         assert res.returncode == 2, argv
