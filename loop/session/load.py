@@ -231,14 +231,12 @@ def _open_text(numbers: tuple[int, ...], end: EndView | None, *, running: bool) 
     stopped without an end (a kill, a crash), or cut short by the session's end."""
     one = len(numbers) == 1
     if end is None:
-        how = (
-            "running"
-            if running
-            else f"its run stopped without an end (a kill or a crash): a resume runs "
-            f"{them(numbers)} again"
-        )
+        started = f"{iterations_text(numbers)} started and {'has' if one else 'have'} not ended"
+        if running:
+            return f"{started} (running)"
         return (
-            f"{iterations_text(numbers)} started and {'has' if one else 'have'} not ended ({how})"
+            f"{started}: the session's run stopped without an end, by a kill or a crash; "
+            f"a resume runs {them(numbers)} again"
         )
     return (
         f"{iterations_were(numbers)} in flight as the session ended ({end.reason}): "

@@ -292,7 +292,8 @@ def test_show_of_a_torn_journal_warns_and_shows_the_in_flight_iteration(
     assert code == 0
     assert [r[0] for r in rows_of(out)] == ["1", "2", "3"]
     assert (
-        "--  in_flight: iteration 4 started and has not ended (its run stopped without an " in out
+        "--  in_flight: iteration 4 started and has not ended: the session's run stopped "
+        "without an end, by a kill or a crash; a resume runs it again" in out
     )
     assert "(no end record: its run stopped without one, a kill or a crash)" in out
     assert "warning: " in out and "torn last line" in out
