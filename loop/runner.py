@@ -169,9 +169,10 @@ async def run_loop(
 ) -> RunSummary:
     """Run (or resume) a session to its end; SIGINT, SIGTERM and SIGHUP stop it
     gracefully (see :mod:`loop._signals`)."""
-    # The signals are this function's from its first line, before the session exists: a
-    # Ctrl-C while the backends and the endpoint are set up stops the run as one during
-    # an iteration does (its summary names the session), not asyncio's KeyboardInterrupt.
+    # The signals are this function's from its first line: a Ctrl-C (or SIGTERM) while
+    # the backends and the endpoint are set up stops the run as one during an iteration
+    # does once the session exists (its summary names it), else before any of it runs
+    # (KeyboardInterrupt: ``error: interrupted``, and no session made).
     # They stay received until the session's cleanup is over: a second Ctrl-C while the
     # first one's cleanup runs (children stopped, journal and recording flushed) is taken
     # and dropped, never a KeyboardInterrupt in the middle of a write.
@@ -238,6 +239,8 @@ async def _run_session(
             raise group.exceptions[0] from None
         raise
     if summary is None:
+        if not engine.session_started:  # stopped while it was set up: nothing ran
+            raise KeyboardInterrupt
         summary = engine.summary(
             "interrupted", [f"stopped by {signal.Signals(received[0]).name}"] if received else []
         )

@@ -192,6 +192,7 @@ class Engine:
         self._next_yield = 0.0
         self._base_elapsed = 0.0
         self._t0 = 0.0
+        self.session_started = False  # its journal opened (or reopened) by this run
         self._notes: list[str] = []
         self._waits = LimitWaits(
             session_id=paths.session_id,
@@ -264,6 +265,7 @@ class Engine:
             self._lock.release()
             raise
         self._t0 = self.clock()
+        self.session_started = True
         self.bus.subscribe("*", self._collector, name="engine")
         for ext in self.extensions:
             ext.attach(self.bus)

@@ -365,6 +365,33 @@ def test_a_ctrl_c_while_the_run_sets_up_ends_with_the_summary_naming_the_session
     assert st["status"] == "interrupted"
 
 
+def test_a_ctrl_c_before_the_session_exists_makes_none_and_names_none(tmp_path: Path) -> None:
+    """The same Ctrl-C with the session's MCP endpoint to start first: the run stops before
+    its session exists, so nothing names one (no resume command for a session that is
+    not there, no elapsed time made up): ``error: interrupted``, exit 130."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
+        "[mcp]\nserve = true\n"
+        '[hats.slow]\ntriggers = ["task.start"]\n'
+        f'backend = {{ type = "command", command = ["{sys.executable}", "-c", '
+        '"import time; time.sleep(60)"] }\n'
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_DURING_SET_UP],
+        check=False,
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 130, res.stderr
+    assert res.stdout == ""
+    assert res.stderr.strip().splitlines()[-1] == "error: interrupted"
+    assert "Traceback" not in res.stderr
+    assert not (tmp_path / ".loop/sessions/s").exists()
+
+
 @pytest.mark.parametrize("gap", [0.0, 0.02, 0.05, 0.2])
 def test_a_second_ctrl_c_still_exits_130_with_no_traceback(tmp_path: Path, gap: float) -> None:
     """Ctrl-C twice: the second comes during the first one's cleanup or the process's
