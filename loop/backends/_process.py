@@ -179,12 +179,12 @@ def _reap_stragglers(proc: Process) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
-async def _kill_group(proc: Process) -> None:
+async def _kill_group(proc: Process, grace: float) -> None:
+    """SIGTERM to the group, ``grace`` seconds for the leader to exit, then SIGKILL (at
+    once when ``grace`` is 0)."""
+    steps = [(signal.SIGTERM, grace)] if grace > 0 else []
     with anyio.CancelScope(shield=True):
-        for sig, wait in (
-            (signal.SIGTERM, KILL_GRACE_SECONDS),
-            (signal.SIGKILL, KILL_WAIT_SECONDS),
-        ):
+        for sig, wait in (*steps, (signal.SIGKILL, KILL_WAIT_SECONDS)):
             if proc.returncode is not None:
                 _reap_stragglers(proc)
                 return
@@ -217,12 +217,15 @@ async def run_process(
     output_files: bool = False,
     watch: OutputWatch | None = None,
     on_start: Callable[[SpawnedProcess], None] | None = None,
+    stop_grace: float = KILL_GRACE_SECONDS,
 ) -> ProcessResult:
     """Run ``argv`` to completion (or timeout) and capture its output.
 
     With ``output_files`` stdout and stderr are temporary files, not pipes (see above).
     ``watch`` sees the output as it arrives, and may stop a silent child.
     ``on_start`` is told who the child is as soon as it runs (to journal it).
+    ``stop_grace``: a child stopped (a timeout, a cancellation) gets SIGTERM and this long
+    to exit before SIGKILL; 0: SIGKILL at once.
 
     Raises:
         BackendUnavailable: the program does not exist or is not executable.
@@ -270,7 +273,7 @@ async def run_process(
                         watch.stopped()
             timed_out = scope.cancelled_caught
         finally:
-            await _kill_group(proc)
+            await _kill_group(proc, stop_grace)
             if not left_stopped:
                 await _stop_leftovers(child, before)
             with anyio.CancelScope(shield=True):

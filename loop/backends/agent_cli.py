@@ -27,6 +27,10 @@ class AgentCliBackend(Backend, Generic[ConfigT]):
 
     own_timeout = True  # run_process stops the CLI at the timeout and keeps its output
     watches_output = True  # the agent's text and tool calls, as they arrive
+    # An agent told to stop may go on acting: Claude Code with an MCP server, sent
+    # SIGTERM, sends its tool's result to the model and runs the next tool for as long
+    # as the grace lasts. Its iteration is over: nothing of it may act any more.
+    stop_grace_seconds = 0.0
     reader: ClassVar[type[OutputReader]] = OutputReader  # how its stdout is read for -v
 
     def __init__(self, config: ConfigT) -> None:
@@ -67,4 +71,5 @@ class AgentCliBackend(Backend, Generic[ConfigT]):
             output_files=output_files,
             watch=self.watch(request),
             on_start=request.on_child,
+            stop_grace=self.stop_grace_seconds,
         )

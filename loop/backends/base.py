@@ -35,6 +35,9 @@ attribute          default  meaning
                             (``-v``) and ``request.idle_timeout_seconds`` applies
 ``reports_cost``   False    its results carry ``cost_usd`` (``max_cost_usd`` holds it)
 ``reports_tokens`` False    its results carry token counts (``max_tokens`` holds it)
+``stop_grace_seconds`` 2.0  a child it stops (a timeout, a cancellation, a resume that
+                            finds it left running) gets SIGTERM and this long to exit
+                            before SIGKILL; 0: SIGKILL at once
 =================  =======  ==========================================================
 
 A backend that watches its child's output passes :meth:`Backend.watch` to
@@ -54,6 +57,7 @@ from typing import Any, Literal
 
 from loop import locations
 from loop.backends._output import OutputWatch
+from loop.backends._process import KILL_GRACE_SECONDS
 from loop.backends._procs import SpawnedProcess
 from loop.events import Event
 
@@ -234,6 +238,7 @@ class Backend:
     watches_output: bool = False
     reports_cost: bool = False
     reports_tokens: bool = False
+    stop_grace_seconds: float = KILL_GRACE_SECONDS
 
     async def run(self, request: BackendRequest) -> BackendResult:
         """Run the hat once with ``request.prompt``; never raise for ordinary failures.

@@ -96,6 +96,7 @@ class CommandBackend(Backend):
             max_output_bytes=self.max_output_bytes,
             watch=self.watch(request),
             on_start=request.on_child,
+            stop_grace=self.stop_grace_seconds,
         )
         output = proc.stdout.decode("utf-8", errors="replace")
         meta: dict[str, Any] = {"stderr_tail": last_line(proc.stderr)} if proc.stderr else {}

@@ -11,7 +11,7 @@ subscribers (``loop.terminated``), closes every extension and releases the sessi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
@@ -19,6 +19,8 @@ from typing import Protocol
 import structlog
 
 from loop._fs import make_folders, stat_nofollow
+from loop.backends._process import KILL_GRACE_SECONDS
+from loop.backends.base import Backend
 from loop.config import LoadedConfig
 from loop.engine.decide import Limits, limits_from
 from loop.engine.invoke import HatCaller, session_env
@@ -63,9 +65,23 @@ class Engine(Protocol):
     _run_id: str
     _outside: OutsideEvents
 
+    @property
+    def backends(self) -> Mapping[str, Backend]: ...
     def _record(self, record: JournalRecord) -> None: ...
     def _elapsed(self) -> float: ...
     async def _publish_own(self, event: Event) -> None: ...
+
+
+def _grace(engine: Engine) -> float:
+    """How long what the stopped run left running gets between SIGTERM and SIGKILL: the
+    shortest of its hats' backends' (an agent's orphan is killed at once, as it would
+    be at a timeout)."""
+    state = engine.state
+    hats = {
+        state.in_flight[a.iteration].hat for a in state.attempts if a.iteration in state.in_flight
+    }
+    graces = [engine.backends[h].stop_grace_seconds for h in hats if h in engine.backends]
+    return min(graces, default=KILL_GRACE_SECONDS)
 
 
 async def start_session(engine: Engine) -> SessionStarted:
@@ -101,7 +117,7 @@ async def start_session(engine: Engine) -> SessionStarted:
         engine._base_elapsed = engine.state.elapsed
         resumed_at = engine.state.iteration
         # what the stopped run left running goes first: no stale writer in a new attempt
-        stopped = await stop_stale(engine.state.attempts, engine.paths)
+        stopped = await stop_stale(engine.state.attempts, engine.paths, _grace(engine))
         for record in appended:  # resume, and the limits changed from here on
             engine._record(
                 replace(record, stopped=stopped) if isinstance(record, Resume) else record

@@ -64,12 +64,15 @@ def _finder(attempts: Sequence[OpenAttempt], paths: SessionPaths) -> list[ProcSt
     return list(found.values())
 
 
-async def stop_stale(attempts: Sequence[OpenAttempt], paths: SessionPaths) -> tuple[int, ...]:
-    """Stop what the attempts that never committed left running; their pids, sorted."""
+async def stop_stale(
+    attempts: Sequence[OpenAttempt], paths: SessionPaths, grace: float = KILL_GRACE_SECONDS
+) -> tuple[int, ...]:
+    """Stop what the attempts that never committed left running; their pids, sorted.
+    ``grace``: between SIGTERM and SIGKILL (0: SIGKILL at once)."""
     if not attempts:
         return ()
     stopped = await stop_processes(
-        lambda: _finder(attempts, paths), grace=KILL_GRACE_SECONDS, wait=KILL_WAIT_SECONDS
+        lambda: _finder(attempts, paths), grace=grace, wait=KILL_WAIT_SECONDS
     )
     if stopped:
         log.warning(

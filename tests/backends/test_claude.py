@@ -443,6 +443,30 @@ async def test_real_cli_calls_tools_through_mcp_config(
     assert "bash-ran" in texts[1]
 
 
+@pytest.mark.claude
+async def test_an_agent_stopped_at_its_timeout_does_nothing_more(
+    make_claude: MakeClaude, make_request: MakeRequest, tmp_path: Path
+) -> None:
+    """Stopped by its timeout in the middle of a tool, the CLI neither tells the model nor
+    runs the next tool. Given SIGTERM (with hatloop's stdio MCP server), Claude Code went
+    on doing both for as long as a grace lasted; it is now killed at once."""
+    started, after = tmp_path / "tool-started", tmp_path / "after-the-stop"
+    turns = [
+        ToolUseTurn("Bash", {"command": f"touch {started}; sleep 300", "description": "wait"}),
+        ToolUseTurn("Bash", {"command": f"touch {after}", "description": "touch"}),
+        "done",
+    ]
+    with MockAnthropic(turns=turns) as mock:
+        backend = make_claude(mock, mcp=True, allowed_tools=["Bash"], timeout_seconds=8)
+        result = await backend.run(make_request())
+        await anyio.sleep(3)  # longer than the grace a SIGTERM gave
+        requests = len(mock.turn_requests)
+    assert result.reason == "timeout after 8s"
+    assert started.exists(), "the CLI was stopped before its tool ran: nothing was tested"
+    assert requests == 1
+    assert not after.exists()
+
+
 SLOW_START = 6  # seconds: longer than the CLI's own default wait (5 s)
 
 
