@@ -53,11 +53,16 @@ __all__ = [
 
 @dataclass(slots=True)
 class Selection:
-    """The next step: run ``hat`` on ``triggers``, or drop them (``exhausted``)."""
+    """The next step: run ``hat`` on ``triggers``, or drop them (``exhausted``).
+
+    ``iteration``: the number it runs as, where the scheduler of parallel hats numbers its
+    starts (:func:`loop.engine.schedule.plan_step`); None in a sequential loop, whose
+    next iteration follows the last committed one."""
 
     hat: str
     triggers: tuple[PendingEvent, ...]
     exhausted: bool = False
+    iteration: int | None = None
 
 
 def select_next(state: LoopState, hats: dict[str, HatSpec]) -> Selection | None:

@@ -32,8 +32,8 @@ from loop.engine.decide import Limits, Outcome, Selection
 from loop.engine.invoke import HatCaller
 from loop.engine.lifecycle import ACTIVATION_STARTED
 from loop.engine.routing import HatSpec
-from loop.engine.schedule import Running, Schedule, aggregators_of, issued, plan_step, wave_notice
-from loop.engine.state import LoopState
+from loop.engine.schedule import Running, Schedule, aggregators_of, plan_step, wave_notice
+from loop.engine.state import LoopState, interrupt
 from loop.engine.waits import Called, LimitWaits
 from loop.errors import BackendUnavailable, ReplayDivergence
 from loop.events import Event
@@ -98,7 +98,8 @@ class CommitGate:
     is a divergence. :data:`RESUMED` in the order: the recorded session was killed and
     resumed there, once as many activations had started as had in the recording, so
     the activations in flight are dropped, uncommitted, as the kill dropped them, and
-    the resumed session's numbering goes on."""
+    each runs again under its own number, as the resume ran it
+    (:func:`~loop.engine.state.interrupt`)."""
 
     def __init__(self, order: RecordedOrder) -> None:
         self.order = list(order.commits)
@@ -236,7 +237,6 @@ class ParallelLoop:
         self.notes: list[str] = []
         self.wake_at: float | None = None  # when to plan again if nothing ends before
         self.changed = anyio.Event()  # the loop ended or wake_at moved: the main task wakes
-        self.issued = engine.state.iteration
         self.started = 0  # activations started by this process
         self._tg: anyio.abc.TaskGroup | None = None
         caller = engine._caller
@@ -298,7 +298,7 @@ class ParallelLoop:
                 if self.lanes:
                     return  # the last of them to end plans again
                 self.gate.advance()
-                self.issued = engine.state.iteration  # a resumed session numbers anew
+                interrupt(engine.state)  # as the resume did: each runs again as itself
             if self.stopping is not None:
                 for lane in self.lanes.values():
                     lane.cancel(f"cancelled: the loop stops ({self.stopping})", hard=True)
@@ -352,9 +352,8 @@ class ParallelLoop:
 
     async def _start(self, selection: Selection) -> None:
         engine = self.engine
-        running = [lane.running for lane in self.lanes.values()]
-        number = max(self.issued, issued(engine.state, running)) + 1
-        self.issued = number
+        number = selection.iteration  # the plan's: a run again keeps its number
+        assert number is not None and number not in self.lanes
         self.started += 1
         hat = selection.hat
         seqs = tuple([p.seq for p in selection.triggers])

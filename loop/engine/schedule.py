@@ -32,6 +32,15 @@ The rules (documented in ``docs/parallel.md``):
   cancels the ones still running. The aggregator runs once, on every pending event of its
   own, including the loop's notices of the wave's failed, timed-out and cancelled
   activations (:func:`wave_notice`).
+* **Numbering.** The plan numbers each activation it starts (:attr:`Selection.iteration
+  <loop.engine.decide.Selection.iteration>`). An activation a stop cut short
+  (``LoopState.interrupted``: in flight when the session was killed or interrupted) runs
+  again under its own number: the activation that runs on one of its events, of its hat,
+  takes it (the lowest, should one run on the events of several). Any other takes the
+  number above every number given so far, committed or journaled as started
+  (:func:`issued`), so no number is ever given to two activations. A run again was
+  counted by ``max_iterations`` when it first started: it starts even once that many
+  were started.
 """
 
 from __future__ import annotations
@@ -58,6 +67,7 @@ __all__ = [
     "issued",
     "plan_step",
     "producers_of",
+    "reruns",
     "schedule_of",
     "wave_notice",
 ]
@@ -168,8 +178,20 @@ class Plan:
 
 
 def issued(state: LoopState, running: Iterable[Running]) -> int:
-    """The highest iteration number given so far (committed or in flight)."""
-    return max([state.iteration, *(r.iteration for r in running)])
+    """The highest iteration number given so far (committed, in flight, or started and
+    cut short by a stop)."""
+    return max([state.issued, state.iteration, *(r.iteration for r in running)])
+
+
+def reruns(state: LoopState) -> dict[int, int]:
+    """The events the activations a stop cut short ran on, each with its activation's
+    number (the lowest, for an event several ran on): the next to run on one of them runs
+    again under that number (see the module's *Numbering*)."""
+    out: dict[int, int] = {}
+    for number in sorted(state.interrupted, reverse=True):
+        for seq in state.interrupted[number].triggers:
+            out[seq] = number
+    return out
 
 
 def producers_of(hat: str, specs: Mapping[str, HatSpec]) -> frozenset[str]:
@@ -242,6 +264,9 @@ def plan_step(
     """
     if not running:
         reason = check_limits(state, limits, elapsed)
+        if reason == "max_iterations" and state.interrupted:
+            # what a stop cut short was counted as it started: it runs again all the same
+            reason = _hard_stop(state, limits, elapsed)
         if reason is not None:
             plan = Plan(stop=reason)
             if reason == "budget_exhausted":
@@ -285,20 +310,32 @@ class _Pass:
     def plan(self, now: float) -> Plan:
         out = self.out
         self._aggregations(now)
-        left = self.limits.max_iterations - issued(self.state, self.running)
+        last = issued(self.state, self.running)
+        left = self.limits.max_iterations - last
+        again = reruns(self.state) if self.state.interrupted else {}
         blocked: set[str] = set()  # hats that start nothing more in this pass
         for pending in self.state.pending:
-            if left <= 0 or out.stop is not None:
+            if out.stop is not None or (left <= 0 and not again):
                 break
             if pending.seq in self.claimed or pending.hat in blocked:
                 continue
+            if left <= 0 and pending.seq not in again:
+                continue  # only what a stop cut short may still start (it was counted)
             started = self._consider(pending, blocked)
-            if started is not None:
-                out.start.append(started)
-                self.claimed.update(p.seq for p in started.triggers)
-                if not started.exhausted:
-                    self.per_hat[started.hat] = self.per_hat.get(started.hat, 0) + 1
+            if started is None:
+                continue
+            if not started.exhausted:
+                number = self._rerun(started, again)
+                if number is None:
+                    if left <= 0:
+                        continue
+                    last += 1
                     left -= 1
+                    number = last
+                started.iteration = number
+                self.per_hat[started.hat] = self.per_hat.get(started.hat, 0) + 1
+            out.start.append(started)
+            self.claimed.update(p.seq for p in started.triggers)
         self._arm_new_waves(now)
         if not self.running and not out.start and out.stop is None and out.wake_at is None:
             out.stop = "max_iterations" if left <= 0 else "no_pending_events"
@@ -321,6 +358,25 @@ class _Pass:
             deadline = now + agg.timeout_seconds
             if out.wake_at is None or deadline < out.wake_at:
                 out.wake_at = deadline
+
+    def _rerun(self, selection: Selection, again: dict[int, int]) -> int | None:
+        """The number of the activation a stop cut short that ``selection`` runs again
+        (it runs on one of its events), taken off ``again``; None: a new activation."""
+        if not again:
+            return None
+        interrupted = self.state.interrupted
+        numbers = [
+            n
+            for p in selection.triggers
+            if (n := again.get(p.seq)) is not None and interrupted[n].hat == selection.hat
+        ]
+        if not numbers:
+            return None
+        number = min(numbers)
+        for seq in interrupted[number].triggers:
+            if again.get(seq) == number:
+                del again[seq]
+        return number
 
     def _consider(self, pending: PendingEvent, blocked: set[str]) -> Selection | None:
         """The activation ``pending`` starts now, if any (``blocked``: hats to skip)."""

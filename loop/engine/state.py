@@ -42,6 +42,7 @@ __all__ = [
     "RouteContext",
     "apply",
     "fold",
+    "interrupt",
 ]
 
 
@@ -174,13 +175,18 @@ class HatUsage:
 class LoopState:
     """Plain data: what the journal says about a session so far.
 
-    ``iteration`` is the highest committed iteration; ``in_flight`` holds the iterations
-    that started and have not ended, by number (one at most while iterations run one at
-    a time; after the session's end, the ones it cut short; a resume clears them).
+    ``iteration`` is the highest committed iteration; ``issued`` the highest number
+    given so far (started or committed: a new activation takes the next one);
+    ``in_flight`` holds the iterations that started and have not ended, by number (one at
+    most while iterations run one at a time; after the session's end, the ones it cut
+    short; a resume moves them to ``interrupted``, where each waits to run again under
+    its own number, until it starts again).
     """
 
     iteration: int = 0
+    issued: int = 0
     in_flight: dict[int, InFlight] = field(default_factory=dict)
+    interrupted: dict[int, InFlight] = field(default_factory=dict)
     # attempts since the last commit, oldest first: a resume stops what they left running
     attempts: list[OpenAttempt] = field(default_factory=list)
     # per hat: what its next prompt tells it (its last iteration's malformed emit lines)
@@ -248,7 +254,11 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
         case IterationEnd():
             _apply_iteration_end(state, record, ctx)
         case IterationStart():
-            state.in_flight[record.iteration] = InFlight(record.hat, record.triggers)
+            number = record.iteration
+            state.in_flight[number] = InFlight(record.hat, record.triggers)
+            state.issued = max(state.issued, number)
+            if state.interrupted:  # it runs again (a resume's): no longer owed
+                state.interrupted.pop(number, None)
             state.attempts.append(OpenAttempt(record.iteration, record.attempt))
             state.malformed.pop(record.iteration, None)  # an earlier attempt's are void
         case ChildStarted():
@@ -278,7 +288,7 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
             if state.termination == "rate_limited":  # the loop gave up waiting: go on anew
                 state.waited.clear()
             state.termination = None
-            state.in_flight.clear()  # what was in flight runs again
+            interrupt(state)  # what was in flight runs again, as itself
             for number, wait in list(state.waits.items()):  # its waits hold until their end
                 if wait.until <= record.ts:
                     del state.waits[number]
@@ -294,6 +304,15 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
                 state.waits.clear()
                 state.waited.clear()
     return state
+
+
+def interrupt(state: LoopState) -> None:
+    """The iterations in flight were cut short (the session stopped, and is resumed): each
+    runs again under its own number, on the events it ran on (``interrupted``), so it is
+    the same iteration, in its next attempt, not a new one. A replay of the session's
+    recording does the same where the recorded session was resumed."""
+    state.interrupted.update(state.in_flight)
+    state.in_flight.clear()
 
 
 def _attempt(state: LoopState, iteration: int, attempt: int) -> OpenAttempt:
@@ -321,7 +340,10 @@ def _apply_iteration_end(state: LoopState, record: IterationEnd, ctx: RouteConte
     hat = record.hat
     number = record.iteration
     state.iteration = max(state.iteration, number)
+    state.issued = max(state.issued, number)  # its start may be lost (a torn line)
     flight = state.in_flight.pop(number, None)
+    if state.interrupted:
+        state.interrupted.pop(number, None)
     # the newest event it ran on: a repeat is one the first occurrence led to (see below)
     cause = max(flight.triggers, default=0) if flight is not None else None
     if state.waits:  # its waits are over; another iteration in flight keeps its own

@@ -256,14 +256,16 @@ async def test_a_parallel_replay_that_schedules_otherwise_diverges(tmp_path: Pat
     assert "schedule differs" in result.divergence.what
 
 
-def _wave_toml(signals: Path, mode: str) -> str:
+def _wave_toml(signals: Path, mode: str, *, tasks: bool = False, max_iterations: int = 100) -> str:
     command = [sys.executable, str(AGENTS / "wave.py"), str(signals), mode]
     return f"""
 [loop]
 prompt = "review"
 starting_event = "review.start"
+max_iterations = {max_iterations}
 [tasks]
-enabled = false
+enabled = {json.dumps(tasks)}
+block_completion = false
 [themes]
 enabled = false
 [experience]
@@ -294,19 +296,19 @@ def _wait_for(check: Any, what: str) -> None:
         time.sleep(0.02)
 
 
-def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: Path) -> None:
-    """Killed while two reviewers run and one has committed: the resume runs the two
-    again (not the committed one), then the aggregator once."""
+_RUN = [sys.executable, "-m", "loop", "run", "-q", "--session-id", "s"]
+
+
+def _kill_mid_wave(tmp_path: Path, signals: Path, env: dict[str, str]) -> Path:
+    """Run the wave of ``tmp_path``'s ``loop.toml`` (a ``hold`` one) recorded to
+    ``rec.jsonl``, and kill -9 the loop once
+    reviewer 2 (perspective 2, iteration 3) committed while 1 and 3 (iterations 2 and 4)
+    still run; the journal's path."""
     import signal
     import subprocess
 
-    signals = tmp_path / "signals"
-    signals.mkdir()
-    (tmp_path / "loop.toml").write_text(_wave_toml(signals, "hold"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
-    run = [sys.executable, "-m", "loop", "run", "-q", "--session-id", "s"]
     proc = subprocess.Popen(
-        [*run, "--record-session", "rec.jsonl"],
+        [*_RUN, "--record-session", "rec.jsonl"],
         cwd=tmp_path,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -331,6 +333,20 @@ def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: 
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
     assert proc.returncode == -9
+    return journal_path
+
+
+def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: Path) -> None:
+    """Killed while two reviewers run and one has committed: the resume runs the two
+    again (not the committed one), then the aggregator once."""
+    import subprocess
+
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    (tmp_path / "loop.toml").write_text(_wave_toml(signals, "hold"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+    run = _RUN
+    journal_path = _kill_mid_wave(tmp_path, signals, env)
     held = [int((signals / f"pid-{n}").read_text()) for n in (1, 3)]
     assert all(_alive(pid) for pid in held)  # the killed loop could not stop them
     before = [json.loads(x) for x in journal_path.read_text().splitlines()]
@@ -374,6 +390,69 @@ def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: 
         assert lanes == {done: (), first: (second,), second: (first,)}, lanes
     result = replay_file(tmp_path / "rec.jsonl")
     assert result.ok, result.divergence and result.divergence.render()
+
+
+def test_a_resume_runs_the_activations_cut_short_under_their_own_numbers(tmp_path: Path) -> None:
+    """Killed while iterations 2 and 4 run and after 3 committed, each reviewer having
+    made a task: the resume runs 2 and 4 again as themselves (their second attempts), not
+    as new iterations. Every number started ends, once; the re-run's task is the one its
+    interrupted attempt made (3 tasks, not 5); max_iterations = 5, the wave's five
+    activations, still completes it; show finds iteration 2; the recording replays."""
+    import subprocess
+
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    toml = _wave_toml(signals, "hold-tasks", tasks=True, max_iterations=5)
+    (tmp_path / "loop.toml").write_text(toml)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
+    journal_path = _kill_mid_wave(tmp_path, signals, env)
+    before = [json.loads(x) for x in journal_path.read_text().splitlines()]
+    assert [r["iteration"] for r in before if r["kind"] == "iteration.end"] == [1, 3]
+    (signals / "release").write_text("")
+    resumed = subprocess.run(
+        [*_RUN[:-2], "--resume", "s", "--record-session", "rec.jsonl"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    records = read_journal(journal_path).records
+    after = schedule_of(records[len(before) :])
+    assert sorted(after[:2]) == ["start 2 reviewer", "start 4 reviewer"], after
+    assert after[-2:] == ["start 5 synthesizer", "end 5 synthesizer"], after
+    again = {r.iteration: r.attempt for r in records if isinstance(r, IterationStart)}
+    assert again == {1: 1, 2: 2, 3: 1, 4: 2, 5: 1}  # each number's last attempt
+    ends = [r for r in records if isinstance(r, IterationEnd)]
+    assert sorted(r.iteration for r in ends) == [1, 2, 3, 4, 5]  # each once, none lost
+    reran = {r.iteration: r for r in ends if r.iteration in (2, 4)}
+    assert [str(reran[n].triggers[0].payload) for n in (2, 4)] == ["perspective-1", "perspective-3"]
+    assert records[-1].kind == "session.end" and records[-1].reason == "completed"
+    # the task each re-run made is the one its interrupted attempt made
+    listed = subprocess.run(
+        [sys.executable, "-m", "loop", "task", "list", "--json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    names = sorted(t["name"] for t in json.loads(listed.stdout)["tasks"])
+    assert names == ["review 1", "review 2", "review 3"], names
+    shown = subprocess.run(
+        [sys.executable, "-m", "loop", "show", "s", "-i", "2"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.returncode == 0 and "iteration 2 of session s" in shown.stdout, shown.stderr
+    result = replay_file(tmp_path / "rec.jsonl")
+    assert result.ok, result.divergence and result.divergence.render()
+    assert result.actual_iterations == 5
 
 
 def test_sigint_stops_every_activation_and_its_process_group(tmp_path: Path) -> None:

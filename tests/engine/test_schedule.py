@@ -25,7 +25,7 @@ from loop.engine.schedule import (
 )
 from loop.engine.state import HatUsage, LoopState, PendingEvent, RouteContext, _route_into, apply
 from loop.events import Event
-from loop.records import IterationEnd, IterationStart
+from loop.records import IterationEnd, IterationStart, Resume
 from loop.testing import FakeClock
 
 COORD = HatSpec("coordinator", ("review.start",), ("review.perspective",))
@@ -368,7 +368,6 @@ class Sim:
     def run(self, start: Event) -> str:
         _route_into(self.state, start, CTX)
         running: dict[int, tuple[Running, float]] = {}
-        issued = 0
         while True:
             plan = plan_step(
                 self.state,
@@ -385,10 +384,11 @@ class Sim:
             if plan.stop is not None and not running:
                 return plan.stop
             for sel in plan.start:
-                issued += 1
-                r = Running(issued, sel.hat, tuple(p.seq for p in sel.triggers), self.clock())
-                running[issued] = (r, self.clock() + self.durations(sel.hat, issued))
-                self.log.append(f"start {issued} {sel.hat}")
+                number = sel.iteration  # the plan numbers its starts
+                assert number is not None and number not in running
+                r = Running(number, sel.hat, tuple(p.seq for p in sel.triggers), self.clock())
+                running[number] = (r, self.clock() + self.durations(sel.hat, number))
+                self.log.append(f"start {number} {sel.hat}")
             self.max_in_flight = max(self.max_in_flight, len(running))
             assert running, "nothing in flight and no stop"
             it, (r, end) = min(running.items(), key=lambda kv: (kv[1][1], kv[0]))
@@ -540,3 +540,100 @@ def test_a_failed_activation_of_a_wave_is_the_aggregators_not_a_failure_in_a_row
     apply(state, replace(_end(4, ""), status="failed", reason="exit 1", published=()), CTX)
     assert state.consecutive_failures == 1 and state.failed_iterations == 4
     assert state.last_failure == "#4 reviewer: exit 1"
+
+
+# -- numbering: a resume runs what a stop cut short under its own numbers ----------------
+
+
+def numbered(plan: Plan) -> list[tuple[int | None, str, list[int]]]:
+    return [(s.iteration, s.hat, [p.seq for p in s.triggers]) for s in plan.start]
+
+
+def cut_short_wave() -> LoopState:
+    """The tester's wave (perspectives a, b, c: events 1-3), killed while reviewers 2
+    and 4 ran and after 3 committed, then resumed."""
+    state = LoopState(pending=perspectives(3), next_seq=4)
+    for n, seq in ((2, 1), (3, 2), (4, 3)):
+        apply(state, _start(n, "reviewer", (seq,)), CTX)
+    apply(state, replace(_end(3, "b"), consumed=(2,)), CTX)
+    apply(state, Resume(pid=1, iteration=3, in_flight=2, in_flight_all=(2, 4), ts=0.0), CTX)
+    return state
+
+
+def test_numbers_are_given_in_order_and_never_twice() -> None:
+    assert numbered(step(LoopState(pending=perspectives(3), iteration=1), schedule())) == [
+        (2, "reviewer", [1]),
+        (3, "reviewer", [2]),
+        (4, "reviewer", [3]),
+    ]
+    running = [Running(5, "reviewer", (1,), 0.0)]
+    plan = step(LoopState(pending=perspectives(2), iteration=3), schedule(), running)
+    assert numbered(plan) == [(6, "reviewer", [2])]
+
+
+def test_a_resume_runs_the_activations_a_stop_cut_short_under_their_own_numbers() -> None:
+    state = cut_short_wave()
+    assert state.interrupted.keys() == {2, 4} and not state.in_flight and state.issued == 4
+    plan = step(state, schedule())
+    assert numbered(plan) == [(2, "reviewer", [1]), (4, "reviewer", [3])]
+    # they run again (their next attempt): no longer owed; what starts next takes 5
+    for n, seq in ((2, 1), (4, 3)):
+        apply(state, replace(_start(n, "reviewer", (seq,)), attempt=2), CTX)
+    assert not state.interrupted
+    for n, seq in ((4, 3), (2, 1)):
+        apply(state, replace(_end(n, "r"), consumed=(seq,)), CTX)
+    assert numbered(step(state, schedule())) == [(5, "synthesizer", [4, 5, 6])]
+
+
+def test_new_activations_after_a_resume_take_numbers_above_every_one_given() -> None:
+    """Numbers journaled as started count, committed or not: a new activation never
+    takes one, though the highest committed (3) is below them."""
+    state = cut_short_wave()
+    state.pending.append(PendingEvent(9, Event(topic="other.a", source="x"), "other"))
+    plan = step(state, schedule(max_parallel=2))
+    assert numbered(plan) == [(2, "reviewer", [1]), (4, "reviewer", [3]), (5, "other", [9])]
+    # an activation cut short whose events another took: its number is not given again
+    state = cut_short_wave()
+    state.pending = [p for p in state.pending if p.seq != 3]
+    state.pending.append(PendingEvent(9, Event(topic="review.perspective", source="x"), "reviewer"))
+    assert numbered(step(state, schedule())) == [(2, "reviewer", [1]), (5, "reviewer", [9])]
+
+
+def test_a_hat_that_runs_on_all_its_events_runs_again_as_the_activation_cut_short() -> None:
+    """Concurrency 1: the hat runs again on its events, and those that came since."""
+    state = LoopState(pending=pending(("other.a", "other"), ("review.perspective", "reviewer")))
+    state.next_seq = 3
+    apply(state, _start(1, "other", (1,)), CTX)
+    apply(state, _start(2, "reviewer", (2,)), CTX)
+    apply(state, replace(_end(2, "r"), consumed=(2,)), CTX)
+    state.pending.append(PendingEvent(9, Event(topic="other.b", source="x"), "other"))
+    apply(state, Resume(pid=1, iteration=2, in_flight=1, ts=0.0), CTX)
+    plan = step(state, schedule(max_parallel=2))
+    assert numbered(plan) == [(1, "other", [1, 9]), (3, "synthesizer", [3])]
+
+
+def test_max_iterations_counts_an_activation_cut_short_once() -> None:
+    """It was counted as it first started: it runs again even once max_iterations
+    activations were started, and a new one starts only below the limit."""
+
+    def limits(n: int) -> Limits:
+        return Limits(max_iterations=n, max_runtime_seconds=600, max_consecutive_failures=5)
+
+    state = cut_short_wave()
+    state.pending.append(PendingEvent(9, Event(topic="other.a", source="x"), "other"))
+    plan = step(state, schedule(max_parallel=2), limits=limits(5))
+    assert numbered(plan) == [(2, "reviewer", [1]), (4, "reviewer", [3]), (5, "other", [9])]
+    plan = step(state, schedule(max_parallel=2), limits=limits(4))
+    assert numbered(plan) == [(2, "reviewer", [1]), (4, "reviewer", [3])] and plan.stop is None
+    # iterations 1-3 started, 3 committed, 2 cut short: the highest committed is the
+    # limit, and 2 still runs again
+    state = LoopState(pending=perspectives(2), next_seq=3, iteration=1)
+    apply(state, _start(2, "reviewer", (1,)), CTX)
+    apply(state, _start(3, "reviewer", (2,)), CTX)
+    apply(state, replace(_end(3, "b"), consumed=(2,)), CTX)
+    apply(state, Resume(pid=1, iteration=3, in_flight=2, ts=0.0), CTX)
+    plan = step(state, schedule(), limits=limits(3))
+    assert numbered(plan) == [(2, "reviewer", [1])] and plan.stop is None
+    apply(state, replace(_start(2, "reviewer", (1,)), attempt=2), CTX)
+    apply(state, replace(_end(2, "a"), consumed=(1,)), CTX)
+    assert step(state, schedule(), limits=limits(3)).stop == "max_iterations"

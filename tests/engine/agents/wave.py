@@ -7,6 +7,8 @@
   writing its pid to ``DIR/pid-N``; ``hangall``: the three hang; ``solo``: it does not
   wait for the others);
   ``hold``: perspectives 1 and 3 hang until ``DIR/release`` exists, 2 ends at once;
+  ``hold-tasks``: as ``hold``, each first creating a task ``review N`` through the CLI, in
+  perspective order (N waits for ``DIR/task-(N-1)``), so a replay makes them in that order;
   ``mcp``: it publishes through the session's MCP endpoint (``emit_event`` with its own
   ``$LOOP_MCP_TOKEN``), the three calls at once, and writes the reply to ``DIR/mcp-N.json``;
 * ``synthesizer`` writes its prompt to ``DIR/synthesis.txt`` and completes the loop.
@@ -60,11 +62,18 @@ elif hat == "reviewer":
     if mode in (f"hang{n}", "hangall"):
         (folder / f"pid-{n}").write_text(str(os.getpid()))
         time.sleep(3600)
-    if mode == "hold" and n != "2" and not (folder / "release").exists():
+    if mode == "hold-tasks":
+        while n != "1" and not (folder / f"task-{int(n) - 1}").exists():
+            time.sleep(0.01)
+        task = [python, "-m", "loop", "task", "create", f"review {n}", "--json"]
+        subprocess.run(task, check=True, stdout=subprocess.DEVNULL)
+        (folder / f"task-{n}").write_text("")
+    hold = mode in ("hold", "hold-tasks")
+    if hold and n != "2" and not (folder / "release").exists():
         (folder / f"pid-{n}").write_text(str(os.getpid()))
         time.sleep(3600)  # until the test kills the loop (and then this orphan)
     deadline = time.monotonic() + 120  # a safety net only: the three start at once
-    while mode not in ("solo", "hold") and len(list(folder.glob("started-*"))) < 3:
+    while mode not in ("solo", "hold", "hold-tasks") and len(list(folder.glob("started-*"))) < 3:
         if time.monotonic() > deadline:
             sys.exit("the other reviewers never started: the wave did not run in parallel")
         time.sleep(0.01)
