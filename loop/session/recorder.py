@@ -204,10 +204,20 @@ class Recorder(Extension):
             raise RecorderClosed(f"recorder for {self.path} is closed")
         try:
             self._fd, self._created = claim_target(self.path, append=self.append, force=self.force)
+            size = os.fstat(self._fd).st_size
         except OSError as exc:
             raise InputError(
                 f"{self.path}: cannot write the recording: {exc.strerror or exc}"
             ) from None
+        if self.append and size + MARKER_RESERVE + FOOTER_RESERVE > self.max_bytes:
+            # it could take neither the resume's records nor a cap marker: it would stay
+            # as it is, and replay as the shorter session it holds
+            self.close()
+            raise InputError(
+                f"{self.path}: the recording holds {size} bytes, too close to its cap of "
+                f"{self.max_bytes} for a resume to add to it; raise --record-max-bytes "
+                "or record into another file"
+            )
 
     async def aclose(self) -> None:
         """Write what is buffered and close the file (idempotent)."""

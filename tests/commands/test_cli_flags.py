@@ -176,3 +176,41 @@ def test_hats_naming_a_folder_without_hat_files_is_the_flags_error(tmp_path: Pat
     res = loop("run", "-q", "--hats", "empty", cwd=tmp_path)
     assert res.returncode == 2
     assert res.stderr.strip() == "error: --hats empty: no hat files (*.toml)"
+
+
+def test_a_resume_into_a_recording_at_its_cap_is_refused_before_it_runs(tmp_path: Path) -> None:
+    """A recording already too big for the cap a resume gives could take nothing more (not
+    even its cap marker): it would replay as the shorter session it holds. Exit 2 before
+    the resume runs; the recording and the session are as they were."""
+    # the built-in demo (no loop.toml), stopped after 2 of its 5 iterations
+    first = loop(
+        "run",
+        "-q",
+        "--session-id",
+        "s",
+        "--max-iterations",
+        "1",
+        "--record-session",
+        "r.jsonl",
+        cwd=tmp_path,
+    )
+    assert first.returncode == 3, first.stderr
+    recording, journal = tmp_path / "r.jsonl", tmp_path / ".loop/sessions/s/journal.jsonl"
+    before = recording.read_bytes(), journal.read_bytes()
+    res = loop(
+        "run",
+        "-q",
+        "--resume",
+        "s",
+        "--max-iterations",
+        "5",
+        "--record-session",
+        "r.jsonl",
+        "--record-max-bytes",
+        str(len(before[0])),
+        cwd=tmp_path,
+    )
+    assert res.returncode == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and "too close to its cap" in lines[0], lines
+    assert (recording.read_bytes(), journal.read_bytes()) == before
