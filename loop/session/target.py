@@ -36,6 +36,15 @@ __all__ = [
 log = structlog.get_logger("loop.recorder")
 
 
+def _make_parent(path: Path) -> None:
+    """Make the recording's folder and the missing ones above it (the user's choice of
+    place). A file in the way is ``Not a directory`` (``Path.mkdir`` says ``File exists``)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR)) from None
+
+
 def check_target(path: Path, *, force: bool, append: bool, session_id: str | None = None) -> None:
     """Check that the recording can go to ``path``, before the run starts: open it for
     writing as the recorder will, and leave it as it was.
@@ -65,7 +74,7 @@ def check_target(path: Path, *, force: bool, append: bool, session_id: str | Non
     missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
     flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_APPEND if existed else os.O_CREAT | os.O_EXCL)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_parent(path)
         fd = os.open(path, flags, 0o644)
     except OSError as exc:
         _remove_folders(missing)
@@ -215,7 +224,7 @@ def claim_target(path: Path, *, append: bool, force: bool) -> tuple[int, bool]:
         PathError, OSError: as :func:`open_recording`.
     """
     flags = os.O_RDWR | os.O_APPEND
-    path.parent.mkdir(parents=True, exist_ok=True)  # the folder is the user's choice
+    _make_parent(path)
     try:
         fd, created = open_recording(path, flags | os.O_CREAT | os.O_EXCL), True
     except FileExistsError:

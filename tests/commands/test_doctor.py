@@ -223,10 +223,11 @@ def test_a_scripted_outputs_file_is_checked_as_run_reads_it(tmp_path: Path) -> N
 
 
 def test_doctor_checks_the_recording_as_run_does(tmp_path: Path) -> None:
-    """--record-session to a folder, a link, a FIFO or a file that cannot be created:
-    doctor fails it (exit 2) with the words run refuses it with (exit 2), whatever is
-    there is said before "already exists"; a new file is ok and the check leaves
-    nothing behind, not even the folders it would go in; an existing file is a warning."""
+    """--record-session to a folder, a link, a FIFO, below a file, or a file that cannot be
+    created: doctor fails it (exit 2) with the words run refuses it with (exit 2),
+    whatever is there is said before "already exists"; a new file is ok and the check
+    leaves nothing behind, not even the folders it would go in; an existing file is a
+    warning."""
     (tmp_path / "loop.toml").write_text(HATS.format(program="true", loop_extra=""), "utf-8")
     (tmp_path / "folder").mkdir()
     (tmp_path / "link.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
@@ -236,6 +237,7 @@ def test_doctor_checks_the_recording_as_run_does(tmp_path: Path) -> None:
         ("link.jsonl", "link.jsonl: is a symbolic link; --record-session needs a plain file"),
         ("fifo", "fifo: is a pipe or a socket; --record-session needs a file"),
         ("/proc/x.jsonl", "/proc/x.jsonl: cannot write the recording: "),
+        ("fifo/r.jsonl", "fifo/r.jsonl: cannot write the recording: Not a directory"),
     ):
         doctor = _cli("doctor", "--record-session", target, cwd=tmp_path)
         assert doctor.returncode == 2, (target, doctor.stdout)
