@@ -494,6 +494,14 @@ BAD_INPUTS: dict[str, tuple[Callable[[Path, Path], Path], str]] = {
         lambda rec, d: edit(rec, lambda rs: its(rs)[1].update(iteration=1), name="dup.jsonl"),
         r"dup\.jsonl:3: iteration 1 is recorded twice",
     ),
+    "a session id that is a path": (
+        lambda rec, d: edit(rec, lambda rs: rs[0].update(session_id="../x"), name="sid.jsonl"),
+        r"sid\.jsonl:1: invalid header: session id must be a plain name without path sep",
+    ),
+    "an empty session id": (
+        lambda rec, d: edit(rec, lambda rs: rs[0].update(session_id=""), name="e.jsonl"),
+        r"e\.jsonl:1: invalid header: session id must be a non-empty name",
+    ),
     "records lost to write failures": (
         lambda rec, d: edit(rec, lambda rs: rs[-1].update(write_failures=2), name="w.jsonl"),
         r"w\.jsonl: recording is incomplete",

@@ -28,7 +28,7 @@ from loop import _json
 from loop._gc import collector_paused
 from loop.config import base_digest, config_digest, config_from_snapshot
 from loop.engine.lanes import RESUMED, RecordedOrder
-from loop.errors import RecordingError
+from loop.errors import PathError, RecordingError
 from loop.records import HatTopology, Override, validation_message
 from loop.session.recording import (
     READABLE_VERSIONS,
@@ -43,6 +43,7 @@ from loop.session.recording import (
     parse_iteration,
     parse_line,
 )
+from loop.session.store import validate_session_id
 
 __all__ = ["RESUMED", "RecordingReader", "hat_difference"]  # RESUMED: see loop.engine.lanes
 
@@ -201,9 +202,11 @@ class RecordingReader:
                 number,
             )
         try:
-            return parse_header(raw)
-        except ValueError as exc:
+            header = parse_header(raw)
+            validate_session_id(header.session_id)  # the replay names its session by it
+        except (ValueError, PathError) as exc:
             raise self._error(f"invalid header: {exc}", number) from None
+        return header
 
     def _add(
         self,
