@@ -102,6 +102,7 @@ ENV_TRUST = "GEMINI_CLI_TRUST_WORKSPACE"
 # The CLI's exit status and message when it read nothing from stdin (its 500 ms wait).
 EXIT_NO_INPUT = 42
 NO_INPUT = b"No input provided via stdin"
+MCP_ISSUES = b"MCP issues detected"  # on stderr: an MCP server failed to start
 
 
 # -- pure parts ---------------------------------------------------------------------------
@@ -284,7 +285,7 @@ def summarize(
         output_tokens=count_or_none(stats.get("output_tokens")),
         meta=meta,
     )
-    reason = _failure(proc, stream.result, timeout)
+    reason = _failure(proc, stream.result, timeout, stream.warnings)
     echo = stream.prompt
     if reason is None and prompt is not None and echo is not None and prompt not in echo:
         reason = "gemini ran without the whole prompt (its echo of the prompt lacks it)"
@@ -326,7 +327,9 @@ def rate_limit(res: dict[str, Any], stderr: bytes, now: float) -> RateLimit | No
     return RateLimit(limited.kind, limited.message, reset_at, retry_after)
 
 
-def _failure(proc: ProcessResult, res: dict[str, Any] | None, timeout: float | None) -> str | None:
+def _failure(
+    proc: ProcessResult, res: dict[str, Any] | None, timeout: float | None, warnings: list[str]
+) -> str | None:
     stderr = error_line(proc.stderr)
     tail = f": {stderr}" if stderr else ""
     if (stopped := stop_reason(proc, timeout)) is not None:
@@ -340,6 +343,7 @@ def _failure(proc: ProcessResult, res: dict[str, Any] | None, timeout: float | N
         error = res.get("error") if isinstance(res.get("error"), dict) else {}
         assert isinstance(error, dict)
         text = one_line(str(error.get("message") or error.get("type") or ""))
+        text = text or (warnings[-1] if warnings else "")  # an error inside the stream
         return f"gemini reported an error: {text}" if text else "gemini reported an error"
     if proc.returncode != 0:
         return f"gemini exit status {proc.returncode}{tail}"
@@ -444,4 +448,13 @@ class GeminiBackend(AgentCliBackend[GeminiConfig]):
                 note="the CLI gave up waiting for the prompt on stdin (500 ms); running it again",
             )
             proc = await attempt()
-        return summarize(proc, timeout, request.prompt, time.time())
+        result = summarize(proc, timeout, request.prompt, time.time())
+        if self.uses_loop_tools and MCP_ISSUES in proc.stderr:
+            # claude names the server it could not connect, codex fails: gemini goes on
+            # without the tools, and says so only on stderr
+            log.warning(
+                "gemini.mcp_not_connected",
+                hat=request.hat,
+                note="the agent ran without hatloop's tools (gemini: MCP issues detected)",
+            )
+        return result

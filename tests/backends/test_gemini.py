@@ -199,6 +199,17 @@ def test_summarize_success_takes_every_message_and_tokens() -> None:
     assert result.meta["tool_uses"] == ["x"] and result.meta["duration_ms"] == 9
 
 
+def test_an_error_inside_the_stream_is_named_by_the_clis_warning() -> None:
+    """A result with status error and no message (the model's stream broke off): the
+    reason is the warning the CLI printed for it, not a bare 'gemini reported an error'."""
+    stdout = _line(
+        type="error", severity="warning", message="Model stream ended without a finish reason."
+    )
+    stdout += "\n" + _line(type="result", status="error", error={})
+    result = summarize(_proc(stdout, rc=1), None)
+    assert result.reason == "gemini reported an error: Model stream ended without a finish reason."
+
+
 def test_summarize_error_result_is_one_clean_line() -> None:
     """An API error's JSON body is reduced to its code and message."""
     body = '{"error":{"code":400,"message":"model not found","status":"INVALID_ARGUMENT"}}'
@@ -294,6 +305,21 @@ async def test_real_cli_run_again_when_it_reads_no_prompt(
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["gemini.prompt_not_read"]
     assert len(mock.turn_requests) == 1
     assert any(t.endswith("END-OF-PROMPT-7c1") and len(t) > 100_000 for t in texts)
+
+
+@pytest.mark.gemini
+async def test_real_cli_without_its_mcp_server_runs_and_the_loop_says_so(
+    make_gemini: MakeGemini, make_request: MakeRequest
+) -> None:
+    """hatloop's MCP server cannot start (its command fails): the CLI goes on without the
+    tools and says so only on stderr; the backend logs a warning naming the hat."""
+    with MockGemini(turns=["Done."]) as mock, capture_logs() as logs:
+        backend = make_gemini(mock, mcp=True, mcp_command=["false"])
+        result = await backend.run(make_request())
+    assert result.ok, result.reason
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert [e["event"] for e in warnings] == ["gemini.mcp_not_connected"]
+    assert warnings[0]["hat"] == "planner"
 
 
 @pytest.mark.gemini
