@@ -16,7 +16,9 @@ The replay runs under the recorded session's id, and gives every tool call the t
 it had, so the ids and times the tools derive from them come out as recorded; the
 agent's calls are made again through the tools (:mod:`loop.session.calls`), so the
 tool state each iteration saw (its prompt's task section, the completion gate, the
-replies to ``task.*`` requests) is the recorded one.
+replies to ``task.*`` requests) is the recorded one. In a session with parallel hats,
+the calls of the activations that ran at once are made in the order they were made in
+(:func:`~loop.session.calls.call_order`), not in the order the replay runs the activations.
 """
 
 from __future__ import annotations
@@ -60,7 +62,15 @@ from loop.records import (
     LostCalls,
 )
 from loop.runner import RunOptions, run_loop, tool_context
-from loop.session.calls import CallReplayer, PathMap, call_line, compare_calls, recorded_clock
+from loop.session.calls import (
+    CallReplayer,
+    CallTurns,
+    PathMap,
+    call_line,
+    compare_calls,
+    recorded_clock,
+    replayed_calls,
+)
 from loop.session.reader import RecordingReader
 from loop.session.recording import HeaderRecord
 from loop.tools.base import ToolContext
@@ -522,7 +532,12 @@ async def _replay(path: Path, extensions: Sequence[Extension]) -> ReplayResult:
         with tempfile.TemporaryDirectory(prefix="hatloop-replay-") as tmp:
             config = replay_config(reader, Path(tmp))
             paths = replay_paths(reader.header, tool_context(config, Path(tmp)))
-            replayer = CallReplayer(all_tools, tool_context(config, Path(tmp)), paths)
+            turns = (  # parallel hats: the calls of activations in flight together, in order
+                CallTurns(reader.schedule, lambda n: replayed_calls(reader.iteration(n)))
+                if reader.schedule and reader.file_events
+                else None
+            )
+            replayer = CallReplayer(all_tools, tool_context(config, Path(tmp)), paths, turns)
             backend = ReplayBackend(reader, replayer, writes_events=reader.file_events)
             options = RunOptions(
                 workdir=Path(tmp),
@@ -544,7 +559,8 @@ async def _replay(path: Path, extensions: Sequence[Extension]) -> ReplayResult:
                     lost=replayer.lost,
                 )
                 try:
-                    await run_loop(config, options, [comparer, *extensions])
+                    own = [comparer] if turns is None else [comparer, turns]
+                    await run_loop(config, options, [*own, *extensions])
                 except ReplayDivergence as exc:  # a parallel schedule that cannot go on
                     if result.divergence is None:
                         result.divergence = Divergence(

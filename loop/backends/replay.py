@@ -6,14 +6,15 @@ came through the emit file (written to ``request.events_file``, so the engine re
 that channel again too), the exit code, the cost, and a recorded failure as the same
 failure. The tool calls the agent made (over the CLI or MCP) are made again while it
 "runs", through ``apply_calls`` (:class:`~loop.session.calls.CallReplayer`), so the tool
-state changes as it did and the engine reads the calls from the events file again.
+state changes as it did and the engine reads the calls from the events file again; when
+activations ran at once, each call waits for those the others made before it.
 Nothing is decided here: routing, defaults, completion and limits are the engine's,
 which is what makes a replay a regression check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from loop.backends.base import Backend, BackendRequest, BackendResult
@@ -22,8 +23,9 @@ from loop.records import IterationFields
 
 __all__ = ["ApplyCalls", "RecordedIterations", "ReplayBackend"]
 
-# makes a recorded iteration's agent tool calls again, for the request's iteration
-ApplyCalls = Callable[[BackendRequest, IterationFields], None]
+# makes a recorded iteration's agent tool calls again, for the request's iteration (in a
+# session with parallel hats, each in its turn among the calls of the others in flight)
+ApplyCalls = Callable[[BackendRequest, IterationFields], Awaitable[None]]
 
 
 class RecordedIterations(Protocol):
@@ -44,7 +46,9 @@ class ReplayBackend(Backend):
 
     kind = "replay"
     uses_files = False  # it makes the events folder itself, only when it has events to write
-    instant = True  # reads the recording and returns: it never waits on anything
+    # reads the recording and returns; it waits only for the replayed calls of the
+    # activations in flight with it that were made before its own
+    instant = True
     # it serves each iteration's recorded cost and tokens, so a budget holds the replay
     # as it held the recorded run (which warned of a hat its budgets could not hold)
     reports_cost = True
@@ -94,7 +98,7 @@ class ReplayBackend(Backend):
                     create_folders=True,
                 )
         if (record.tool_calls or record.lost_calls) and self.apply_calls is not None:
-            self.apply_calls(request, record)
+            await self.apply_calls(request, record)
         self.served += 1
         return BackendResult(
             output=record.output,

@@ -5,7 +5,11 @@ An iteration's recorded calls (:class:`~loop.records.ToolCall`) are of two kinds
 * the agent's (channels ``cli`` and ``mcp``): its process made them while it ran. The
   replay backend makes them again, in the recorded order, through the same tools
   (:class:`CallReplayer`), with the iteration's context, so they are journaled again
-  as the agent's and change the scratch session's tool state as they did;
+  as the agent's and change the scratch session's tool state as they did. In a session
+  with parallel hats, the calls of activations that ran at once interleaved on the
+  shared tool state (three reviewers creating a task each): :func:`call_order` decides
+  the order they were made in, across activations (pure), and :class:`CallTurns` holds
+  each replayed call until its turn (the thin async part);
 * the engine's process's (``bus``: a hat's request; ``loop``: the theme heartbeat):
   the replayed engine makes them itself, as it did. :func:`recorded_clock` gives each
   the time it had, so what a tool derives from "now" comes out the same.
@@ -21,17 +25,25 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from loop import _fs
 from loop.backends.base import BackendRequest
+from loop.bus import EventBus
 from loop.engine.collect import read_events_file
+from loop.engine.lifecycle import ACTIVATION_STARTED
+from loop.events import Event
+from loop.extensions import Extension
 from loop.records import (
     CallError,
     IterationFields,
+    IterationStart,
     LostCalls,
     ToolCall,
     ToolCallLine,
@@ -42,10 +54,14 @@ from loop.tools.calls import FILE_CHANNELS, FileCalls, local_offset
 
 __all__ = [
     "CallReplayer",
+    "CallTurns",
     "PathMap",
+    "Turn",
     "call_line",
+    "call_order",
     "compare_calls",
     "recorded_clock",
+    "replayed_calls",
 ]
 
 _MAX_DIFFS = 6  # leaf differences shown per call
@@ -118,6 +134,198 @@ def _fixed(ts: float, utc_offset: int) -> Callable[[], tuple[float, int]]:
     return lambda: (ts, utc_offset)
 
 
+def _groups(record: IterationFields) -> list[tuple[int, Sequence[ToolCall]]]:
+    """The calls a replay makes again for ``record``, by file: ``(k, calls)`` for its
+    k-th attempt that did not end (from 1), then ``(0, calls)`` for the agent's own."""
+    groups: list[tuple[int, Sequence[ToolCall]]] = list(
+        enumerate((lost.tool_calls for lost in record.lost_calls), start=1)
+    )
+    groups.append((0, [c for c in record.tool_calls if c.channel in FILE_CHANNELS]))
+    return groups
+
+
+def replayed_calls(record: IterationFields | None) -> list[ToolCall]:
+    """The recorded calls a replay makes again for ``record``, in the order it makes them:
+    those of its attempts that did not end (attempt by attempt), then the agent's own."""
+    return [] if record is None else [c for _, calls in _groups(record) for c in calls]
+
+
+# -- the order of the calls of activations that ran at once (pure) ------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One replayed agent call of a session with parallel hats: made by the ``start``-th
+    activation numbered ``iteration`` (a number whose activation a kill lost starts again
+    after the resume), the ``place``-th (from 0) of its :func:`replayed_calls`."""
+
+    iteration: int
+    start: int
+    place: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """An entry of a recorded schedule: ``kind`` ``start``, ``end`` or ``resume``; a start's
+    ``start`` counts the starts of its ``iteration`` so far, and ``commits`` says whether
+    its activation committed (an ``end`` follows before any ``resume``)."""
+
+    kind: str
+    iteration: int = 0
+    start: int = 0
+    commits: bool = False
+
+
+def _steps(schedule: Sequence[str]) -> list[_Step]:
+    """The typed entries of ``schedule`` (``start 3 hat``, ``end 3 hat``, ``resume``)."""
+    steps: list[_Step] = []
+    starts: Counter[int] = Counter()
+    open_starts: dict[int, int] = {}  # iteration -> its start's place in ``steps``
+    for entry in schedule:
+        kind, _, rest = entry.partition(" ")
+        if kind == "resume":
+            open_starts.clear()  # the kill lost what was in flight: those never commit
+            steps.append(_Step("resume"))
+            continue
+        number = int(rest.split()[0])
+        if kind == "start":
+            starts[number] += 1
+            open_starts[number] = len(steps)
+            steps.append(_Step("start", number, starts[number]))
+        elif (at := open_starts.pop(number, None)) is not None:
+            steps[at] = replace(steps[at], commits=True)
+            steps.append(_Step("end", number))
+        else:  # a commit whose start is not in the recording: it starts there
+            starts[number] += 1
+            steps.append(_Step("start", number, starts[number], commits=True))
+            steps.append(_Step("end", number))
+    return steps
+
+
+def call_order(
+    schedule: Sequence[str], calls: Callable[[int], Sequence[ToolCall]]
+) -> Iterator[Turn]:
+    """The order a replay makes the agent calls of a session with parallel hats in: the
+    order they were made in when it was recorded, across the activations that ran at once.
+
+    ``schedule``: the recording's starts, commits and resumes, in order (``start 3 hat``,
+    ``end 3 hat``, ``resume``: :attr:`~loop.session.reader.RecordingReader.schedule`);
+    ``calls``: the calls iteration ``n`` makes again (:func:`replayed_calls` of its
+    record), asked for once its activation's start is reached (lazily: a large recording
+    is not read ahead).
+
+    The calls of one activation keep their recorded order (one events file, under its
+    lock). Those of activations in flight together are merged by their ``ts`` (the time
+    each call took as it was made), the earlier-started activation first on a tie, and
+    all of an activation's calls come before its commit. So the order never puts a call
+    before its activation's start or after its commit, nor before an earlier call of its
+    own, whatever the clock said: a replay that starts and commits in the recorded order
+    always reaches the next call of this order. An activation the recorded session lost
+    to a kill (started, not committed before the ``resume``) has no calls here: what it
+    made is in the ``lost_calls`` of the iteration that ran its number again, and made
+    again before that one's own.
+    """
+    # in flight, in start order: iteration -> its start, (ts, place) of its calls left
+    flight: dict[int, tuple[int, deque[tuple[float, int]]]] = {}
+    for step in _steps(schedule):
+        if step.kind == "resume":
+            flight.clear()  # what was in flight was lost: none of it has calls here
+        elif step.kind == "start":
+            if step.commits:
+                made = calls(step.iteration)
+                left = deque((c.ts, i) for i, c in enumerate(made))
+                flight[step.iteration] = (step.start, left)
+        else:
+            while flight[step.iteration][1]:  # its calls, after those made before each
+                first = min(
+                    (n for n, (_, left) in flight.items() if left),
+                    key=lambda n: flight[n][1][0][0],
+                )
+                start, left = flight[first]
+                yield Turn(first, start, left.popleft()[1])
+            del flight[step.iteration]
+
+
+# -- making them again ---------------------------------------------------------------------
+
+
+class CallTurns(Extension):
+    """Holds each replayed call of a session with parallel hats until its turn in
+    :func:`call_order` (the thin async part): the replayed activations' calls are made in
+    the order they were made in the recorded session.
+
+    It counts the starts of each iteration number (``loop.activation.started``), so a
+    replayed activation knows which recorded one it is (:meth:`lane`). An activation that
+    leaves calls unmade (cancelled, or its backend call ended otherwise) gives its turns
+    up (:meth:`release`), so no call waits for a call that will not come.
+    """
+
+    name = "replay-call-turns"
+
+    def __init__(self, schedule: Sequence[str], calls: Callable[[int], Sequence[ToolCall]]) -> None:
+        # (iteration, start) of the activations that make calls: those that committed
+        self._planned = {
+            (s.iteration, s.start) for s in _steps(schedule) if s.kind == "start" and s.commits
+        }
+        self._order = call_order(schedule, calls)
+        self._head: Turn | None = None
+        self._pulled = False  # the first turn is pulled on first use (reads the recording)
+        self._released: set[tuple[int, int]] = set()
+        self._starts: Counter[int] = Counter()
+        self._moved: anyio.Event | None = None
+
+    def attach(self, bus: EventBus) -> None:
+        """Count the replayed activations' starts."""
+        bus.subscribe(ACTIVATION_STARTED, self._on_start, name=self.name)
+
+    def _on_start(self, event: Event) -> None:
+        if isinstance(event.payload, IterationStart):
+            self._starts[event.payload.iteration] += 1
+
+    def lane(self, iteration: int) -> tuple[int, int] | None:
+        """The activation numbered ``iteration`` now in flight, as ``(iteration, start)``;
+        ``None`` when it makes no recorded calls (the recorded one was lost to a kill)."""
+        lane = (iteration, self._starts[iteration])
+        return lane if lane in self._planned else None
+
+    def _current(self) -> Turn | None:
+        if not self._pulled:
+            self._pulled = True
+            self._head = next(self._order, None)
+            self._skip()
+        return self._head
+
+    def _skip(self) -> None:
+        while self._head is not None and (self._head.iteration, self._head.start) in self._released:
+            self._head = next(self._order, None)
+
+    def _advance(self) -> None:
+        self._head = next(self._order, None)
+        self._skip()
+        if self._moved is not None:
+            self._moved.set()
+            self._moved = None
+
+    async def wait(self, turn: Turn) -> None:
+        """Wait until ``turn`` is the next call to make (at once if it is in no order)."""
+        while (head := self._current()) is not None and head != turn:
+            if self._moved is None:
+                self._moved = anyio.Event()
+            await self._moved.wait()
+
+    def made(self, turn: Turn) -> None:
+        """``turn``'s call was made: the next one's turn."""
+        if self._current() == turn:
+            self._advance()
+
+    def release(self, lane: tuple[int, int]) -> None:
+        """``lane`` makes no more calls: the turns it has left are skipped."""
+        self._released.add(lane)
+        head = self._current()
+        if head is not None and (head.iteration, head.start) == lane:
+            self._advance()
+
+
 class CallReplayer:
     """Makes a recorded iteration's agent calls again, through the tools, in its context.
 
@@ -127,56 +335,83 @@ class CallReplayer:
             recording without any imports no tool domain.
         base: the replay's tool context (the scratch folder's files).
         paths: the recorded run's locations mapped to the replay's.
+        turns: a session with parallel hats: the order of the calls across the
+            activations that ran at once (``None``: one activation at a time, whose
+            calls are made as they come).
     """
 
     def __init__(
-        self, tools: Callable[[], Mapping[str, Tool]], base: ToolContext, paths: PathMap
+        self,
+        tools: Callable[[], Mapping[str, Tool]],
+        base: ToolContext,
+        paths: PathMap,
+        turns: CallTurns | None = None,
     ) -> None:
         self.tools = tools
         self.base = base
         self.paths = paths
+        self.turns = turns
         # by iteration: the calls of its recorded lost attempts, as made again here
         self.lost: dict[int, tuple[LostCalls, ...]] = {}
 
-    def __call__(self, request: BackendRequest, record: IterationFields) -> None:
+    async def __call__(self, request: BackendRequest, record: IterationFields) -> None:
         """Make the agent's recorded calls of ``record`` for ``request``'s iteration: first
         those of its lost attempts (each numbered from 1 in a file of its own, as in its
-        own events file, so the ids they mint are the recorded ones), then its own."""
+        own events file, so the ids they mint are the recorded ones), then its own; each
+        in its turn when activations ran at once."""
         events_file = request.events_file
         assert events_file is not None  # a replayed hat writes events: the engine names it
+        turns = self.turns
+        lane = None if turns is None else turns.lane(request.iteration)
+        if turns is not None and lane is None:
+            return  # the activation the recorded session lost to a kill: its calls come later
+        groups = [
+            (events_file.with_name(f"lost-{k}.jsonl") if k else events_file, calls)
+            for k, calls in _groups(record)  # a file for each lost attempt's
+        ]
+        place = 0
+        try:
+            for path, calls in groups:
+                if calls:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                for call in calls:
+                    turn = None if lane is None else Turn(lane[0], lane[1], place)
+                    place += 1
+                    if turns is not None and turn is not None:
+                        await turns.wait(turn)
+                    self._make(request, call, path)
+                    if turns is not None and turn is not None:
+                        turns.made(turn)
+        finally:
+            if turns is not None and lane is not None:
+                turns.release(lane)  # cancelled midway: the others do not wait for the rest
         if record.lost_calls:
-            events_file.parent.mkdir(parents=True, exist_ok=True)
-            made = []
-            for number, lost in enumerate(record.lost_calls, start=1):  # a file for each
-                path = events_file.with_name(f"lost-{number}.jsonl")
-                self._make(request, lost.tool_calls, path)
-                calls = read_events_file(path, request.hat, 0.0).calls
-                made.append(LostCalls(attempt=lost.attempt, tool_calls=tuple(calls)))
-            self.lost[request.iteration] = tuple(made)
-        agent = [c for c in record.tool_calls if c.channel in FILE_CHANNELS]
-        if agent:
-            events_file.parent.mkdir(parents=True, exist_ok=True)
-            self._make(request, agent, events_file)
-
-    def _make(self, request: BackendRequest, calls: Sequence[ToolCall], events_file: Path) -> None:
-        """Make ``calls`` again in ``request``'s iteration, journaled in ``events_file``."""
-        for recorded in calls:
-            call = self.paths.call(recorded)
-            journal = FileCalls(
-                request.session_id,
-                request.iteration,
-                events_file,
-                call.channel,
-                clock=_fixed(call.ts, call.utc_offset),
+            self.lost[request.iteration] = tuple(
+                LostCalls(
+                    attempt=lost.attempt,
+                    tool_calls=tuple(read_events_file(path, request.hat, 0.0).calls),
+                )
+                for (path, _), lost in zip(groups, record.lost_calls, strict=False)
             )
-            tool = self.tools().get(call.tool)
-            if tool is None:  # a tool this hatloop does not have: journaled as refused
-                self._unknown(journal, call)
-                continue
-            ctx = replace(self.base, events_file=events_file, calls=journal)
-            # an error is journaled with the call: the comparison says if it was recorded
-            with contextlib.suppress(Exception):
-                tool.run(ctx, call.input)
+
+    def _make(self, request: BackendRequest, recorded: ToolCall, events_file: Path) -> None:
+        """Make ``recorded`` again in ``request``'s iteration, journaled in ``events_file``."""
+        call = self.paths.call(recorded)
+        journal = FileCalls(
+            request.session_id,
+            request.iteration,
+            events_file,
+            call.channel,
+            clock=_fixed(call.ts, call.utc_offset),
+        )
+        tool = self.tools().get(call.tool)
+        if tool is None:  # a tool this hatloop does not have: journaled as refused
+            self._unknown(journal, call)
+            return
+        ctx = replace(self.base, events_file=events_file, calls=journal)
+        # an error is journaled with the call: the comparison says if it was recorded
+        with contextlib.suppress(Exception):
+            tool.run(ctx, call.input)
 
     @staticmethod
     def _unknown(journal: FileCalls, call: ToolCall) -> None:

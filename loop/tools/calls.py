@@ -27,6 +27,7 @@ gives the tool again. Outside a session ids are random and the time is the clock
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -74,6 +75,9 @@ __all__ = [
 Channel = Literal["cli", "mcp", "bus", "loop"]
 # the channels whose calls an agent's process journals in the events file
 FILE_CHANNELS: frozenset[str] = frozenset({"cli", "mcp"})
+
+# In the session's folder: its agents' calls take ``calls.lock`` one at a time.
+CALLS_LOCK = "calls"
 
 # The namespace of derived ids (a uuid5 of the session, the iteration and the call).
 _ID_NAMESPACE = uuid.UUID("5b0d6f4e-2a43-5c1e-9d8e-7f3a1c0b6e21")
@@ -195,7 +199,12 @@ class FileCalls:
 
     Each call takes the events file's lock (a side file), counts the calls already
     journaled there (its place), runs, and appends its line: concurrent callers of one
-    iteration (a CLI process, MCP requests) are numbered in the order they ran.
+    iteration (a CLI process, MCP requests) are numbered in the order they ran. With
+    ``session_dir``, the call also takes the session's calls lock while it reads its
+    time and runs: the agent calls of activations running at once (parallel hats) are
+    made one at a time, so their times are in the order they changed the tool state,
+    which is the order a replay makes them in again
+    (:func:`loop.session.calls.call_order`).
 
     Attributes:
         session_id: the session (``LOOP_SESSION_ID``).
@@ -206,6 +215,8 @@ class FileCalls:
         run: the session's folder and the id of the run that started the agent
             (``LOOP_SESSION_DIR``, ``LOOP_RUN_ID``): a call is made only while that run
             holds the session, so an agent that outlived a killed loop changes nothing.
+        session_dir: the session's folder (``LOOP_SESSION_DIR``), whose calls lock
+            orders the calls of all its iterations (unset: a replay, which orders them).
     """
 
     session_id: str
@@ -214,6 +225,7 @@ class FileCalls:
     channel: Channel
     clock: CallClock | None = None
     run: tuple[Path, str] | None = None
+    session_dir: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], channel: Channel) -> FileCalls | None:
@@ -227,7 +239,8 @@ class FileCalls:
             return None
         folder, run = env.get(ENV_SESSION_DIR), env.get(ENV_RUN_ID)
         owner = (Path(folder), run) if folder and run else None
-        return cls(sid, int(number), Path(events), channel, run=owner)
+        session_dir = Path(folder) if folder else None
+        return cls(sid, int(number), Path(events), channel, run=owner, session_dir=session_dir)
 
     def record(
         self, tool: str, args: dict[str, Any], channel: Channel | None, invoke: Invoke
@@ -251,9 +264,10 @@ class FileCalls:
         try:
             with _fs.file_lock(path):
                 place = _journaled_calls(path) + 1
-                ts, offset = (self.clock or _clock)()
-                call = Call(self.session_id, self.iteration, f"f{place}", ts, offset)
-                outcome = _run(call, tool, channel or self.channel, args, invoke)
+                with self._in_turn():  # the session's calls, one at a time, in time order
+                    ts, offset = (self.clock or _clock)()
+                    call = Call(self.session_id, self.iteration, f"f{place}", ts, offset)
+                    outcome = _run(call, tool, channel or self.channel, args, invoke)
                 _fs.append_bytes(path, encode_record(ToolCallLine(call=outcome.record)))
         except (OSError, LoopError) as err:
             reason = err.strerror if isinstance(err, OSError) else err.message
@@ -264,6 +278,12 @@ class FileCalls:
                 f"({reason or err})",
             ) from err
         return outcome.give()
+
+    def _in_turn(self) -> contextlib.AbstractContextManager[None]:
+        """The session's calls lock (taken inside the events file's: one order only)."""
+        if self.session_dir is None:
+            return contextlib.nullcontext()
+        return _fs.file_lock(self.session_dir / CALLS_LOCK)
 
 
 def run_holds_session(session_dir: Path, run_id: str) -> bool:

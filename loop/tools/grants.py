@@ -89,7 +89,11 @@ class GrantTable:
                 events_file=iteration.events_file,
                 session_dir=iteration.session_dir,
                 calls=FileCalls(
-                    iteration.session_id, iteration.iteration, iteration.events_file, "mcp"
+                    iteration.session_id,
+                    iteration.iteration,
+                    iteration.events_file,
+                    "mcp",
+                    session_dir=iteration.session_dir,
                 ),
             ),
         )

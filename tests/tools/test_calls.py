@@ -221,7 +221,7 @@ def test_the_environment_names_the_iteration() -> None:
     assert FileCalls.from_env({**env, "LOOP_ITERATION": "x"}, "cli") is None
     run = {"LOOP_SESSION_DIR": "/s", "LOOP_RUN_ID": "r1"}
     assert FileCalls.from_env({**env, **run}, "cli") == FileCalls(
-        "s", 7, Path("/x/events.jsonl"), "cli", run=(Path("/s"), "r1")
+        "s", 7, Path("/x/events.jsonl"), "cli", run=(Path("/s"), "r1"), session_dir=Path("/s")
     )
 
 
