@@ -230,6 +230,12 @@ def convert_ralph(data: Mapping[str, Any], *, source: str = "ralph.yml") -> Ralp
             tables[_RALPH_HAT] = _coordinator(tables, left, completion)
             loop["fallback_hat"] = _RALPH_HAT
     for name, table in tables.items():
+        if table.get("default_publishes") == completion and name != _RALPH_HAT:
+            out.notes.append(
+                f"hats.{name}.default_publishes: {completion!r} as a default (Ralph's "
+                "completion when the agent says nothing); a default never completes a "
+                "hatloop loop, so the agent must publish it"
+            )
         out.files[Path("hats") / f"{name}.toml"] = _hat_file(name, table)
     out.files[Path("loop.toml")] = _loop_file(loop, backend, Path(source).name)
     for text in out.files.values():

@@ -261,6 +261,11 @@ def test_ralph_wave_review_runs_three_reviewers_in_parallel_and_one_aggregator(
     start), and the synthesizer, an aggregator, runs once on the three findings."""
     init = _loop("init", "--from-ralph", str(RALPH / "wave-review.yml"), cwd=tmp_path)
     assert init.returncode == 0, init.stderr
+    # its synthesizer's default is the completion, which a default never is in hatloop
+    assert (
+        "not carried over: hats.synthesizer.default_publishes: 'review.complete' as a "
+        "default" in init.stdout
+    )
     config = load_config(tmp_path / "loop.toml", root=tmp_path, overrides={"prompt": "x"})
     assert config.hats["reviewer"].concurrency == 3
     aggregate = config.hats["synthesizer"].aggregate
