@@ -74,7 +74,7 @@ from loop.session.calls import (
 from loop.session.reader import RecordingReader
 from loop.session.recording import HeaderRecord
 from loop.tools.base import ToolContext
-from loop.tools.registry import all_tools
+from loop.tools.registry import known_tools
 
 __all__ = [
     "Divergence",
@@ -537,7 +537,7 @@ async def _replay(path: Path, extensions: Sequence[Extension]) -> ReplayResult:
                 if reader.schedule and reader.file_events
                 else None
             )
-            replayer = CallReplayer(all_tools, tool_context(config, Path(tmp)), paths, turns)
+            replayer = CallReplayer(known_tools, tool_context(config, Path(tmp)), paths, turns)
             backend = ReplayBackend(reader, replayer, writes_events=reader.file_events)
             options = RunOptions(
                 workdir=Path(tmp),

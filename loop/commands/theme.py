@@ -1,8 +1,15 @@
-"""``python -m loop theme ...``: the theme tools as subcommands, plus ``heartbeat``."""
+"""``python -m loop theme ...``: the theme tools as subcommands, plus ``heartbeat``.
+
+``heartbeat`` calls the heartbeat tool (:data:`loop.themes.tools.HEARTBEAT`) through
+:meth:`~loop.tools.base.Tool.run`, as every tool command does, so an agent's heartbeat
+is a tool call of its iteration (journaled, recorded, replayed). It leaves the interrupt
+items to the loop, which turns them into events.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from loop.commands.tools import (
@@ -11,11 +18,10 @@ from loop.commands.tools import (
     context_from_args,
     report_tool_error,
 )
-from loop.errors import LoopError, ToolError
+from loop.errors import LoopError
 from loop.exits import EXIT_OK
-from loop.themes.heartbeat import write_heartbeat
-from loop.themes.tools import TOOLS
-from loop.themes.workspace import Workspace
+from loop.themes.models import HeartbeatOutput
+from loop.themes.tools import HEARTBEAT, TOOLS
 
 __all__ = ["register"]
 
@@ -41,15 +47,15 @@ def _message(out: dict[str, Any]) -> str:
 
 
 def _heartbeat(args: argparse.Namespace) -> int:
+    """Print the new heartbeat ID (a repair the call made goes to stderr)."""
     try:
-        ctx = context_from_args(args)
-        print(write_heartbeat(Workspace(ctx.workspace, ctx.trusted_root(ctx.workspace))))
-    except OSError as exc:
-        where = f"{exc.filename}: " if exc.filename else ""
-        err = ToolError("io_error", f"heartbeat: {where}{exc.strerror or exc}")
-        return report_tool_error(err, as_json=False)
+        out = HEARTBEAT.run(context_from_args(args), {"interrupts": False})
     except LoopError as exc:
         return report_tool_error(exc, as_json=False)
+    assert isinstance(out, HeartbeatOutput)
+    for note in out.repaired:
+        print(f"repaired: {note}", file=sys.stderr)
+    print(out.heartbeatId)
     return EXIT_OK
 
 

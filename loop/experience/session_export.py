@@ -5,6 +5,12 @@ Each finished iteration becomes a conversation (prompt -> ``user_input``, output
 events become ``thoughts.json``; the manifest is filled from the session. The plan is
 built by pure functions (:func:`plan_export`); :func:`export_session` only runs it, and
 running it again after a crash resumes where the files say it stopped.
+
+It runs the plan as calls of the experience tools (``get_export_status``,
+``export_experience_init``, ``..._conversations``, ``..._thoughts``, ``..._finalize``),
+made through :meth:`~loop.tools.base.Tool.run` as the tool commands make theirs: an
+``export`` an agent runs inside an iteration is those calls of its iteration (journaled,
+recorded), and a replay makes them again, so the experience it wrote is there again.
 """
 
 from __future__ import annotations
@@ -20,14 +26,7 @@ from pydantic import BaseModel, Field
 from loop._fs import read_json
 from loop.errors import ToolError
 from loop.events import Event
-from loop.experience.export import (
-    encode,
-    export_conversations,
-    export_finalize,
-    export_init,
-    export_status,
-    export_thoughts,
-)
+from loop.experience.export import encode
 from loop.experience.journal import SessionJournal, read_journal
 from loop.experience.layout import (
     CONVERSATION_BATCH_LIMIT,
@@ -37,13 +36,12 @@ from loop.experience.layout import (
     trusted_root,
 )
 from loop.experience.models import (
-    ConversationInput,
-    ConversationsInput,
+    FinalizeOutput,
     InitInput,
-    SessionInput,
-    ThoughtsInput,
+    StatusOutput,
 )
 from loop.experience.schemas import ExperienceSummary
+from loop.experience.tools import TOOLS
 from loop.records import IterationEnd
 from loop.tools.base import ToolContext
 from loop.topics import DEFAULT_COMPLETION_EVENT
@@ -263,6 +261,15 @@ def plan_export(journal: SessionJournal, session_id: str) -> ExportPlan:
     )
 
 
+_TOOLS = {tool.name: tool for tool in TOOLS}
+
+
+def _call(ctx: ToolContext, name: str, args: dict[str, Any]) -> BaseModel:
+    """Call the experience tool ``name`` as its command would: a call of the iteration
+    ``ctx`` is in, if any (journaled there); its error is raised as the tool's."""
+    return _TOOLS[name].run(ctx, args)
+
+
 def export_session(
     ctx: ToolContext, session_dir: Path, *, session_id: str | None = None
 ) -> SessionExportResult:
@@ -283,7 +290,8 @@ def export_session(
         raise ToolError("no_conversations", f"session {sid!r} has no finished iteration to export")
     plan = plan_export(journal, sid)
     total = sum(len(b) for b in plan.batches)
-    status = export_status(ctx, SessionInput(session_id=sid))
+    status = _call(ctx, "get_export_status", {"session_id": sid})
+    assert isinstance(status, StatusOutput)
     if status.status == "completed":
         manifest = read_json(Path(status.directory_path) / MANIFEST, root=trusted_root(ctx))
         done = manifest.get("total_conversations") if isinstance(manifest, dict) else None
@@ -304,18 +312,16 @@ def export_session(
             total_size=scan(directory, root=trusted_root(ctx)).total_bytes,
             already_exported=True,
         )
-    export_init(ctx, plan.init)
+    _call(ctx, "export_experience_init", plan.init.model_dump(mode="json"))
     for number, batch in enumerate(plan.batches, 1):
-        export_conversations(
+        _call(
             ctx,
-            ConversationsInput(
-                session_id=sid,
-                batch_number=number,
-                conversations_batch=[ConversationInput.model_validate(c) for c in batch],
-            ),
+            "export_experience_conversations",
+            {"session_id": sid, "batch_number": number, "conversations_batch": batch},
         )
-    export_thoughts(ctx, ThoughtsInput(session_id=sid, thoughts=plan.thoughts))
-    final = export_finalize(ctx, SessionInput(session_id=sid))
+    _call(ctx, "export_experience_thoughts", {"session_id": sid, "thoughts": plan.thoughts})
+    final = _call(ctx, "export_experience_finalize", {"session_id": sid})
+    assert isinstance(final, FinalizeOutput)
     return SessionExportResult(
         session_id=sid,
         directory_path=final.directory_path,

@@ -330,7 +330,7 @@ class CallReplayer:
     """Makes a recorded iteration's agent calls again, through the tools, in its context.
 
     Args:
-        tools: gives the tools by name (the registry's ``all_tools``, which imports
+        tools: gives the tools by name (the registry's ``known_tools``, which imports
             the domains once); asked only for a recorded agent call, so a replay of a
             recording without any imports no tool domain.
         base: the replay's tool context (the scratch folder's files).

@@ -13,6 +13,7 @@ __all__ = [
     "EndThemeOutput",
     "FeedbackInput",
     "FeedbackOutput",
+    "HeartbeatInput",
     "HeartbeatOutput",
     "Interrupt",
     "NoInput",
@@ -55,6 +56,16 @@ def _parent_part() -> Any:
 
 class NoInput(_In):
     """No parameters."""
+
+
+class HeartbeatInput(_In):
+    """``theme_heartbeat`` parameters."""
+
+    interrupts: bool = Field(
+        default=True,
+        description="take the interrupt feedback items (the loop's heartbeat, which turns "
+        "them into theme.interrupt events); false: leave them for the loop (theme heartbeat)",
+    )
 
 
 def _one_target_name(data: Any) -> Any:
@@ -193,7 +204,7 @@ class Interrupt(BaseModel):
 
 
 class HeartbeatOutput(_Out):
-    """What a loop iteration's heartbeat did: the new ID, repairs, interrupts taken."""
+    """What a heartbeat did: the new ID, repairs, interrupts taken (the loop's only)."""
 
     heartbeatId: str
     interrupts: list[Interrupt] = Field(default_factory=list)

@@ -14,6 +14,7 @@ from loop.themes.models import (
     EndThemeOutput,
     FeedbackInput,
     FeedbackOutput,
+    HeartbeatInput,
     HeartbeatOutput,
     Interrupt,
     NoInput,
@@ -26,7 +27,7 @@ from loop.themes.ops import Operations
 from loop.themes.service import ThemeService
 from loop.tools.base import BusRequest, BusService, Tool, ToolContext
 
-__all__ = ["BUS", "DOMAIN", "HEARTBEAT", "TOOLS", "service_for"]
+__all__ = ["BUS", "DOMAIN", "HEARTBEAT", "OWN_TOOLS", "TOOLS", "service_for"]
 
 DOMAIN = "themes"
 
@@ -61,9 +62,10 @@ def _status(ctx: ToolContext, _: NoInput) -> StatusOutput:
     return service_for(ctx).status()
 
 
-def _heartbeat(ctx: ToolContext, _: NoInput) -> HeartbeatOutput:
+def _heartbeat(ctx: ToolContext, inp: HeartbeatInput) -> HeartbeatOutput:
     """Write the next heartbeat ID (from the call's time), undo a start killed half-way,
-    take every interrupt item; a failure while taking them ends the list (``error``)."""
+    take every interrupt item (unless told not to); a failure while taking them ends the
+    list (``error``)."""
     service = service_for(ctx)
     call = ctx.new_id("heartbeat") if ctx.call is not None else None
     heartbeat_id = service.heartbeat(ctx.local_now(), call)
@@ -72,7 +74,7 @@ def _heartbeat(ctx: ToolContext, _: NoInput) -> HeartbeatOutput:
         message=f"heartbeat {heartbeat_id}", heartbeatId=heartbeat_id, repaired=repaired
     )
     try:
-        while True:
+        while inp.interrupts:
             item = service.process_feedback("feedbackbox", interrupts_only=True)
             if not item.found or item.filename is None:
                 break
@@ -94,12 +96,16 @@ HEARTBEAT = Tool(
     domain=DOMAIN,
     description=(
         "The loop's heartbeat at the start of every iteration: the next heartbeat ID, "
-        "repairs, and the interrupt feedback items it takes. Not served to agents."
+        "repairs, and the interrupt feedback items it takes. Not served to agents over "
+        "MCP or the bus; `theme heartbeat` calls it without taking the interrupts."
     ),
-    input_model=NoInput,
+    input_model=HeartbeatInput,
     output_model=HeartbeatOutput,
     func=_heartbeat,
 )
+
+# the tools the loop and the CLI call that no agent is served: a recorded call may name one
+OWN_TOOLS: list[Tool] = [HEARTBEAT]
 
 
 TOOLS: list[Tool] = [

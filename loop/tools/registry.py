@@ -13,10 +13,12 @@ from typing import Any
 from loop.errors import ToolError
 from loop.tools.base import Tool, ToolContext
 
-__all__ = ["DOMAIN_MODULES", "all_tools", "call_tool", "get_tool"]
+__all__ = ["DOMAIN_MODULES", "all_tools", "call_tool", "get_tool", "known_tools"]
 
-# Each domain module exposes ``TOOLS: list[Tool]``. Imported by name, on first use: a
-# command that serves one domain's tools starts without the others.
+# Each domain module exposes ``TOOLS: list[Tool]`` (served over the CLI, MCP and the bus),
+# and may expose ``OWN_TOOLS``: the ones the loop and the CLI call but no agent is served
+# (the theme heartbeat). Imported by name, on first use: a command that serves one
+# domain's tools starts without the others.
 DOMAIN_MODULES: tuple[str, ...] = (
     "loop.tasks.tools",
     "loop.themes.tools",
@@ -26,6 +28,7 @@ DOMAIN_MODULES: tuple[str, ...] = (
 
 
 _cache: dict[str, Tool] | None = None
+_known: dict[str, Tool] | None = None
 
 
 def all_tools() -> dict[str, Tool]:
@@ -41,6 +44,21 @@ def all_tools() -> dict[str, Tool]:
                 tools[tool.name] = tool
         _cache = tools
     return _cache
+
+
+def known_tools() -> dict[str, Tool]:
+    """Every tool a journaled call may name: :func:`all_tools`, then the domains' own
+    (``OWN_TOOLS``), which a replay makes again when an agent's command called one."""
+    global _known  # noqa: PLW0603 - a process-wide, import-once registry cache
+    if _known is None:
+        tools = dict(all_tools())
+        for module_name in DOMAIN_MODULES:
+            for tool in getattr(importlib.import_module(module_name), "OWN_TOOLS", ()):
+                if tool.name in tools:
+                    raise RuntimeError(f"tool {tool.name!r} registered twice")
+                tools[tool.name] = tool
+        _known = tools
+    return _known
 
 
 def get_tool(name: str) -> Tool:

@@ -162,6 +162,19 @@ def test_heartbeat_replaces_a_file_it_cannot_follow(
     assert f"THEME_START_ID {new_id}" in capsys.readouterr().out
 
 
+def test_heartbeat_leaves_the_interrupt_items_to_the_loop(
+    ws: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`theme heartbeat` is the heartbeat tool without its interrupts: it prints the new
+    ID and leaves an interrupt item for the loop, which turns it into an event."""
+    item = Path(ws) / "feedbackbox" / "interrupt.stop_now.md"
+    item.write_text("stop and reflect\n", encoding="utf-8")
+    assert _main(["theme", "heartbeat", "--workspace", ws]) == 0
+    out = capsys.readouterr().out
+    assert len(out.strip()) == 14 and out.strip().isdigit()
+    assert item.is_file()
+
+
 def test_heartbeat_error_exits_2(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -26,6 +26,7 @@ from loop.runner import RunOptions, run_loop
 from loop.session.calls import PathMap, compare_calls
 from loop.session.recorder import Recorder
 from loop.testing import make_config, scripted, tag
+from tests.commands.helpers import loop
 from tests.test_replay import edit, its
 
 REPO = Path(__file__).resolve().parents[2]
@@ -234,6 +235,93 @@ async def test_a_recorded_task_complete_by_id_replays_as_the_same_reply(tmp_path
     result = await replay_recording(path)
     assert result.ok, result.divergence and result.divergence.render()
     assert result.actual_iterations == 3
+
+
+# -- commands that are not generated from a tool: theme heartbeat, export -----------------
+
+COMMAND_HAT = """\
+[loop]
+prompt = "go"
+
+[backend]
+type = "command"
+command = ["sh", "agent.sh"]
+
+"""
+
+
+def _recorded_and_replayed(folder: Path, toml: str, agent: str) -> list[list[dict[str, Any]]]:
+    """Run the command hat's ``agent`` (sh) recorded with the CLI, replay the recording
+    with the CLI; return the recorded calls of each iteration."""
+    (folder / "loop.toml").write_text(COMMAND_HAT + toml, encoding="utf-8")
+    (folder / "agent.sh").write_text(agent, encoding="utf-8")
+    ran = loop("run", "-q", "--record-session", "r.jsonl", cwd=folder)
+    assert ran.returncode == 0, ran.stderr
+    replayed = loop("replay", "r.jsonl", cwd=folder)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    return calls_of(folder / "r.jsonl")
+
+
+def test_an_agents_theme_heartbeat_is_a_call_of_its_iteration_and_replays(
+    tmp_path: Path,
+) -> None:
+    """`theme heartbeat` run by an agent is journaled like its other commands (it is the
+    heartbeat tool, over the CLI), so the replay makes it again and the theme the agent
+    starts next gets the same start ID. Before, the call went unrecorded: the replayed
+    start took the loop's own heartbeat ID, a second earlier, and diverged."""
+    toml = (
+        '[themes]\nenabled = true\n\n[hats.w]\ntriggers = ["task.start"]\n'
+        'publishes = ["LOOP_COMPLETE"]\n'
+    )
+    agent = (
+        '"$LOOP_PYTHON" -m loop theme heartbeat >/dev/null\n'
+        '"$LOOP_PYTHON" -m loop theme start --theme-name S --theme-directory-part s '
+        "--reason r >/dev/null\n"
+        "echo '<event topic=\"LOOP_COMPLETE\">done</event>'\n"
+    )
+    [calls] = _recorded_and_replayed(tmp_path, toml, agent)
+    assert [(c["tool"], c["channel"], c["input"]) for c in calls] == [
+        ("theme_heartbeat", "loop", {}),
+        ("theme_heartbeat", "cli", {"interrupts": False}),
+        ("start_theme", "cli", {"reason": "r", "themeDirectoryPart": "s", "themeName": "S"}),
+    ]
+    loops, agents, started = (c["result"] for c in calls)
+    assert agents["heartbeatId"] > loops["heartbeatId"]
+    assert started["themeStartId"] == agents["heartbeatId"]
+
+
+def test_an_agents_export_is_the_tool_calls_it_makes_and_replays(tmp_path: Path) -> None:
+    """`export SESSION` run by an agent is the experience tool calls it makes, each one
+    journaled as a call of the iteration; the replay makes them again, so the experience
+    the export wrote is there when the next iteration lists the experiences. Before, the
+    export went unrecorded and the replayed list found none."""
+    toml = (
+        "[experience]\nenabled = true\n\n[hats.w]\n"
+        'triggers = ["task.start", "step"]\npublishes = ["step", "LOOP_COMPLETE"]\n'
+    )
+    agent = """\
+case "$LOOP_ITERATION" in
+1) "$LOOP_PYTHON" -m loop emit step one ;;
+2) "$LOOP_PYTHON" -m loop export "$LOOP_SESSION_ID" --session-id myexp >/dev/null
+   "$LOOP_PYTHON" -m loop emit step two ;;
+*) "$LOOP_PYTHON" -m loop experience list >/dev/null
+   "$LOOP_PYTHON" -m loop emit LOOP_COMPLETE done ;;
+esac
+"""
+    first, export, listing = _recorded_and_replayed(tmp_path, toml, agent)
+    assert first == []
+    assert [(c["tool"], c["channel"]) for c in export] == [
+        ("get_export_status", "cli"),
+        ("export_experience_init", "cli"),
+        ("export_experience_conversations", "cli"),
+        ("export_experience_thoughts", "cli"),
+        ("export_experience_finalize", "cli"),
+    ]
+    assert all(c["error"] is None and c["input"]["session_id"] == "myexp" for c in export)
+    [listed] = listing
+    assert listed["tool"] == "list_experiences"
+    directories = [s["directory"] for s in listed["result"]["directory_summaries"]]
+    assert [Path(d).name for d in directories] == ["experience_myexp"]
 
 
 # -- pure parts ---------------------------------------------------------------------------
