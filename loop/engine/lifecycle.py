@@ -67,6 +67,7 @@ class SessionStarted:
     cost_usd: float = 0.0  # what the session had spent before this process took it over
     tokens: int = 0
     override: Override | None = None  # the limits a resume changed, journaled
+    parallel: bool = False  # hats may run at once: each activation's start is published
 
 
 @dataclass(frozen=True, slots=True)

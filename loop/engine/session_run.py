@@ -29,6 +29,7 @@ from loop.engine.lifecycle import LOOP_TERMINATED, SessionEnded, SessionStarted
 from loop.engine.outside import OutsideEvents
 from loop.engine.records import session_end, session_start
 from loop.engine.resume import LimitOverrides, resume_records
+from loop.engine.schedule import Schedule
 from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
 from loop.engine.stale import stop_stale
 from loop.engine.state import LoopState, RouteContext, fold
@@ -54,6 +55,7 @@ class Engine(Protocol):
     state: LoopState
     limits: Limits
     route_ctx: RouteContext
+    schedule: Schedule
     limit_overrides: LimitOverrides
     extensions: list[Extension]
     wall_clock: Callable[[], float]
@@ -144,6 +146,7 @@ async def start_session(engine: Engine) -> SessionStarted:
         cost_usd=engine.state.cost_usd,
         tokens=engine.state.tokens,
         override=override,
+        parallel=engine.schedule.parallel,
     )
 
 

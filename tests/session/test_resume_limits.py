@@ -250,3 +250,80 @@ def test_a_plain_resume_keeps_the_flags_the_session_was_started_with(tmp_path: P
         {"backend": "scripted", "max_iterations": 2},
         {"backend": "scripted", "max_iterations": 2},
     ]
+
+
+def _resumed_without_the_recording_between(folder: Path) -> list[dict]:
+    """Record a run stopped at max_iterations 1, resume it without the recording with the
+    limit raised to 2, then resume it recorded with 10; replay the recording with the CLI
+    (it must pass) and return its lines."""
+    record = ("--record-session", "r.jsonl")
+    first = loop("run", "-q", "--max-iterations", "1", *record, cwd=folder)
+    assert first.returncode == EXIT_LIMIT, first.stderr
+    unrecorded = loop("run", "-q", "--resume", "--max-iterations", "2", cwd=folder)
+    assert unrecorded.returncode == EXIT_LIMIT, unrecorded.stderr
+    last = loop("run", "-q", "--resume", "--max-iterations", "10", *record, cwd=folder)
+    assert last.returncode == 0, last.stderr
+    replayed = loop("replay", "r.jsonl", cwd=folder)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    return lines(folder / "r.jsonl")
+
+
+def _shape(data: list[dict]) -> list[tuple]:
+    """Each line's kind, with what says where it stands."""
+    shown: list[tuple] = []
+    for d in data:
+        if d["kind"] == "iteration":
+            shown.append(("iteration", d["iteration"]))
+        elif d["kind"] == "marker":
+            shown.append((d["marker"], d["resumed_at_iteration"]))
+        elif d["kind"] == "override":
+            shown.append(("override", d["after_iteration"], d["max_iterations"]))
+        elif d["kind"] == "footer":
+            shown.append(("footer", d["reason"], d["iterations"]))
+        else:
+            shown.append((d["kind"],))
+    return shown
+
+
+def test_a_resume_without_the_recording_is_backfilled_whole_and_replays(tmp_path: Path) -> None:
+    """A command hat's session: a resume run without --record-session raised the limit
+    to 2 and ran iteration 2. The next recorded resume backfills all of it from the
+    journal (its resumed marker, its override, its iteration, its footer), so the replay
+    applies max_iterations 2 after iteration 1 as the run did. Before, only the
+    iteration was backfilled: the replay stopped at the recorded limit, 1, and diverged."""
+    agent = (
+        'if [ "$LOOP_ITERATION" -lt 4 ]; then "$LOOP_PYTHON" -m loop emit step "$LOOP_ITERATION"\n'
+        'else "$LOOP_PYTHON" -m loop emit LOOP_COMPLETE done; fi\n'
+    )
+    (tmp_path / "agent.sh").write_text(agent, encoding="utf-8")
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "go"\n\n[backend]\ntype = "command"\ncommand = ["sh", "agent.sh"]\n\n'
+        '[hats.w]\ntriggers = ["task.start", "step"]\npublishes = ["step", "LOOP_COMPLETE"]\n',
+        encoding="utf-8",
+    )
+    data = _resumed_without_the_recording_between(tmp_path)
+    assert _shape(data) == [
+        ("header",),
+        ("iteration", 1),
+        ("footer", "max_iterations", 1),
+        ("resumed", 1),  # the unrecorded resume, from the journal
+        ("override", 1, 2),
+        ("iteration", 2),
+        ("footer", "max_iterations", 2),
+        ("resumed", 2),  # the recorded one
+        ("override", 2, 10),
+        ("iteration", 3),
+        ("iteration", 4),
+        ("footer", "completed", 4),
+    ]
+    backfilled = data[3]
+    assert "not recorded" in backfilled["message"] and "base_digest" not in backfilled
+
+
+def test_the_demo_resumed_without_the_recording_between_replays(tmp_path: Path) -> None:
+    """The same with the built-in demo (no loop.toml): the replay runs all five
+    iterations."""
+    data = _resumed_without_the_recording_between(tmp_path)
+    kinds = [d["kind"] for d in data]
+    assert kinds.count("override") == 2 and kinds.count("footer") == 3
+    assert [d["iteration"] for d in data if d["kind"] == "iteration"] == [1, 2, 3, 4, 5]
