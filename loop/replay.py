@@ -66,10 +66,10 @@ from loop.session.calls import (
     CallReplayer,
     CallTurns,
     PathMap,
+    call_groups,
     call_line,
     compare_calls,
     recorded_clock,
-    replayed_calls,
 )
 from loop.session.reader import RecordingReader
 from loop.session.recording import HeaderRecord
@@ -533,7 +533,7 @@ async def _replay(path: Path, extensions: Sequence[Extension]) -> ReplayResult:
             config = replay_config(reader, Path(tmp))
             paths = replay_paths(reader.header, tool_context(config, Path(tmp)))
             turns = (  # parallel hats: the calls of activations in flight together, in order
-                CallTurns(reader.schedule, lambda n: replayed_calls(reader.iteration(n)))
+                CallTurns(reader.schedule, lambda n: call_groups(reader.iteration(n)))
                 if reader.schedule and reader.file_events
                 else None
             )

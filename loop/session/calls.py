@@ -144,6 +144,28 @@ def _groups(record: IterationFields) -> list[tuple[int, Sequence[ToolCall]]]:
     return groups
 
 
+def call_groups(record: IterationFields | None) -> list[tuple[int, Sequence[ToolCall]]]:
+    """The calls a replay makes again for ``record``, as :func:`replayed_calls` orders
+    them, grouped by attempt: ``(attempt, calls)`` for each attempt that did not end,
+    then ``(0, calls)`` for the agent's own."""
+    if record is None:
+        return []
+    groups: list[tuple[int, Sequence[ToolCall]]] = [
+        (lost.attempt, lost.tool_calls) for lost in record.lost_calls
+    ]
+    groups.append((0, [c for c in record.tool_calls if c.channel in FILE_CHANNELS]))
+    return groups
+
+
+def _attempt_of(groups: Sequence[tuple[int, Sequence[ToolCall]]], place: int) -> int:
+    """The attempt (0: the agent's own calls) whose group holds the ``place``-th call."""
+    for attempt, made in groups:
+        if place < len(made):
+            return attempt
+        place -= len(made)
+    raise IndexError(place)
+
+
 def replayed_calls(record: IterationFields | None) -> list[ToolCall]:
     """The recorded calls a replay makes again for ``record``, in the order it makes them:
     those of its attempts that did not end (attempt by attempt), then the agent's own."""
@@ -203,16 +225,16 @@ def _steps(schedule: Sequence[str]) -> list[_Step]:
 
 
 def call_order(
-    schedule: Sequence[str], calls: Callable[[int], Sequence[ToolCall]]
+    schedule: Sequence[str], calls: Callable[[int], Sequence[tuple[int, Sequence[ToolCall]]]]
 ) -> Iterator[Turn]:
     """The order a replay makes the agent calls of a session with parallel hats in: the
     order they were made in when it was recorded, across the activations that ran at once.
 
     ``schedule``: the recording's starts, commits and resumes, in order (``start 3 hat``,
     ``end 3 hat``, ``resume``: :attr:`~loop.session.reader.RecordingReader.schedule`);
-    ``calls``: the calls iteration ``n`` makes again (:func:`replayed_calls` of its
-    record), asked for once its activation's start is reached (lazily: a large recording
-    is not read ahead).
+    ``calls``: the calls iteration ``n`` makes again, by attempt (:func:`call_groups` of
+    its record), asked for once its activation's start is reached (lazily: a large
+    recording is not read ahead).
 
     The calls of one activation keep their recorded order (one events file, under its
     lock). Those of activations in flight together are merged by their ``ts`` (the time
@@ -221,29 +243,51 @@ def call_order(
     before its activation's start or after its commit, nor before an earlier call of its
     own, whatever the clock said: a replay that starts and commits in the recorded order
     always reaches the next call of this order. An activation the recorded session lost
-    to a kill (started, not committed before the ``resume``) has no calls here: what it
-    made is in the ``lost_calls`` of the iteration that ran its number again, and made
-    again before that one's own.
+    to a kill (started, not committed before the ``resume``) makes the calls of its
+    attempt that the number's record holds as ``lost_calls`` (:func:`turn_calls`), all of
+    them before the ``resume``, as they were made before the kill.
     """
     # in flight, in start order: iteration -> its start, (ts, place) of its calls left
     flight: dict[int, tuple[int, deque[tuple[float, int]]]] = {}
+
+    def next_turn() -> Turn:
+        first = min(
+            (n for n, (_, left) in flight.items() if left), key=lambda n: flight[n][1][0][0]
+        )
+        start, left = flight[first]
+        return Turn(first, start, left.popleft()[1])
+
     for step in _steps(schedule):
         if step.kind == "resume":
-            flight.clear()  # what was in flight was lost: none of it has calls here
+            while any(left for _, left in flight.values()):  # the lost ones' calls, in time
+                yield next_turn()
+            flight.clear()
         elif step.kind == "start":
-            if step.commits:
-                made = calls(step.iteration)
-                left = deque((c.ts, i) for i, c in enumerate(made))
-                flight[step.iteration] = (step.start, left)
+            made = turn_calls(calls(step.iteration), step.start, commits=step.commits)
+            if made:
+                flight[step.iteration] = (step.start, deque((c.ts, i) for i, c in made))
         else:
-            while flight[step.iteration][1]:  # its calls, after those made before each
-                first = min(
-                    (n for n, (_, left) in flight.items() if left),
-                    key=lambda n: flight[n][1][0][0],
-                )
-                start, left = flight[first]
-                yield Turn(first, start, left.popleft()[1])
-            del flight[step.iteration]
+            while step.iteration in flight and flight[step.iteration][1]:
+                yield next_turn()  # its calls, after those made before each
+            flight.pop(step.iteration, None)
+
+
+def turn_calls(
+    groups: Sequence[tuple[int, Sequence[ToolCall]]], start: int, *, commits: bool
+) -> list[tuple[int, ToolCall]]:
+    """The calls the ``start``-th activation of a number makes, with their places among the
+    number's :func:`replayed_calls` (``groups``: its :func:`call_groups`): the one that
+    committed makes the agent's own; one a kill lost makes those of its attempt (the
+    ``start``-th), which the record holds as lost calls."""
+    out: list[tuple[int, ToolCall]] = []
+    place = 0
+    for attempt, made in groups:
+        mine = attempt == 0 if commits else attempt == start
+        for call in made:
+            if mine:
+                out.append((place, call))
+            place += 1
+    return out
 
 
 # -- making them again ---------------------------------------------------------------------
@@ -262,11 +306,16 @@ class CallTurns(Extension):
 
     name = "replay-call-turns"
 
-    def __init__(self, schedule: Sequence[str], calls: Callable[[int], Sequence[ToolCall]]) -> None:
-        # (iteration, start) of the activations that make calls: those that committed
-        self._planned = {
-            (s.iteration, s.start) for s in _steps(schedule) if s.kind == "start" and s.commits
-        }
+    def __init__(
+        self,
+        schedule: Sequence[str],
+        calls: Callable[[int], Sequence[tuple[int, Sequence[ToolCall]]]],
+    ) -> None:
+        steps = [s for s in _steps(schedule) if s.kind == "start"]
+        # (iteration, start) of the activations: each makes its calls in its turns
+        self._planned = {(s.iteration, s.start) for s in steps}
+        # those a kill lost: each makes its own attempt's lost calls (:func:`turn_calls`)
+        self.lost_lanes = {(s.iteration, s.start) for s in steps if not s.commits}
         self._order = call_order(schedule, calls)
         self._head: Turn | None = None
         self._pulled = False  # the first turn is pulled on first use (reads the recording)
@@ -284,7 +333,7 @@ class CallTurns(Extension):
 
     def lane(self, iteration: int) -> tuple[int, int] | None:
         """The activation numbered ``iteration`` now in flight, as ``(iteration, start)``;
-        ``None`` when it makes no recorded calls (the recorded one was lost to a kill)."""
+        ``None`` when the recording has no such start (it makes its calls as they come)."""
         lane = (iteration, self._starts[iteration])
         return lane if lane in self._planned else None
 
@@ -353,6 +402,8 @@ class CallReplayer:
         self.turns = turns
         # by iteration: the calls of its recorded lost attempts, as made again here
         self.lost: dict[int, tuple[LostCalls, ...]] = {}
+        # by (iteration, attempt; 0: its own): the file its calls were made again in
+        self._lost_files: dict[tuple[int, int], Path] = {}
 
     async def __call__(self, request: BackendRequest, record: IterationFields) -> None:
         """Make the agent's recorded calls of ``record`` for ``request``'s iteration: first
@@ -361,37 +412,42 @@ class CallReplayer:
         in its turn when activations ran at once."""
         events_file = request.events_file
         assert events_file is not None  # a replayed hat writes events: the engine names it
-        turns = self.turns
-        lane = None if turns is None else turns.lane(request.iteration)
-        if turns is not None and lane is None:
-            return  # the activation the recorded session lost to a kill: its calls come later
-        groups = [
-            (events_file.with_name(f"lost-{k}.jsonl") if k else events_file, calls)
-            for k, calls in _groups(record)  # a file for each lost attempt's
-        ]
-        place = 0
+        number, turns = request.iteration, self.turns
+        lane = None if turns is None else turns.lane(number)
+        lost_lane = turns is not None and lane in turns.lost_lanes
+        groups = call_groups(record)
+        files = {  # a file for each lost attempt's calls (numbered from 1, as its own was)
+            attempt: events_file.with_name(f"lost-{k}.jsonl") if attempt else events_file
+            for k, (attempt, _) in enumerate(groups[:-1], start=1)
+        }
+        files[0] = events_file
+        if lane is None:  # one activation at a time: all of them, as they come
+            mine = [(place, c) for place, c in enumerate(c for _, g in groups for c in g)]
+        else:
+            mine = turn_calls(groups, lane[1], commits=not lost_lane)
         try:
-            for path, calls in groups:
-                if calls:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                for call in calls:
-                    turn = None if lane is None else Turn(lane[0], lane[1], place)
-                    place += 1
-                    if turns is not None and turn is not None:
-                        await turns.wait(turn)
-                    self._make(request, call, path)
-                    if turns is not None and turn is not None:
-                        turns.made(turn)
+            for place, call in mine:
+                attempt = _attempt_of(groups, place)
+                path = self._lost_files.setdefault((number, attempt), files[attempt])
+                path.parent.mkdir(parents=True, exist_ok=True)
+                turn = None if lane is None else Turn(lane[0], lane[1], place)
+                if turns is not None and turn is not None:
+                    await turns.wait(turn)
+                self._make(request, call, path)
+                if turns is not None and turn is not None:
+                    turns.made(turn)
         finally:
             if turns is not None and lane is not None:
                 turns.release(lane)  # cancelled midway: the others do not wait for the rest
-        if record.lost_calls:
-            self.lost[request.iteration] = tuple(
+        if record.lost_calls and not lost_lane:  # made here, or by the activation lost
+            self.lost[number] = tuple(
                 LostCalls(
                     attempt=lost.attempt,
-                    tool_calls=tuple(read_events_file(path, request.hat, 0.0).calls),
+                    tool_calls=tuple(read_events_file(made_in, request.hat, 0.0).calls)
+                    if (made_in := self._lost_files.get((number, lost.attempt))) is not None
+                    else (),
                 )
-                for (path, _), lost in zip(groups, record.lost_calls, strict=False)
+                for lost in record.lost_calls
             )
 
     def _make(self, request: BackendRequest, recorded: ToolCall, events_file: Path) -> None:

@@ -44,9 +44,15 @@ def _calls(*times: float) -> list[ToolCall]:
     return [ToolCall(tool="createTask", channel="cli", input={}, ts=t) for t in times]
 
 
+def _own(calls: list[ToolCall]) -> list[tuple[int, list[ToolCall]]]:
+    """A record's calls as :func:`call_groups` gives them: the agent's own only."""
+    return [(0, calls)]
+
+
 def _order(schedule: list[str], calls: dict[int, list[ToolCall]]) -> list[tuple[int, int, int]]:
     return [
-        (t.iteration, t.start, t.place) for t in call_order(schedule, lambda n: calls.get(n, []))
+        (t.iteration, t.start, t.place)
+        for t in call_order(schedule, lambda n: _own(calls.get(n, [])))
     ]
 
 
@@ -68,21 +74,22 @@ def test_an_activations_own_order_its_start_and_its_commit_bound_what_the_clock_
     assert _order(schedule, calls) == [(2, 1, 0), (1, 1, 0), (1, 1, 1), (3, 1, 0), (2, 1, 1)]
 
 
-def test_an_activation_a_kill_lost_has_no_calls_and_its_number_starts_again() -> None:
-    """Iteration 2 was in flight when the recorded run was killed: the resumed session ran
-    number 2 again (its second start), whose record holds the lost attempt's calls first."""
+def test_an_activation_a_kill_lost_makes_its_calls_before_the_resume() -> None:
+    """Iteration 2 was in flight when the recorded run was killed, after it made a call at
+    1.0 and before 1's at 3.0: the lost activation (2's first start) makes that call, in
+    its time, before the resume; number 2's second start, after the resume, makes its
+    own (4.0). The record of number 2 holds both: attempt 1's as lost calls."""
     schedule = ["start 1 r", "start 2 r", "end 1 r", "resume", "start 2 r", "end 2 r"]
     asked: list[int] = []
 
-    def calls(n: int) -> list[ToolCall]:
+    def calls(n: int) -> list[tuple[int, list[ToolCall]]]:
         asked.append(n)
-        return {1: _calls(3.0), 2: _calls(1.0, 4.0)}[n]
+        return {1: _own(_calls(3.0)), 2: [(1, _calls(1.0)), (0, _calls(4.0))]}[n]
 
     order = call_order(schedule, calls)
-    assert next(order) == Turn(1, 1, 0)
-    assert asked == [1]  # read lazily: nothing past what the first turn needs
-    assert list(order) == [Turn(2, 2, 0), Turn(2, 2, 1)]
-    assert asked == [1, 2]
+    assert next(order) == Turn(2, 1, 0)  # the lost call, made at 1.0, comes first
+    assert asked == [1, 2]  # read lazily: as far as the starts before it
+    assert list(order) == [Turn(1, 1, 0), Turn(2, 2, 1)]
 
 
 def test_a_sequential_recording_has_no_order_to_keep() -> None:
