@@ -211,12 +211,22 @@ class StreamReader(OutputReader):
         return pieces
 
 
+def _output(texts: list[str], final: str) -> str:
+    """The iteration's output: the text of every assistant message, as with the other
+    agent CLIs (an ``<event>`` tag written before a tool call counts), and the result's
+    text where the messages do not end with it."""
+    output = "\n\n".join(t for t in texts if t.strip())
+    if final.strip() and not output.rstrip().endswith(final.strip()):
+        output = f"{output}\n\n{final}" if output else final
+    return output
+
+
 def summarize(proc: ProcessResult, timeout: float | None, now: float = 0.0) -> BackendResult:
     """Turn a finished CLI run into a :class:`BackendResult` (pure; ``now``: seconds since
     the epoch, to read a reset time given as a time of day)."""
     summary = parse_stream(proc.stdout.decode("utf-8", errors="replace"))
     res = summary.result
-    output = str(res.get("result") or "") if res else "\n".join(summary.texts)
+    output = _output(summary.texts, str(res.get("result") or "") if res else "")
     stderr_tail = last_line(proc.stderr)
     meta: dict[str, Any] = {"tool_uses": summary.tool_uses}
     if summary.session_id:

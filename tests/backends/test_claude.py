@@ -467,6 +467,24 @@ async def test_an_agent_stopped_at_its_timeout_does_nothing_more(
     assert not after.exists()
 
 
+@pytest.mark.claude
+async def test_real_cli_a_tag_written_before_a_tool_call_is_output(
+    make_claude: MakeClaude, make_request: MakeRequest
+) -> None:
+    """The output is every assistant message's text, as with gemini and codex: an
+    ``<event>`` tag the agent wrote before calling a tool is not lost to the result line,
+    which holds only the last message."""
+    tag = '<event topic="review.approved">ok</event>'
+    turns = [
+        ToolUseTurn("Bash", {"command": "echo hi", "description": "echo"}, text=f"Approved. {tag}"),
+        "Review finished.",
+    ]
+    with MockAnthropic(turns=turns) as mock:
+        result = await make_claude(mock, allowed_tools=["Bash"]).run(make_request())
+    assert result.ok, result.reason
+    assert result.output == f"Approved. {tag}\n\nReview finished."
+
+
 SLOW_START = 6  # seconds: longer than the CLI's own default wait (5 s)
 
 
