@@ -7,6 +7,7 @@ import argparse
 from loop.cli import prog_name
 from loop.commands.common import report_checks
 from loop.commands.run import add_config_options, load_from_args
+from loop.config.models import AggregateConfig
 from loop.config.topology import edges, warnings_for
 from loop.events import topic_matches
 from loop.exits import EXIT_USAGE
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _list(args: argparse.Namespace) -> int:
     config = load_from_args(args, prompt=False)  # the hats, not the objective
-    rows = [("HAT", "TRIGGERS", "PUBLISHES", "BACKEND", "MAX")]
+    rows = [("HAT", "TRIGGERS", "PUBLISHES", "BACKEND", "MAX", "PARALLEL")]
     for name, hat in config.hats.items():
         rows.append(
             (
@@ -45,12 +46,24 @@ def _list(args: argparse.Namespace) -> int:
                 ", ".join(hat.publishes) or "-",
                 config.hat_backend(name).type,
                 str(hat.max_activations or "-"),
+                _parallel(hat.concurrency, hat.aggregate),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     return 0
+
+
+def _parallel(concurrency: int | None, aggregate: AggregateConfig | None) -> str:
+    """How a hat runs alongside others: ``3 at once`` (its concurrency), and how it gathers
+    a wave (``first``, ``quorum 2``, ``wait_for_all``, with its timeout)."""
+    parts = [f"{concurrency} at once"] if concurrency and concurrency > 1 else []
+    if aggregate is not None:
+        mode = f"quorum {aggregate.count}" if aggregate.mode == "quorum" else aggregate.mode
+        limit = aggregate.timeout_seconds
+        parts.append(f"aggregates: {mode}" + (f" ({limit:g}s)" if limit is not None else ""))
+    return ", ".join(parts) or "-"
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -263,6 +263,24 @@ def test_init_with_a_backend_drops_per_hat_scripted_outputs(tmp_path: Path) -> N
     assert listing.count("claude") == 3
 
 
+def test_hats_list_shows_how_each_hat_runs_alongside_others(tmp_path: Path) -> None:
+    """A hat's concurrency and its aggregation are in the listing (a wave at a glance)."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[backend]\ntype = "scripted"\n'
+        '[hats.coordinator]\ntriggers = ["task.start"]\npublishes = ["review.perspective"]\n'
+        '[hats.reviewer]\ntriggers = ["review.perspective"]\npublishes = ["review.done"]\n'
+        "concurrency = 3\n"
+        '[hats.synthesizer]\ntriggers = ["review.done"]\npublishes = ["LOOP_COMPLETE"]\n'
+        'aggregate = { mode = "quorum", count = 2, timeout_seconds = 60 }\n'
+    )
+    rows = [line.split() for line in loop("hats", "list", cwd=tmp_path).stdout.splitlines()]
+    assert rows[0][-1] == "PARALLEL"
+    assert rows[1][0] == "coordinator" and rows[1][-1] == "-"
+    assert rows[2][0] == "reviewer" and rows[2][-3:] == ["3", "at", "once"]
+    assert rows[3][0] == "synthesizer"
+    assert rows[3][-4:] == ["aggregates:", "quorum", "2", "(60s)"]
+
+
 def test_hats_graph_prints_text_and_mermaid(tmp_path: Path) -> None:
     """graph shows the flow from the starting event to completion, also as Mermaid."""
     text = loop("hats", "graph", cwd=tmp_path).stdout
