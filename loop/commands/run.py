@@ -414,7 +414,14 @@ def _run(args: argparse.Namespace) -> int:
     if wants_export(config, summary.reason, flag=args.export_experience):
         lines.append(_export(config, summary))
     if args.json:
-        print_json({**summary_dict(summary), "extra": lines})
+        recording = [asdict(recorder.stats()) for recorder in extra]
+        print_json(
+            {
+                **summary_dict(summary),
+                "recording": recording[0] if recording else None,
+                "extra": lines,
+            }
+        )
     else:
         print(render_summary(summary, lines))
     return int(summary.exit_code)

@@ -41,6 +41,7 @@ import os
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -89,7 +90,14 @@ from loop.session.recording import (
 )
 from loop.session.target import check_target, claim_target, prepare_target
 
-__all__ = ["DEFAULT_MAX_BYTES", "MIN_MAX_BYTES", "Recorder", "RecorderClosed", "Redactor"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "MIN_MAX_BYTES",
+    "Recorder",
+    "RecorderClosed",
+    "RecordingStats",
+    "Redactor",
+]
 
 log = structlog.get_logger("loop.recorder")
 
@@ -114,6 +122,19 @@ def _line(record: RecordingRecord | dict[str, Any], redactor: Redactor | None) -
         record = {k: v for k, v in vars(record).items() if v is not None}
     line = _json.dumps_record_line(record) if isinstance(record, dict) else encode_record(record)
     return redact_line(line, redactor)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordingStats:
+    """How a run's recording went: its file, the records and bytes written, its cap,
+    whether it was reached, and the records lost to write failures."""
+
+    path: str
+    records: int
+    bytes: int
+    max_bytes: int
+    cap_reached: bool
+    write_failures: int
 
 
 class Recorder(Extension):
@@ -257,6 +278,17 @@ class Recorder(Extension):
             os.close(fd)  # the lock goes with it
         except OSError as exc:
             log.warning("recording: close failed", file=str(self.path), error=str(exc))
+
+    def stats(self) -> RecordingStats:
+        """What :meth:`describe` says, as data (``run --json``'s ``recording``)."""
+        return RecordingStats(
+            path=str(self.path),
+            records=self.records,
+            bytes=self.bytes,
+            max_bytes=self.max_bytes,
+            cap_reached=self.cap_reached,
+            write_failures=self.write_failures,
+        )
 
     def describe(self) -> str:
         """One line for the run summary."""

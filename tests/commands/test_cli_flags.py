@@ -214,3 +214,23 @@ def test_a_resume_into_a_recording_at_its_cap_is_refused_before_it_runs(tmp_path
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "too close to its cap" in lines[0], lines
     assert (recording.read_bytes(), journal.read_bytes()) == before
+
+
+def test_run_json_gives_the_recording_as_data(tmp_path: Path) -> None:
+    """``run --json``: ``recording`` has what the summary's recording line says, as fields
+    a CI job reads (null without a recording)."""
+    (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
+    res = loop("run", "-q", "--json", "--record-session", "r.jsonl", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    recording = json.loads(res.stdout)["recording"]
+    assert recording == {
+        "path": "r.jsonl",
+        "records": recording["records"],
+        "bytes": (tmp_path / "r.jsonl").stat().st_size,
+        "max_bytes": 100 * 1024 * 1024,
+        "cap_reached": False,
+        "write_failures": 0,
+    }
+    assert recording["records"] >= 3  # header, the iteration, the footer
+    plain = loop("run", "-q", "--json", "--session-id", "other", cwd=tmp_path)
+    assert json.loads(plain.stdout)["recording"] is None
