@@ -181,13 +181,14 @@ class _Builder:
         self.running.discard(record.iteration)
 
     def lanes(self) -> tuple[IterationView, ...]:
-        """The iterations, each with the ones it ran with."""
-        return tuple(
-            it.model_copy(update={"ran_with": tuple(sorted(self.overlaps[it.iteration]))})
-            if self.overlaps.get(it.iteration)
-            else it
-            for it in self.iterations
-        )
+        """The iterations, each with the ones it ran with (an attempt a kill cut short
+        included: a resume runs its number again, and that is the iteration shown)."""
+        known = {it.iteration for it in self.iterations}
+        out = []
+        for it in self.iterations:
+            ran_with = sorted(self.overlaps.get(it.iteration, set()) & known)
+            out.append(it.model_copy(update={"ran_with": tuple(ran_with)}) if ran_with else it)
+        return tuple(out)
 
     def overridden(self, record: Override) -> None:
         self.markers.append(_override_marker(record, self.done, self.limits))
@@ -212,9 +213,8 @@ class _Builder:
         )
 
     def resumed(self, message: str) -> None:
-        for lost in self.running:  # in flight at the kill: lost, and run again after it
-            for other in self.overlaps.pop(lost, set()):  # so whom it ran with is history
-                self.overlaps[other].discard(lost)
+        # in flight at the kill: lost, and run again after it under the same number, so
+        # whom they ran with stays theirs
         self.running.clear()
         if self.end is not None:
             self.markers.append(_end_marker(self.end))
