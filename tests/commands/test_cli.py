@@ -354,26 +354,33 @@ sys.exit(main(["run", "--session-id", "s"]))
 """
 
 
-def test_a_ctrl_c_while_the_run_sets_up_ends_with_the_summary_naming_the_session(
-    tmp_path: Path,
-) -> None:
-    """Not asyncio's KeyboardInterrupt (``error: interrupted``, no session named): the
-    summary names the session it made and how to resume it, exit 130."""
-    (tmp_path / "loop.toml").write_text(
+def _ctrl_c_during_set_up(folder: Path, extra: str = "") -> subprocess.CompletedProcess[str]:
+    """``run`` of a hat that sleeps 60 s, given Ctrl-C while it sets up (``extra``: more
+    of ``loop.toml``)."""
+    (folder / "loop.toml").write_text(
         '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
-        '[hats.slow]\ntriggers = ["task.start"]\n'
+        + extra
+        + '[hats.slow]\ntriggers = ["task.start"]\n'
         f'backend = {{ type = "command", command = ["{sys.executable}", "-c", '
         '"import time; time.sleep(60)"] }\n'
     )
-    res = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-c", _CTRL_C_DURING_SET_UP],
         check=False,
-        cwd=tmp_path,
+        cwd=folder,
         env=ENV,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+def test_a_ctrl_c_while_the_run_sets_up_ends_with_the_summary_naming_the_session(
+    tmp_path: Path,
+) -> None:
+    """Not asyncio's KeyboardInterrupt (``error: interrupted``, no session named): the
+    summary names the session it made and how to resume it, exit 130."""
+    res = _ctrl_c_during_set_up(tmp_path)
     assert res.returncode == 130, res.stderr
     assert "error: interrupted" not in res.stderr
     assert res.stdout.startswith("hatloop: interrupted after 0 iteration(s)")
@@ -387,22 +394,7 @@ def test_a_ctrl_c_before_the_session_exists_makes_none_and_names_none(tmp_path: 
     """The same Ctrl-C with the session's MCP endpoint to start first: the run stops before
     its session exists, so nothing names one (no resume command for a session that is
     not there, no elapsed time made up): ``error: interrupted``, exit 130."""
-    (tmp_path / "loop.toml").write_text(
-        '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[themes]\nenabled = false\n'
-        "[mcp]\nserve = true\n"
-        '[hats.slow]\ntriggers = ["task.start"]\n'
-        f'backend = {{ type = "command", command = ["{sys.executable}", "-c", '
-        '"import time; time.sleep(60)"] }\n'
-    )
-    res = subprocess.run(
-        [sys.executable, "-c", _CTRL_C_DURING_SET_UP],
-        check=False,
-        cwd=tmp_path,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    res = _ctrl_c_during_set_up(tmp_path, "[mcp]\nserve = true\n")
     assert res.returncode == 130, res.stderr
     assert res.stdout == ""
     assert res.stderr.strip().splitlines()[-1] == "error: interrupted"
