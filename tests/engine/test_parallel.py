@@ -336,16 +336,29 @@ def _kill_mid_wave(tmp_path: Path, signals: Path, env: dict[str, str]) -> Path:
     return journal_path
 
 
+def _resume_released(tmp_path: Path, env: dict[str, str]) -> None:
+    """``run --resume s``, recording on, once the held reviewers are released: it ends."""
+    import subprocess
+
+    resumed = subprocess.run(
+        [*_RUN[:-2], "--resume", "s", "--record-session", "rec.jsonl"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+
+
 def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: Path) -> None:
     """Killed while two reviewers run and one has committed: the resume runs the two
     again (not the committed one), then the aggregator once."""
-    import subprocess
-
     signals = tmp_path / "signals"
     signals.mkdir()
     (tmp_path / "loop.toml").write_text(_wave_toml(signals, "hold"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
-    run = _RUN
     journal_path = _kill_mid_wave(tmp_path, signals, env)
     held = [int((signals / f"pid-{n}").read_text()) for n in (1, 3)]
     assert all(_alive(pid) for pid in held)  # the killed loop could not stop them
@@ -357,16 +370,7 @@ def test_kill_9_with_a_wave_in_flight_resumes_exactly_the_uncommitted(tmp_path: 
     assert len(uncommitted) == 2
 
     (signals / "release").write_text("")
-    resumed = subprocess.run(
-        [*run[:-2], "--resume", "s", "--record-session", "rec.jsonl"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert resumed.returncode == 0, resumed.stderr
+    _resume_released(tmp_path, env)
     after = [json.loads(x) for x in journal_path.read_text().splitlines()]
     resume = next(r for r in after if r["kind"] == "resume")
     assert resume["in_flight_all"] == sorted(uncommitted)  # all of them, not only the first
@@ -413,16 +417,7 @@ def test_a_resume_runs_the_activations_cut_short_under_their_own_numbers(tmp_pat
     before = [json.loads(x) for x in journal_path.read_text().splitlines()]
     assert [r["iteration"] for r in before if r["kind"] == "iteration.end"] == [1, 3]
     (signals / "release").write_text("")
-    resumed = subprocess.run(
-        [*_RUN[:-2], "--resume", "s", "--record-session", "rec.jsonl"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert resumed.returncode == 0, resumed.stderr
+    _resume_released(tmp_path, env)
     records = read_journal(journal_path).records
     after = schedule_of(records[len(before) :])
     assert sorted(after[:2]) == ["start 2 reviewer", "start 4 reviewer"], after
