@@ -251,7 +251,7 @@ def prepare_target(fd: int, path: Path, *, append: bool, force: bool) -> int:
     Raises:
         OSError: the file cannot be cut.
     """
-    if force and not append:
+    if force and not append and stat.S_ISREG(os.fstat(fd).st_mode):  # not /dev/null
         os.ftruncate(fd, 0)
     size = os.fstat(fd).st_size
     if size and append:

@@ -234,3 +234,13 @@ def test_run_json_gives_the_recording_as_data(tmp_path: Path) -> None:
     assert recording["records"] >= 3  # header, the iteration, the footer
     plain = loop("run", "-q", "--json", "--session-id", "other", cwd=tmp_path)
     assert json.loads(plain.stdout)["recording"] is None
+
+
+def test_a_recording_to_dev_null_is_written_and_discarded(tmp_path: Path) -> None:
+    """``--record-session /dev/null --force`` (record, keep nothing): accepted before the
+    run, as the docs say, and written without a failure (it is not cut like a file)."""
+    (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
+    res = loop("run", "-q", "--json", "--record-session", "/dev/null", "--force", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    recording = json.loads(res.stdout)["recording"]
+    assert recording["write_failures"] == 0 and recording["records"] >= 3
