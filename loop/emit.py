@@ -162,6 +162,8 @@ def main(argv: list[str]) -> int:
 
 def _fan_out(topic: str, raws: list[str], *, as_json: bool, target: str | None) -> int:
     """``--payloads``: one event per argument, or per item of one JSON array."""
+    if "-" in raws:  # stdin is one PAYLOAD's, never one of several
+        return _fail("--payloads: '-' (stdin) is for a single PAYLOAD; give each as an argument")
     payloads: list[Any] = list(raws)
     if as_json:
         from loop import _json  # noqa: PLC0415 - orjson is slow to import: only for --json

@@ -234,7 +234,12 @@ def test_emit_payloads_fans_out_one_event_per_payload(tmp_path: Path) -> None:
         ("r.p", {"role": "a"}, "x"),
         ("r.p", {"role": "b"}, "x"),
     ]
-    for bad in (["--payloads"], ["--payloads", "[]", "--json"], ["--payloads", "[1", "--json"]):
+    for bad in (
+        ["--payloads"],
+        ["--payloads", "[]", "--json"],
+        ["--payloads", "[1", "--json"],
+        ["--payloads", "a", "-"],  # stdin is for a single PAYLOAD
+    ):
         res = loop("emit", "r.p", *bad, cwd=tmp_path, env=env)
         assert res.returncode == 2 and res.stderr.startswith("error: emit:"), bad
     res = loop("emit", "r.p", "--payloads", "1", '"two"', "three", "--json", cwd=tmp_path, env=env)
