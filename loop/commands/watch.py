@@ -265,7 +265,7 @@ def _iteration_line(rec: IterationEnd) -> str:
     if topics:
         parts.append(f"events {topics}")
     if rec.tool_calls:
-        parts.append(f"{len(rec.tool_calls)} tool call(s)")
+        parts.append(f"{len(rec.tool_calls)} hatloop tool call(s)")
     if spend := usage_text(rec.cost_usd, rec.input_tokens, rec.output_tokens):
         parts.append(spend)
     return " · ".join(parts)

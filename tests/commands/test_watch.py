@@ -295,3 +295,26 @@ def test_watch_follows_every_activation_in_flight(tmp_path: Path) -> None:
         "  #3 reviewer running",
         "  #4 reviewer running",
     ]
+
+
+def test_an_iteration_line_counts_hatloop_tool_calls_by_that_name() -> None:
+    """The count is of hatloop's tool calls (the task, theme and experience tools), not of
+    every tool the agent used (its shell, its editor): the line says so."""
+    from loop.commands.watch import _iteration_line
+    from loop.records import IterationEnd, ToolCall
+
+    end = IterationEnd(
+        iteration=2,
+        hat="builder",
+        backend="claude",
+        backend_ok=True,
+        status="ok",
+        prompt="",
+        output="",
+        events=(),
+        duration=1.5,
+        elapsed=3.0,
+        ts=0.0,
+        tool_calls=(ToolCall(tool="theme_heartbeat", channel="loop", input={}, ts=0.0),),
+    )
+    assert _iteration_line(end) == "  #2 builder · ok · 1.50s · 1 hatloop tool call(s)"
