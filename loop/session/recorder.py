@@ -382,16 +382,11 @@ class Recorder(Extension):
 
     def _put_line(self, line: bytes) -> None:
         """Write one accepted record's line, keeping room for the cap marker and the footer."""
-        if self._lost:
-            lost = MarkerRecord(
-                marker="write_failed",
-                lost_records=self._lost,
-                message=f"{self._lost} record(s) were lost to write failures",
-                ts=_now(),
-            )
-            if not self._fits(_line(lost, None), MARKER_RESERVE + FOOTER_RESERVE):
+        owed = self._owed_marker()
+        if owed is not None:
+            if not self._fits(owed, MARKER_RESERVE + FOOTER_RESERVE):
                 return self._cap()
-            self._queue(_line(lost, None), record=False, owed=self._lost)
+            self._queue(owed, record=False, owed=self._lost)
             self._lost = 0
         if not self._fits(line, MARKER_RESERVE + FOOTER_RESERVE):
             return self._cap(len(line))
@@ -618,6 +613,10 @@ class Recorder(Extension):
         if self._disabled:
             self.write_failures += 1
             return
+        owed = self._owed_marker()  # the last records lost: said before the footer
+        fits = owed is not None and self.bytes + len(owed) + FOOTER_RESERVE <= self._limit
+        if owed is not None and fits and self._write(owed):
+            self._lost = 0
         footer = _footer(
             ended.end,
             ended.exit_code,
@@ -632,6 +631,18 @@ class Recorder(Extension):
                 self.write_failures += 1
         else:
             log.warning("recording: no room left for the footer", file=str(self.path))
+
+    def _owed_marker(self) -> bytes | None:
+        """The ``write_failed`` marker owed for the records lost since the last one."""
+        if not self._lost:
+            return None
+        lost = MarkerRecord(
+            marker="write_failed",
+            lost_records=self._lost,
+            message=f"{self._lost} record(s) were lost to write failures",
+            ts=_now(),
+        )
+        return _line(lost, None)
 
 
 def _now() -> float:

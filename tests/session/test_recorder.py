@@ -29,7 +29,7 @@ from loop.engine.decide import Outcome
 from loop.engine.journal import read_journal
 from loop.engine.progress import RunSummary
 from loop.engine.records import iteration_end
-from loop.errors import InputError, SessionError
+from loop.errors import InputError, RecordingError, SessionError
 from loop.events import Event
 from loop.extensions import Extension
 from loop.records import IterationEnd, encode_record, parse_record
@@ -1202,3 +1202,29 @@ def test_iso_time_is_the_millisecond_of_ts(stamps: list[float]) -> None:
         ms = int(ts * 1000)
         moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
         assert iso_time(ts) == moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{ms % 1000:03d}Z"
+
+
+async def test_records_lost_at_the_end_are_said_before_the_footer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The disk fills after the header, until the run's end (every write fails but the
+    footer's): the footer still comes after a write_failed marker that says how many
+    records were lost, and the replay refuses the file for it."""
+    real = recorder_mod._write_all
+
+    def full_until_the_end(fd: int, data: bytes) -> None:
+        alone = data.count(b"\n") == 1  # one line: the footer, or the marker before it
+        last = alone and (b'"kind":"footer"' in data or b'"write_failed"' in data)
+        if not (last or b'"kind":"header"' in data):  # the disk fills after the header
+            raise OSError(28, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(recorder_mod, "_write_all", full_until_the_end)
+    path, summary, rec = await record_session(tmp_path)
+    assert summary.reason == "completed"
+    data = lines(path)
+    assert data[0]["kind"] == "header" and [d["kind"] for d in data[-2:]] == ["marker", "footer"]
+    assert data[-2]["marker"] == "write_failed"
+    assert data[-2]["lost_records"] == data[-1]["write_failures"] == rec.write_failures > 0
+    with pytest.raises(RecordingError, match="records were lost"):
+        await replay_recording(path)
