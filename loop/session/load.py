@@ -277,7 +277,9 @@ def _override_marker(record: Override, after: int, before: LimitSettings | None)
     if changed("hat_max_tokens"):
         limits += [f"{hat}.max_tokens {v}" for hat, v in now.hat_max_tokens.items()]
     limits += [f"{hat}.backend {kind}" for hat, kind in record.backends.items()]
-    return MarkerView(kind="override", after=after, message="from here on: " + ", ".join(limits))
+    # none: what it changed, the recording's header holds already (a new file)
+    said = ", ".join(limits) or "the limits in the header"
+    return MarkerView(kind="override", after=after, message="from here on: " + said)
 
 
 def _limits_of(config: dict[str, Any]) -> LimitSettings | None:

@@ -156,6 +156,20 @@ def test_show_of_a_resumed_recording_counts_the_file_and_its_last_run(
     assert "completed after 5 iteration(s)" in out
 
 
+def test_an_override_a_new_recordings_header_holds_already_says_so(
+    made: Made, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A resume that records into a new file: its header holds the limits the resume
+    set, so the override marker has no difference to list, and says where they are."""
+    folder = made.folder
+    stopped = loop("run", "-q", "--session-id", "t", "--max-iterations", "2", cwd=folder)
+    assert stopped.returncode == 3, stopped.stderr
+    args = ("-q", "--resume", "t", "--max-iterations", "20", "--record-session", "t.jsonl")
+    assert loop("run", *args, cwd=folder).returncode == 0
+    _, out, _ = run(capsys, "show", str(folder / "t.jsonl"))
+    assert "    --  override: from here on: the limits in the header\n" in out
+
+
 def test_show_iteration_prints_prompt_output_events_and_timings(
     made: Made, capsys: pytest.CaptureFixture[str]
 ) -> None:
