@@ -157,11 +157,11 @@ def test_show_of_a_resumed_recording_counts_the_file_and_its_last_run(
 
 
 def test_an_override_a_new_recordings_header_holds_already_says_so(
-    made: Made, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A resume that records into a new file: its header holds the limits the resume
     set, so the override marker has no difference to list, and says where they are."""
-    folder = made.folder
+    folder = tmp_path  # the built-in demo, in a folder of its own
     stopped = loop("run", "-q", "--session-id", "t", "--max-iterations", "2", cwd=folder)
     assert stopped.returncode == 3, stopped.stderr
     args = ("-q", "--resume", "t", "--max-iterations", "20", "--record-session", "t.jsonl")
