@@ -57,11 +57,11 @@ __all__ = [
     "CallTurns",
     "PathMap",
     "Turn",
+    "call_groups",
     "call_line",
     "call_order",
     "compare_calls",
     "recorded_clock",
-    "replayed_calls",
 ]
 
 _MAX_DIFFS = 6  # leaf differences shown per call
@@ -134,20 +134,11 @@ def _fixed(ts: float, utc_offset: int) -> Callable[[], tuple[float, int]]:
     return lambda: (ts, utc_offset)
 
 
-def _groups(record: IterationFields) -> list[tuple[int, Sequence[ToolCall]]]:
-    """The calls a replay makes again for ``record``, by file: ``(k, calls)`` for its
-    k-th attempt that did not end (from 1), then ``(0, calls)`` for the agent's own."""
-    groups: list[tuple[int, Sequence[ToolCall]]] = list(
-        enumerate((lost.tool_calls for lost in record.lost_calls), start=1)
-    )
-    groups.append((0, [c for c in record.tool_calls if c.channel in FILE_CHANNELS]))
-    return groups
-
-
 def call_groups(record: IterationFields | None) -> list[tuple[int, Sequence[ToolCall]]]:
-    """The calls a replay makes again for ``record``, as :func:`replayed_calls` orders
-    them, grouped by attempt: ``(attempt, calls)`` for each attempt that did not end,
-    then ``(0, calls)`` for the agent's own."""
+    """The calls a replay makes again for ``record``, in the order it makes them, grouped
+    by attempt: ``(attempt, calls)`` for each attempt that did not end (attempt by
+    attempt), then ``(0, calls)`` for the agent's own. A call's *place* is its index in
+    them all, group after group."""
     if record is None:
         return []
     groups: list[tuple[int, Sequence[ToolCall]]] = [
@@ -157,21 +148,6 @@ def call_groups(record: IterationFields | None) -> list[tuple[int, Sequence[Tool
     return groups
 
 
-def _attempt_of(groups: Sequence[tuple[int, Sequence[ToolCall]]], place: int) -> int:
-    """The attempt (0: the agent's own calls) whose group holds the ``place``-th call."""
-    for attempt, made in groups:
-        if place < len(made):
-            return attempt
-        place -= len(made)
-    raise IndexError(place)
-
-
-def replayed_calls(record: IterationFields | None) -> list[ToolCall]:
-    """The recorded calls a replay makes again for ``record``, in the order it makes them:
-    those of its attempts that did not end (attempt by attempt), then the agent's own."""
-    return [] if record is None else [c for _, calls in _groups(record) for c in calls]
-
-
 # -- the order of the calls of activations that ran at once (pure) ------------------------
 
 
@@ -179,7 +155,7 @@ def replayed_calls(record: IterationFields | None) -> list[ToolCall]:
 class Turn:
     """One replayed agent call of a session with parallel hats: made by the ``start``-th
     activation numbered ``iteration`` (a number whose activation a kill lost starts again
-    after the resume), the ``place``-th (from 0) of its :func:`replayed_calls`."""
+    after the resume), the ``place``-th (from 0) of its :func:`call_groups`."""
 
     iteration: int
     start: int
@@ -265,7 +241,7 @@ def call_order(
         elif step.kind == "start":
             made = turn_calls(calls(step.iteration), step.start, commits=step.commits)
             if made:
-                flight[step.iteration] = (step.start, deque((c.ts, i) for i, c in made))
+                flight[step.iteration] = (step.start, deque((c.ts, i) for i, _, c in made))
         else:
             while step.iteration in flight and flight[step.iteration][1]:
                 yield next_turn()  # its calls, after those made before each
@@ -273,19 +249,20 @@ def call_order(
 
 
 def turn_calls(
-    groups: Sequence[tuple[int, Sequence[ToolCall]]], start: int, *, commits: bool
-) -> list[tuple[int, ToolCall]]:
-    """The calls the ``start``-th activation of a number makes, with their places among the
-    number's :func:`replayed_calls` (``groups``: its :func:`call_groups`): the one that
-    committed makes the agent's own; one a kill lost makes those of its attempt (the
-    ``start``-th), which the record holds as lost calls."""
-    out: list[tuple[int, ToolCall]] = []
+    groups: Sequence[tuple[int, Sequence[ToolCall]]], start: int | None, *, commits: bool
+) -> list[tuple[int, int, ToolCall]]:
+    """The calls the ``start``-th activation of a number makes, each with its place among
+    the number's calls (``groups``: its :func:`call_groups`) and its attempt (0: the
+    agent's own): the one that committed makes the agent's own; one a kill lost makes
+    those of its attempt (the ``start``-th), which the record holds as lost calls.
+    ``start`` None: all of them (one activation at a time: no order to keep)."""
+    out: list[tuple[int, int, ToolCall]] = []
     place = 0
     for attempt, made in groups:
-        mine = attempt == 0 if commits else attempt == start
+        mine = start is None or (attempt == 0 if commits else attempt == start)
         for call in made:
             if mine:
-                out.append((place, call))
+                out.append((place, attempt, call))
             place += 1
     return out
 
@@ -421,13 +398,10 @@ class CallReplayer:
             for k, (attempt, _) in enumerate(groups[:-1], start=1)
         }
         files[0] = events_file
-        if lane is None:  # one activation at a time: all of them, as they come
-            mine = [(place, c) for place, c in enumerate(c for _, g in groups for c in g)]
-        else:
-            mine = turn_calls(groups, lane[1], commits=not lost_lane)
+        # one activation at a time (no lane): all of them, as they come
+        mine = turn_calls(groups, None if lane is None else lane[1], commits=not lost_lane)
         try:
-            for place, call in mine:
-                attempt = _attempt_of(groups, place)
+            for place, attempt, call in mine:
                 path = self._lost_files.setdefault((number, attempt), files[attempt])
                 path.parent.mkdir(parents=True, exist_ok=True)
                 turn = None if lane is None else Turn(lane[0], lane[1], place)
