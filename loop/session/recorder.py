@@ -65,27 +65,24 @@ from loop.engine.lifecycle import (
 from loop.engine.session_dir import JOURNAL_NAME
 from loop.errors import InputError, LoopError, RecorderClosed
 from loop.events import Event
-from loop.exits import exit_code_for
 from loop.extensions import Extension
 from loop.records import (
     EventsPublished,
     IterationEnd,
     IterationStart,
-    JournalRecord,
-    Override,
-    Resume,
-    SessionEnd,
     encode_record,
 )
 from loop.redact import Redactor, redact_line
+from loop.session.backfill import Held, missing_lines
 from loop.session.recording import (
-    FooterRecord,
     HeaderRecord,
     MarkerRecord,
     RecordingRecord,
+    footer_record,
     iso_time,
     iteration_data,
     published_record,
+    resumed_marker,
     start_record,
 )
 from loop.session.target import check_target, claim_target, prepare_target
@@ -463,7 +460,7 @@ class Recorder(Extension):
             if self.redactor is not None:  # as the header's digest: of what is recorded
                 config = self.redactor.value(config)
             self._put(
-                _resumed(
+                resumed_marker(
                     started.start.session_id,
                     started.resumed_at,
                     event.ts,
@@ -506,10 +503,10 @@ class Recorder(Extension):
             ts=ts,
         )
 
-    def _recorded(self) -> _Recorded:
+    def _recorded(self) -> Held:
         """What the file holds, to tell the journal's records it lacks (lines that are not
         JSON are skipped)."""
-        held = _Recorded()
+        held = Held()
         if self._fd is None:
             return held
         with os.fdopen(os.dup(self._fd), "rb") as fh:  # the file opened, never a link
@@ -525,15 +522,7 @@ class Recorder(Extension):
 
     def _backfill(self, started: SessionStarted) -> None:
         """Record, in the journal's order, what the journal holds before this run's resume
-        and the file does not.
-
-        A ``kill -9`` between the journal commit and the recording write, or in the
-        middle of that write, loses the record; the journal still has it. A run resumed
-        without ``--record-session`` recorded nothing: its ``resumed`` marker, the
-        ``override`` of the limits it changed, its iterations, the events published
-        between them, its activations' starts (parallel hats) and its footer are all
-        taken from the journal, so a replay applies its limits at the same point.
-        """
+        and the file does not (:mod:`loop.session.backfill` decides which lines)."""
         journal = started.session_dir / JOURNAL_NAME
         try:
             held = self._recorded()
@@ -545,47 +534,11 @@ class Recorder(Extension):
                 error=str(exc),
             )
             return
-        # this run's resume (and override) are the journal's last: recorded as it runs
-        resumes = [i for i, r in enumerate(records) if isinstance(r, Resume)]
-        earlier = records[: resumes[-1]] if resumes else records
-        bounds = [r.ts for r in records if isinstance(r, Resume)][1:]  # each resume's end
-        run = 0  # the lines backfilled for the run of the record at hand (its footer's count)
-        for record in earlier:
-            if isinstance(record, Resume):
-                run = 0
-                if held.resumed(record, bounds.pop(0)):
-                    continue
-                line: RecordingRecord | IterationEnd | None = _resumed(
-                    started.start.session_id, record.iteration, record.ts, backfilled=True
-                )
-            else:
-                line = self._missing(record, held, started.parallel, run)
-            if line is None:
-                continue
-            run += 1
+        for line in missing_lines(records, held, started.start.session_id, started.parallel):
             if isinstance(line, IterationEnd):  # not only past the last one: parallel
                 self._record_iteration(line)  # hats commit out of their numbers' order
             else:
                 self._put(line)
-
-    def _missing(
-        self, record: JournalRecord, held: _Recorded, parallel: bool, run: int
-    ) -> RecordingRecord | IterationEnd | None:
-        """``record``'s line when the file lacks it (``None``: held, or never a line)."""
-        if isinstance(record, IterationEnd):
-            return None if record.iteration in held.iterations else record
-        if isinstance(record, EventsPublished):
-            return None if record.ts in held.published else published_record(record)
-        if isinstance(record, IterationStart):  # a line only when hats run at once
-            held_start = (record.iteration, record.ts) in held.starts
-            return start_record(record) if parallel and not held_start else None
-        if isinstance(record, Override):
-            return None if record.ts in held.overrides else record
-        if isinstance(record, SessionEnd):
-            if record.ts in held.footers:
-                return None
-            return _footer(record, exit_code_for(record.reason), run, 0, cap_reached=False)
-        return None
 
     def committed(self, record: IterationEnd) -> None:
         """Record an iteration the engine just committed."""
@@ -617,7 +570,7 @@ class Recorder(Extension):
         fits = owed is not None and self.bytes + len(owed) + FOOTER_RESERVE <= self._limit
         if owed is not None and fits and self._write(owed):
             self._lost = 0
-        footer = _footer(
+        footer = footer_record(
             ended.end,
             ended.exit_code,
             self.records,
@@ -647,93 +600,6 @@ class Recorder(Extension):
 
 def _now() -> float:
     return time.time()
-
-
-def _resumed(
-    session_id: str,
-    at: int,
-    ts: float,
-    *,
-    config_digest: str | None = None,
-    base_digest: str | None = None,
-    backfilled: bool = False,
-) -> MarkerRecord:
-    """The ``resumed`` marker of a run that took the session over after iteration ``at``
-    (``backfilled``: a run that was not recorded, whose configuration the journal does
-    not hold, so its digests are left out)."""
-    note = " (not recorded: taken from the journal)" if backfilled else ""
-    return MarkerRecord(
-        marker="resumed",
-        session_id=session_id,
-        resumed_at_iteration=at,
-        config_digest=config_digest,
-        base_digest=base_digest,
-        message=f"session resumed after iteration {at}{note}",
-        ts=ts,
-    )
-
-
-def _footer(
-    end: SessionEnd,
-    exit_code: int,
-    records: int,
-    write_failures: int,
-    *,
-    cap_reached: bool,
-    ts: float | None = None,
-) -> FooterRecord:
-    """The footer of a run that ended as ``end`` says (at ``ts``: the end's own time)."""
-    return FooterRecord(
-        reason=end.reason[:64],
-        iterations=end.iterations,
-        elapsed=end.elapsed,
-        exit_code=exit_code,
-        records=records,
-        write_failures=write_failures,
-        cap_reached=cap_reached,
-        ts=end.ts if ts is None else ts,
-    )
-
-
-class _Recorded:
-    """What a recording file holds, by what each line shares with its journal record:
-    an iteration's number; the time of a ``published``, ``start``, ``override`` line or a
-    footer (the record's own); a ``resumed`` marker's iteration and time (a moment after
-    its ``resume`` record's)."""
-
-    def __init__(self) -> None:
-        self.iterations: set[int] = set()
-        self.published: set[float] = set()
-        self.starts: set[tuple[int, float]] = set()
-        self.overrides: set[float] = set()
-        self.footers: set[float] = set()
-        self.markers: list[tuple[int, float]] = []
-
-    def add(self, data: dict[str, Any]) -> None:
-        """Note one line's data."""
-        kind, ts, number = data.get("kind"), data.get("ts"), data.get("iteration")
-        if kind == "iteration" and type(number) is int:
-            self.iterations.add(number)
-            return
-        if not isinstance(ts, float):
-            return
-        if kind == "published":
-            self.published.add(ts)
-        elif kind == "start" and type(number) is int:
-            self.starts.add((number, ts))
-        elif kind == "override":
-            self.overrides.add(ts)
-        elif kind == "footer":
-            self.footers.add(ts)
-        elif kind == "marker" and data.get("marker") == "resumed":
-            at = data.get("resumed_at_iteration")
-            if type(at) is int:
-                self.markers.append((at, ts))
-
-    def resumed(self, record: Resume, until: float) -> bool:
-        """Whether the file holds ``record``'s marker: written by the run it began, after
-        it and before the next resume (at ``until``)."""
-        return any(at == record.iteration and record.ts <= ts < until for at, ts in self.markers)
 
 
 def _is_at(fd: int, path: Path) -> bool:

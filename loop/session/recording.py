@@ -36,6 +36,7 @@ from loop.records import (
     IterationFields,
     IterationStart,
     Override,
+    SessionEnd,
     SessionEndFields,
     SessionFields,
     record_data,
@@ -52,6 +53,7 @@ __all__ = [
     "PublishedRecord",
     "RecordingRecord",
     "StartRecord",
+    "footer_record",
     "iso_time",
     "iteration_data",
     "parse_header",
@@ -59,6 +61,7 @@ __all__ = [
     "parse_line",
     "published_record",
     "recording_json_schema",
+    "resumed_marker",
     "start_record",
 ]
 
@@ -178,6 +181,52 @@ RecordingRecord = Annotated[
 _RECORD: TypeAdapter[RecordingRecord] = TypeAdapter(RecordingRecord)
 _ITERATION: TypeAdapter[IterationRecord] = TypeAdapter(IterationRecord)
 _HEADER: TypeAdapter[HeaderRecord] = TypeAdapter(HeaderRecord)
+
+
+def resumed_marker(
+    session_id: str,
+    at: int,
+    ts: float,
+    *,
+    config_digest: str | None = None,
+    base_digest: str | None = None,
+    backfilled: bool = False,
+) -> MarkerRecord:
+    """The ``resumed`` marker of a run that took the session over after iteration ``at``
+    (``backfilled``: a run that was not recorded, whose configuration the journal does
+    not hold, so its digests are left out)."""
+    note = " (not recorded: taken from the journal)" if backfilled else ""
+    return MarkerRecord(
+        marker="resumed",
+        session_id=session_id,
+        resumed_at_iteration=at,
+        config_digest=config_digest,
+        base_digest=base_digest,
+        message=f"session resumed after iteration {at}{note}",
+        ts=ts,
+    )
+
+
+def footer_record(
+    end: SessionEnd,
+    exit_code: int,
+    records: int,
+    write_failures: int,
+    *,
+    cap_reached: bool,
+    ts: float | None = None,
+) -> FooterRecord:
+    """The footer of a run that ended as ``end`` says (at ``ts``: the end's own time)."""
+    return FooterRecord(
+        reason=end.reason[:64],
+        iterations=end.iterations,
+        elapsed=end.elapsed,
+        exit_code=exit_code,
+        records=records,
+        write_failures=write_failures,
+        cap_reached=cap_reached,
+        ts=end.ts if ts is None else ts,
+    )
 
 
 def parse_line(line: bytes | str) -> RecordingRecord:
