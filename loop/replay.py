@@ -18,7 +18,7 @@ agent's calls are made again through the tools (:mod:`loop.session.calls`), so t
 tool state each iteration saw (its prompt's task section, the completion gate, the
 replies to ``task.*`` requests) is the recorded one. In a session with parallel hats,
 the calls of the activations that ran at once are made in the order they were made in
-(:func:`~loop.session.calls.call_order`), not in the order the replay runs the activations.
+(:func:`~loop.session.call_order.call_order`), not in the order the replay runs the activations.
 """
 
 from __future__ import annotations
@@ -62,9 +62,9 @@ from loop.records import (
     LostCalls,
 )
 from loop.runner import RunOptions, run_loop, tool_context
+from loop.session.call_order import CallTurns
 from loop.session.calls import (
     CallReplayer,
-    CallTurns,
     PathMap,
     call_groups,
     call_line,

@@ -204,7 +204,7 @@ class FileCalls:
     time and runs: the agent calls of activations running at once (parallel hats) are
     made one at a time, so their times are in the order they changed the tool state,
     which is the order a replay makes them in again
-    (:func:`loop.session.calls.call_order`).
+    (:func:`loop.session.call_order.call_order`).
 
     Attributes:
         session_id: the session (``LOOP_SESSION_ID``).

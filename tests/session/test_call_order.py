@@ -26,7 +26,7 @@ from loop.config import LoadedConfig
 from loop.records import ToolCall
 from loop.replay import replay_recording
 from loop.runner import tool_context
-from loop.session.calls import Turn, call_order
+from loop.session.call_order import Turn, call_order
 from loop.session.recorder import Recorder
 from loop.testing import make_config, run_hats, tag
 from loop.tools.calls import Call, FileCalls
