@@ -89,11 +89,17 @@ def _graph(args: argparse.Namespace) -> int:
         n for n, h in config.hats.items() if any(topic_matches(t, start) for t in h.triggers)
     ]
     finishers = [n for n, h in config.hats.items() if comp in h.publishes]
+    parallel = {  # the hats that run alongside others or gather a wave, and how
+        n: how
+        for n, h in config.hats.items()
+        if (how := _parallel(h.concurrency, h.aggregate)) != "-"
+    }
     if args.mermaid:
         print("flowchart LR")
         print(f"  start(({start}))")
         for n in config.hats:
-            print(f"  {n}[{n}]")
+            label = f'"{n}<br/>{parallel[n]}"' if n in parallel else n
+            print(f"  {n}[{label}]")
         print(f"  done(({comp}))")
         for n in starters:
             print(f"  start --> {n}")
@@ -108,4 +114,6 @@ def _graph(args: argparse.Namespace) -> int:
         print(f"{a} —{topic}→ {b}")
     for n in finishers:
         print(f"{n} → {comp} (done)")
+    for n, how in parallel.items():
+        print(f"{n}: {how}")
     return 0

@@ -295,6 +295,25 @@ def test_hats_graph_prints_text_and_mermaid(tmp_path: Path) -> None:
     assert mermaid.startswith("flowchart LR") and "planner -->|plan.ready| builder" in mermaid
 
 
+def test_hats_graph_says_which_hats_run_alongside_others(tmp_path: Path) -> None:
+    """A wave's hats carry their concurrency and aggregation, in text and in Mermaid."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[backend]\ntype = "scripted"\n'
+        '[hats.coordinator]\ntriggers = ["task.start"]\npublishes = ["review.perspective"]\n'
+        '[hats.reviewer]\ntriggers = ["review.perspective"]\npublishes = ["review.done"]\n'
+        "concurrency = 3\n"
+        '[hats.synthesizer]\ntriggers = ["review.done"]\npublishes = ["LOOP_COMPLETE"]\n'
+        'aggregate = { mode = "wait_for_all", timeout_seconds = 60 }\n'
+    )
+    text = loop("hats", "graph", cwd=tmp_path).stdout.splitlines()
+    assert "reviewer: 3 at once" in text
+    assert "synthesizer: aggregates: wait_for_all (60s)" in text
+    assert not any(line.startswith("coordinator:") for line in text)
+    mermaid = loop("hats", "graph", "--mermaid", cwd=tmp_path).stdout.splitlines()
+    assert '  reviewer["reviewer<br/>3 at once"]' in mermaid
+    assert "  coordinator[coordinator]" in mermaid
+
+
 def test_hats_validate_warns_about_unreachable_hats(tmp_path: Path) -> None:
     """A hat nothing triggers is reported (a warning, exit 0)."""
     (tmp_path / "loop.toml").write_text(
