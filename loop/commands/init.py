@@ -23,7 +23,7 @@ from typing import Any
 from loop._fs import write_new_file
 from loop.cli import prog_name
 from loop.config import preset_dir, preset_names
-from loop.config.backends import CLI_BACKENDS, stand_in_output
+from loop.config.backends import CLI_BACKENDS, stand_in_outputs
 from loop.config.ralph import RalphConversion, convert_ralph
 from loop.errors import ConfigError, InputError, UsageError
 from loop.topics import DEFAULT_COMPLETION_EVENT
@@ -68,19 +68,37 @@ def _strip_backend_tables(text: str) -> str:
     return text[: match.start()].rstrip() + "\n" if match else text
 
 
-def _stand_ins(text: str, completion_event: str) -> str:
-    """Scripted stand-ins for the hats of a hat file that have no backend of their own."""
+def _stand_ins(text: str, completion_event: str, takers: list[tuple[list[str], int]]) -> str:
+    """Scripted stand-ins for the hats of a hat file that have no backend of their own
+    (``takers``: every hat's triggers and concurrency, so a wave is published whole)."""
     hats: dict[str, Any] = tomllib.loads(text).get("hats", {})
     tables = []
     for name, hat in hats.items():
         if not isinstance(hat, dict) or "backend" in hat:
             continue
-        output = stand_in_output(name, list(hat.get("publishes", [])), completion_event)
+        outputs = stand_in_outputs(
+            name,
+            list(hat.get("publishes", [])),
+            completion_event,
+            concurrency=int(hat.get("concurrency", 1)),
+            takers=takers,
+        )
         tables.append(
             f"\n[hats.{name}.backend]              # a stand-in: replace with an agent\n"
-            f'type = "scripted"\noutputs = [{json.dumps(output)}]\n'
+            f'type = "scripted"\noutputs = [{", ".join(json.dumps(o) for o in outputs)}]\n'
         )
     return text.rstrip() + "\n" + "".join(tables) if tables else text
+
+
+def _takers(files: dict[Path, str]) -> list[tuple[list[str], int]]:
+    """Every hat's triggers and concurrency, from the TOML files."""
+    takers = []
+    for rel, text in files.items():
+        hats = tomllib.loads(text).get("hats") if rel.suffix == ".toml" else None
+        for hat in hats.values() if isinstance(hats, dict) else ():
+            if isinstance(hat, dict):
+                takers.append((list(hat.get("triggers", [])), int(hat.get("concurrency", 1))))
+    return takers
 
 
 def plan_files(preset: str, backend: str | None) -> dict[Path, str]:
@@ -107,10 +125,11 @@ def with_backend(files: dict[Path, str], backend: str | None) -> dict[Path, str]
     files[Path("loop.toml")] = config[: _block_start(config)] + backend_block(backend)
     loop_section = tomllib.loads(config).get("loop", {})
     completion = loop_section.get("completion_event", DEFAULT_COMPLETION_EVENT)
+    takers = _takers(files)
     for rel, text in files.items():
         if rel.suffix == ".toml" and rel.name != "loop.toml":
             hats = _strip_backend_tables(text)
-            files[rel] = _stand_ins(hats, completion) if backend == "scripted" else hats
+            files[rel] = _stand_ins(hats, completion, takers) if backend == "scripted" else hats
     return files
 
 

@@ -19,7 +19,7 @@ from loop.config.backends import (
     CodexConfig,
     GeminiConfig,
     ScriptedConfig,
-    stand_in_output,
+    stand_in_outputs,
 )
 from loop.config.explain import FLAGS, explain, translate
 from loop.config.models import ConfigFile, HatConfig, HatFile, LoadedConfig
@@ -233,13 +233,20 @@ def _force_backend(
         "codex": CodexConfig,
     }
     if kind == "scripted":
+        takers = [(h.triggers, h.concurrency or 1) for h in hats.values()]
         forced = {
             name: hat
             if isinstance(hat.backend, ScriptedConfig)
             else hat.model_copy(
                 update={
                     "backend": ScriptedConfig(
-                        outputs=[stand_in_output(name, hat.publishes, completion_event)]
+                        outputs=stand_in_outputs(
+                            name,
+                            hat.publishes,
+                            completion_event,
+                            concurrency=hat.concurrency or 1,
+                            takers=takers,
+                        )
                     )
                 }
             )

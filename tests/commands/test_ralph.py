@@ -296,6 +296,36 @@ def test_ralph_wave_review_runs_three_reviewers_in_parallel_and_one_aggregator(
     assert len((tmp_path / "review-report.md").read_text().splitlines()) == 3
 
 
+@pytest.mark.parametrize("where", ["init", "run"])
+def test_ralph_wave_review_on_scripted_stand_ins_fans_out_as_a_wave(
+    tmp_path: Path, where: str
+) -> None:
+    """With no agent (`init --backend scripted`, or `run --backend scripted`), the
+    stand-ins still make the wave: the coordinator's stand-in publishes one event per
+    reviewer, the three reviewers run at once, and the synthesizer gathers them."""
+    init_args = ["--backend", "scripted"] if where == "init" else []
+    init = _loop("init", "--from-ralph", str(RALPH / "wave-review.yml"), *init_args, cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    run_args = ["--backend", "scripted"] if where == "run" else []
+    run = _loop(
+        "run", "-q", "--json", "--session-id", "s", "--prompt", "x", *run_args, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["reason"], summary["iterations"]) == ("completed", 5)
+    journal = tmp_path / ".loop/sessions/s/journal.jsonl"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    order = [
+        f"{'start' if r['kind'] == 'iteration.start' else 'end'} {r['hat']}"
+        for r in records
+        if r["kind"] in ("iteration.start", "iteration.end")
+    ]
+    assert order[2:8] == [*["start reviewer"] * 3, *["end reviewer"] * 3]
+    ends = [r for r in records if r["kind"] == "iteration.end"]
+    assert [e["payload"] for e in ends[0]["events"]] == [f"part {i} of 3" for i in (1, 2, 3)]
+    assert sorted(e["events"][0]["payload"] for e in ends[1:4]) == ["done 1", "done 2", "done 3"]
+
+
 def _solo_project(tmp_path: Path) -> tuple[Path, str]:
     """Ralph's hatless-baseline preset converted, on the solo stand-in agent; with what
     the conversion printed."""
