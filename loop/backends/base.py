@@ -202,7 +202,10 @@ class BackendResult:
     """What came back: the output text and how the run went.
 
     ``limited`` is set on a failed result that a rate or usage limit caused: the engine
-    waits and runs the iteration again instead of counting a failure.
+    waits and runs the iteration again instead of counting a failure. ``notes``: what the
+    agent's CLI warned of during the run ("Loop detected, stopping execution"), one line
+    each; the engine adds them to the iteration's notes, so a person reading the log or
+    ``show`` learns why an agent stopped early.
     """
 
     output: str
@@ -215,6 +218,7 @@ class BackendResult:
     turns: int | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     limited: RateLimit | None = None
+    notes: tuple[str, ...] = ()
 
     @classmethod
     def failed(

@@ -269,6 +269,7 @@ def summarize(proc: ProcessResult, timeout: float | None, now: float = 0.0) -> B
         output_tokens=stream.usage.get("output_tokens"),
         turns=stream.turns or None,
         meta=meta,
+        notes=tuple(f"codex: {w}" for w in stream.warnings if w),
     )
     reason = _failure(proc, stream, timeout)
     if reason is not None:

@@ -284,6 +284,7 @@ def summarize(
         input_tokens=count_or_none(stats.get("input_tokens")),
         output_tokens=count_or_none(stats.get("output_tokens")),
         meta=meta,
+        notes=tuple(f"gemini: {w}" for w in stream.warnings if w),
     )
     reason = _failure(proc, stream.result, timeout, stream.warnings)
     echo = stream.prompt

@@ -455,6 +455,7 @@ class Engine:
         )
         if problems:
             outcome.notes.extend(f"emit file {p}" for p in problems)
+        outcome.notes.extend(result.notes)  # the agent's CLI warned of something
         if lane is not None:  # commits go one at a time, in the order the activations end
             if not await lane.take_turn():
                 return None  # cancelled as the loop stops while it waited

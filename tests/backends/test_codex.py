@@ -123,6 +123,8 @@ def test_parse_stream_keeps_every_message_tools_and_usage() -> None:
     assert (stream.tool_errors, stream.turns, stream.thread_id) == (1, 1, "th1")
     assert stream.warnings == ["Model metadata for `m` not found."]
     assert stream.usage == USAGE
+    result = summarize(_proc(stdout), None)
+    assert result.ok and result.notes == ("codex: Model metadata for `m` not found.",)
 
 
 def test_summarize_success_takes_messages_and_tokens() -> None:

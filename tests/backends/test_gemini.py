@@ -210,6 +210,21 @@ def test_an_error_inside_the_stream_is_named_by_the_clis_warning() -> None:
     assert result.reason == "gemini reported an error: Model stream ended without a finish reason."
 
 
+def test_a_warning_of_a_run_that_went_on_is_a_note_of_the_iteration() -> None:
+    """The CLI's loop detection stops the agent and says so in a warning, then reports
+    success: the run is not failed, and the warning is a note (so a person learns why
+    the agent published nothing)."""
+    stdout = "\n".join([
+        _line(type="message", role="assistant", content="I will look again."),
+        _line(type="error", severity="warning", message="Loop detected, stopping execution"),
+        RESULT_OK,
+    ])  # fmt: skip
+    result = summarize(_proc(stdout), None)
+    assert (result.ok, result.reason) == (True, None)
+    assert result.notes == ("gemini: Loop detected, stopping execution",)
+    assert summarize(_proc(RESULT_OK), None).notes == ()
+
+
 def test_summarize_error_result_is_one_clean_line() -> None:
     """An API error's JSON body is reduced to its code and message."""
     body = '{"error":{"code":400,"message":"model not found","status":"INVALID_ARGUMENT"}}'

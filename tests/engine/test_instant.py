@@ -182,3 +182,36 @@ async def test_only_a_backend_that_writes_events_is_given_an_events_file(tmp_pat
         ("iterations", "000001", "attempt-1", "events.jsonl"),
         ("iterations", "000003", "attempt-1", "events.jsonl"),
     ]
+
+
+class Warned(Backend):
+    """In-process; its CLI "warned" of something, and it publishes nothing."""
+
+    kind = "warned"
+    uses_files = False
+    writes_events = False
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """Answer with no event and a note."""
+        return BackendResult(output="", notes=("warned: Loop detected, stopping execution",))
+
+
+async def test_a_backends_notes_are_the_iterations_notes(tmp_path: Path) -> None:
+    """What the agent's CLI warned of goes into the iteration's notes (journaled, shown by
+    ``show`` and the log), beside the engine's own reason for the outcome."""
+    config, _ = ping_pong(tmp_path, n=1)
+    seen: list[IterationEnd] = []
+
+    class Keep(Extension):
+        def attach(self, bus: EventBus) -> None:
+            bus.subscribe("loop.iteration.done", lambda e: seen.append(e.payload))
+
+    summary, _ = await run_hats(
+        config,  # type: ignore[arg-type]
+        {"ping": Warned(), "pong": Warned()},
+        workdir=tmp_path,
+        extra=[Keep()],
+    )
+    assert summary.iterations == 1
+    assert seen[0].reason == "no events emitted"
+    assert seen[0].notes == ("warned: Loop detected, stopping execution",)
