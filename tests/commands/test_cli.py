@@ -426,6 +426,44 @@ def test_a_ctrl_c_before_the_session_exists_makes_none_and_names_none(tmp_path: 
     assert not (tmp_path / ".loop/sessions/s").exists()
 
 
+def _catches(pid: int, signum: signal.Signals) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (Linux: /proc's SigCgt)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+@pytest.mark.parametrize("command", [["run", "--session-id", "s"], ["task", "list"]])
+def test_a_sigterm_while_the_command_starts_is_an_interrupt_not_a_death(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """SIGTERM (a CI job's timeout) as soon as the process can take it, while the command's
+    modules are still being imported: ``error: interrupted``, exit 130, no traceback;
+    not a silent death by the signal (-15), and no session made."""
+    (tmp_path / "loop.toml").write_text(HANG_UP_CONFIG)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loop", *command],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not _catches(proc.pid, signal.SIGTERM):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.001)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "error: interrupted"
+    assert out == ""
+    assert not (tmp_path / ".loop/sessions/s").exists()
+
+
 @pytest.mark.parametrize("gap", [0.0, 0.02, 0.05, 0.2])
 def test_a_second_ctrl_c_still_exits_130_with_no_traceback(tmp_path: Path, gap: float) -> None:
     """Ctrl-C twice: the second comes during the first one's cleanup or the process's
