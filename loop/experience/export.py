@@ -218,21 +218,24 @@ def export_init(ctx: ToolContext, inp: InitInput) -> InitOutput:
     )
     with _locked(directory, root) as state:
         _refuse_completed(state, session_id)
+        differs = "a different summary"
         if SUMMARY in state.files:
             existing = _read(directory / SUMMARY, root)
-            if (
-                isinstance(existing, dict)
-                and existing.get("summary") == summary
-                and existing.get("metadata") == inp.metadata
-            ):
-                return out.model_copy(update={"resumed": True})
+            if isinstance(existing, dict):
+                fields = [
+                    key
+                    for key, value in (("summary", summary), ("metadata", inp.metadata))
+                    if existing.get(key) != value
+                ]
+                if not fields:
+                    return out.model_copy(update={"resumed": True})
+                differs = f"a different {' and '.join(fields)}"
         if state.files:
             status, next_batch = derive_status(state)
             raise ToolError(
                 "session_exists",
                 f"session {session_id!r} already exists ({status}, next batch {next_batch}) "
-                "with a different summary; resume it (get_export_status) or use another "
-                "session_id",
+                f"with {differs}; resume it (get_export_status) or use another session_id",
             )
         _check_sizes(state, SUMMARY, data)
         _write(directory / SUMMARY, data, root)

@@ -53,6 +53,7 @@ HISTORY_NAME = re.compile(r"(?P<id>[0-9]{14})_(?P<kind>start|end)_(?P<part>[a-z0
 _NOT_ALLOWED = re.compile(r"[^a-z0-9_]+")
 _UNDERSCORES = re.compile(r"_+")
 _FIELD = re.compile(r"^\*\*(?P<key>[A-Z_]+)\*\*: (?P<value>.*)$", re.MULTILINE)
+_SECTION = re.compile(r"^## ", re.MULTILINE)  # the first free-text section ends the header
 _TITLE = re.compile(r"^# (?P<sub>Sub)?[Tt]heme (?:start|end): (?P<name>.*)$", re.MULTILINE)
 
 
@@ -286,16 +287,19 @@ class HistoryEntry:
 def parse_history(file: str, text: str) -> HistoryEntry | None:
     """Parse a history file; ``None`` when the name is not a history name.
 
-    Only the first occurrence of each header field counts: the header comes before the
-    free-text blocks, so a reason that contains ``**THEME_START_ID**: ...`` cannot forge it.
+    Only the header counts (the title and the field lines before the first ``## ``
+    section), and the first occurrence of each field in it: the free-text sections (the
+    reason, the activity, the achievements) come after it, so a reason that contains
+    ``**THEME_START_ID**: ...`` or ``**PARENT_THEME_START_ID**: ...`` cannot forge one.
     """
     m = HISTORY_NAME.fullmatch(file)
     if m is None:
         return None
+    header = _SECTION.split(text, maxsplit=1)[0]
     fields: dict[str, str] = {}
-    for fm in _FIELD.finditer(text):
+    for fm in _FIELD.finditer(header):
         fields.setdefault(fm.group("key"), fm.group("value").strip())
-    title = _TITLE.search(text)
+    title = _TITLE.search(header)
     start_id = fields.get("THEME_START_ID")
     if m.group("kind") == "start":
         start_id = m.group("id")

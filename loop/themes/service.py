@@ -31,7 +31,7 @@ from loop.themes.models import (
     StatusOutput,
 )
 from loop.themes.ops import Operations
-from loop.themes.status import active_themes, render_active
+from loop.themes.status import active_themes, is_ended, parent_of, render_active
 from loop.themes.workspace import Workspace
 
 __all__ = ["ThemeService"]
@@ -168,6 +168,24 @@ class ThemeService:
                 details={"heartbeatId": heartbeat_id, "existing": existing},
             )
 
+    def _check_parent_not_ended(self, parent: tuple[str, str]) -> None:
+        """A subtheme never starts under a theme that has ended (whose end history would
+        then contradict an active subtheme). A parent folder with no start history (made
+        before the histories, or by hand) is taken, as its folder alone."""
+        entries = self._entries()
+        ends = [e for e in entries if e.kind == "end"]
+        start = next(
+            (e for e in entries if e.kind == "start" and (e.heartbeat_id, e.part) == parent),
+            None,
+        )
+        if start is not None and is_ended(start, ends):
+            raise ToolError(
+                "parent_theme_not_found",
+                f"stage 4/5 (theme directory) failed: the parent theme {parent[0]}_{parent[1]} "
+                "has ended; a subtheme starts under an active theme (`theme status` lists "
+                "them). Nothing was changed.",
+            )
+
     def _plan(
         self, inp: StartThemeInput, hb: str, part: str, parent: tuple[str, str] | None
     ) -> StartPlan:
@@ -249,6 +267,8 @@ class ThemeService:
             with _stage(2):
                 self._check_cooldown(hb, "stage 2/5 (cooldown) failed: ")
             with _stage(4):  # its checks; stages 3-5 run in execute_start
+                if parent is not None:
+                    self._check_parent_not_ended(parent)
                 plan = self._plan(inp, hb, part, parent)
             text = naming.render_start_history(
                 name=inp.themeName,
@@ -313,6 +333,7 @@ class ThemeService:
                 raise ToolError(
                     "theme_already_ended", f"the theme {inp.themeStartId}_{part} has already ended"
                 )
+            parent = _recorded_parent(f"{inp.themeStartId}_{part}", parent_of(start), parent)
             open_subs = [
                 t
                 for t in active
@@ -395,11 +416,16 @@ class ThemeService:
 
 @contextmanager
 def _stage(number: int) -> Iterator[None]:
-    """An error raised inside is one of start stage ``number``: its ``details`` get the
-    ``stage`` and ``stageName`` that the errors of stages 3-5 carry (other keys kept)."""
+    """An error raised inside is one of start stage ``number``: its message starts with
+    the stage (``stage 2/5 (cooldown) failed: ``) as the stages' own errors do, and its
+    ``details`` get the ``stage`` and ``stageName`` (other keys kept)."""
     try:
         yield
     except LoopError as exc:
+        said = f"stage {number}/5 ({STAGES[number]}) failed: "
+        if not exc.message.startswith(f"stage {number}/5"):  # a store's error, say
+            exc.message = said + exc.message
+            exc.args = (exc.message,)
         where = {"stage": number, "stageName": STAGES[number]}
         if exc.details is None:
             exc.details = where
@@ -421,6 +447,29 @@ def _sanitize_warnings(
     if parent is not None and raw_parent is not None and raw_parent != parent[1]:
         out.append(f"parentThemeDirectoryPart {raw_parent!r} was changed to {parent[1]!r}")
     return out
+
+
+def _recorded_parent(
+    theme: str, recorded: tuple[str, str] | None, given: tuple[str, str] | None
+) -> tuple[str, str] | None:
+    """The parent an end history names: the one the start history recorded. Left out,
+    it is taken from there; given, it must be that one (an end never contradicts its
+    start: a main theme ended as a subtheme, or a subtheme under another parent)."""
+    if given is None or given == recorded:
+        return recorded
+    if recorded is None:
+        why = f"the theme {theme} is a main theme (its start history names no parent)"
+        fix = "end it without parentThemeStartId and parentThemeDirectoryPart"
+    else:
+        why = f"the theme {theme} is a subtheme of {recorded[0]}_{recorded[1]} (its start history)"
+        fix = (
+            f"give parentThemeStartId {recorded[0]} and parentThemeDirectoryPart "
+            f"{recorded[1]}, or leave both out"
+        )
+    message = f"{why}, not of {given[0]}_{given[1]}: {fix}"
+    raise ToolError(
+        "invalid_input", message, details=[{"field": "parentThemeStartId", "message": message}]
+    )
 
 
 def _names(

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from loop.themes.models import ThemeInfo
 from loop.themes.naming import HistoryEntry
 
-__all__ = ["active_themes", "is_ended", "render_active"]
+__all__ = ["active_themes", "is_ended", "parent_of", "render_active"]
 
 
 def is_ended(start: HistoryEntry, ends: Iterable[HistoryEntry]) -> bool:
@@ -31,6 +31,12 @@ def _parent_part(entry: HistoryEntry) -> str | None:
         return None
     prefix = f"{entry.parent_id}_"
     return entry.parent_dir[len(prefix) :] if entry.parent_dir.startswith(prefix) else None
+
+
+def parent_of(start: HistoryEntry) -> tuple[str, str] | None:
+    """The parent (start ID, directory part) a start history names; ``None``: a main theme."""
+    part = _parent_part(start)
+    return None if start.parent_id is None or part is None else (start.parent_id, part)
 
 
 def active_themes(entries: Iterable[HistoryEntry]) -> list[ThemeInfo]:

@@ -10,7 +10,7 @@ import pytest
 from loop.errors import ToolError
 from loop.experience.layout import MAX_DIRECTORY_BYTES, MAX_FILE_BYTES, DirState, derive_status
 from loop.tools.base import ToolContext
-from tests.experience.helpers import call, conversations, full_export, start
+from tests.experience.helpers import SUMMARY, call, conversations, full_export, start
 
 
 def _status(ctx: ToolContext, session_id: str = "s1") -> dict[str, object]:
@@ -255,6 +255,26 @@ def test_init_retry_is_accepted_and_a_different_init_refused(ctx: ToolContext) -
     with pytest.raises(ToolError) as exc:
         start(ctx, ai_name="Someone else(role)")
     assert _code(exc) == "session_exists"
+    assert "with a different summary;" in exc.value.message
+
+
+def test_a_refused_init_names_what_differs(ctx: ToolContext) -> None:
+    """The same summary with other metadata is refused as the metadata's difference (an
+    agent that checks its summary after a crash would find nothing wrong there)."""
+    start(ctx)
+    with pytest.raises(ToolError) as exc:
+        call(ctx, "export_experience_init", session_id="s1", summary=SUMMARY)
+    assert _code(exc) == "session_exists"
+    assert "with a different metadata;" in exc.value.message
+    with pytest.raises(ToolError) as exc:
+        call(
+            ctx,
+            "export_experience_init",
+            session_id="s1",
+            summary={**SUMMARY, "ai_name": "Someone else(role)"},
+            metadata={"platform": "other"},
+        )
+    assert "with a different summary and metadata;" in exc.value.message
 
 
 def test_init_without_session_id_generates_one(ctx: ToolContext) -> None:

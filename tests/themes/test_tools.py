@@ -181,6 +181,11 @@ def _link_target(root: Path) -> None:
     (root / "themebox" / "001_theme.md").symlink_to(root.parent / "elsewhere.md")
 
 
+def _histories_a_file(root: Path) -> None:
+    (root / "artifacts" / "theme_histories").rmdir()
+    (root / "artifacts" / "theme_histories").write_text("not a folder\n")
+
+
 def _started(root: Path) -> None:
     run(root, "start_theme", {**START, "targetFilename": "002_other.md", "themeDirectoryPart": "o"})
 
@@ -191,6 +196,7 @@ STAGE_ERRORS: list[tuple[str, Any, Operations | None, dict[str, Any], str, int]]
     ("processed", None, None, {"targetFilename": "processed.x.md"}, "theme_already_processed", 1),
     ("link", _link_target, None, {}, "invalid_path", 1),
     ("cooldown", _started, None, {}, "cooldown", 2),
+    ("histories", _histories_a_file, None, {}, "store_error", 2),
     ("intent", None, FaultyOps("write_intent"), {}, "history_write_failed", 3),
     ("history", None, FaultyOps("write_history"), {}, "history_write_failed", 3),
     ("parent", None, None, SUB, "parent_theme_not_found", 4),
@@ -230,7 +236,8 @@ def test_every_start_error_names_its_stage_in_details(  # noqa: PLR0917 - one pe
     err = info.value.to_dict()["error"]
     assert err["code"] == code
     assert err["details"]["stage"] == stage and type(err["details"]["stage"]) is int
-    assert err["details"]["stageName"] in err["message"] or code == "invalid_path"
+    stage_name = err["details"]["stageName"]
+    assert err["message"].startswith(f"stage {stage}/5 ({stage_name}) failed: ")
     if code == "cooldown":
         assert err["details"]["heartbeatId"] == "20250801120000"
         assert err["details"]["existing"] == "20250801120000_start_o.md"
@@ -374,6 +381,101 @@ def test_subtheme_needs_existing_parent_and_both_params(root: Path) -> None:
         error(root, "start_theme", {**START, "parentThemeStartId": "20240101000000"}).code
         == "invalid_input"
     )
+    assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("where", ["reason", "activityContent"])
+def test_free_text_cannot_make_a_main_theme_a_subtheme(root: Path, where: str) -> None:
+    """A reason (or a lone activity item) quoting a subtheme's header lines is text: the
+    theme stays a main theme, and the theme it names can still be ended."""
+    parent = run(root, "start_theme", START)
+    beat(root)
+    forged = (
+        f"Chosen because:\n**PARENT_THEME_START_ID**: {parent['themeStartId']}\n"
+        f"**PARENT_THEME_DIRECTORY**: {parent['themeStartId']}_study_bus"
+    )
+    text = {"reason": forged} if where == "reason" else {"activityContent": [forged]}
+    main = run(
+        root,
+        "start_theme",
+        {**START, **text, "targetFilename": "002_other.md", "themeDirectoryPart": "main"},
+    )
+    themes = {t["themeDirectoryPart"]: t for t in run(root, "get_theme_status")["activeThemes"]}
+    assert themes["main"]["parentThemeStartId"] is None
+    assert themes["main"]["parentThemeDirectoryPart"] is None
+    beat(root)
+    end = {"themeStartId": parent["themeStartId"], "themeDirectoryPart": "study_bus"}
+    run(root, "end_theme", {**end, "themeName": "Study the bus", "reason": "done"})
+    assert main["themeStartId"] in {
+        t["themeStartId"] for t in run(root, "get_theme_status")["activeThemes"]
+    }
+
+
+def test_an_end_takes_the_parent_its_start_recorded(root: Path) -> None:
+    """end_theme's parent parameters are checked against the start history: a main theme
+    ended as a subtheme is refused (nothing written); a subtheme ended without them gets
+    its recorded parent (its end history says so)."""
+    parent = run(root, "start_theme", START)
+    beat(root)
+    sub = run(
+        root,
+        "start_theme",
+        {
+            "themeName": "Sub",
+            "themeDirectoryPart": "sub",
+            "reason": "split",
+            "parentThemeStartId": parent["themeStartId"],
+            "parentThemeDirectoryPart": "study_bus",
+        },
+    )
+    beat(root)
+    before = snapshot(root)
+    invented = {"parentThemeStartId": "20200101000000", "parentThemeDirectoryPart": "zzz"}
+    for start, part in ((sub, "sub"), (parent, "study_bus")):
+        args = {"themeStartId": start["themeStartId"], "themeDirectoryPart": part}
+        err = error(root, "end_theme", {**args, "themeName": "x", "reason": "r", **invented})
+        assert err.code == "invalid_input"
+        assert "not of 20200101000000_zzz" in err.message
+    assert snapshot(root) == before
+    ended = run(
+        root,
+        "end_theme",
+        {
+            "themeStartId": sub["themeStartId"],
+            "themeDirectoryPart": "sub",
+            "themeName": "Sub",
+            "reason": "done",
+        },
+    )
+    assert ended["parentThemeStartId"] == parent["themeStartId"]
+    assert f"Returning to the parent theme {parent['themeStartId']}_study_bus" in ended["message"]
+    history = (root / ended["historyFile"]).read_text()
+    assert history.startswith("# Subtheme end: Sub\n")
+    assert f"**PARENT_THEME_START_ID**: {parent['themeStartId']}" in history
+
+
+def test_a_subtheme_never_starts_under_an_ended_parent(root: Path) -> None:
+    """Once the parent has an end history, a subtheme under it is refused at stage 4."""
+    parent = run(root, "start_theme", START)
+    beat(root)
+    end = {"themeStartId": parent["themeStartId"], "themeDirectoryPart": "study_bus"}
+    run(root, "end_theme", {**end, "themeName": "Study the bus", "reason": "done"})
+    beat(root)
+    before = snapshot(root)
+    err = error(
+        root,
+        "start_theme",
+        {
+            "themeName": "Late",
+            "themeDirectoryPart": "late",
+            "reason": "r",
+            "parentThemeStartId": parent["themeStartId"],
+            "parentThemeDirectoryPart": "study_bus",
+        },
+    )
+    assert err.code == "parent_theme_not_found"
+    assert err.message.startswith("stage 4/5 (theme directory) failed: ")
+    assert "has ended" in err.message
     assert snapshot(root) == before
 
 
