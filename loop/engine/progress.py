@@ -114,6 +114,19 @@ def _state_notes(state: LoopState, reason: str) -> list[str]:
             f"{state.consecutive_failures} iteration(s) failed in a row; the last: "
             f"{state.last_failure}"
         )
+    if reason == "stale_loop" and state.last_signature is not None:
+        topic, source, payload = state.last_signature
+        shown = payload if len(payload) <= 60 else payload[:57] + "..."
+        notes.append(
+            f"{topic} from {source} came {state.repeat_count} times in a row, the same "
+            f"each time ({shown!r}); change {source}'s instructions, or raise [loop] "
+            "stale_threshold in loop.toml, before you resume: a resume as it is stops again"
+        )
+    if reason == "unrouted_event" and state.unrouted is not None:
+        notes.append(
+            f"add a hat triggered by {state.unrouted} to loop.toml (or have the hat publish "
+            "a topic a hat takes) before you resume: a resume as it is stops again"
+        )
     return notes
 
 

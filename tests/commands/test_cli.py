@@ -314,6 +314,21 @@ def test_hats_graph_says_which_hats_run_alongside_others(tmp_path: Path) -> None
     assert "  coordinator[coordinator]" in mermaid
 
 
+def test_status_of_a_stale_loop_says_what_to_change_before_the_resume(tmp_path: Path) -> None:
+    """A resume of a stale loop as it is stops again: status says so beside the command."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\nstale_threshold = 2\n[hats.a]\ntriggers = ["task.start", "a.x"]\n'
+        'publishes = ["a.x"]\nbackend = { type = "scripted", outputs = '
+        '["<event topic=\\"a.x\\">same</event>", "<event topic=\\"a.x\\">same</event>"] }\n'
+    )
+    assert loop("run", "-q", "--session-id", "s", cwd=tmp_path).returncode == 3
+    status = loop("status", "s", cwd=tmp_path).stdout.splitlines()
+    assert status[-1] == (
+        "resume with python -m loop run --resume s (once a hat or [loop] stale_threshold "
+        "has changed in loop.toml)"
+    )
+
+
 def test_hats_validate_warns_about_unreachable_hats(tmp_path: Path) -> None:
     """A hat nothing triggers is reported (a warning, exit 0)."""
     (tmp_path / "loop.toml").write_text(

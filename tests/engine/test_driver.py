@@ -107,6 +107,32 @@ async def test_an_unrouted_topic_is_named_in_the_log_the_summary_and_the_journal
     assert isinstance(end, SessionEnd) and end.unrouted_topic == "nobody.cares"
 
 
+async def test_a_stale_loop_names_what_repeated_and_what_to_change_before_a_resume(
+    tmp_path: Path,
+) -> None:
+    """The summary says which event came back the same, and that a resume as it is stops
+    again (the same for an unrouted topic): the command alone would do nothing."""
+    cfg = make_config(
+        {"a": {"triggers": ["task.start", "a.again"], "publishes": ["a.again"]}},
+        folder=tmp_path,
+        stale_threshold=3,
+    )
+    summary, _ = await run_hats(
+        cfg, {"a": scripted(*[tag("a.again", "same")] * 5)}, workdir=tmp_path
+    )
+    assert summary.reason == "stale_loop"
+    assert (
+        "a.again from a came 3 times in a row, the same each time ('same'); change a's "
+        "instructions, or raise [loop] stale_threshold in loop.toml, before you resume: a "
+        "resume as it is stops again"
+    ) in summary.notes
+    cfg = make_config({"b": {"triggers": ["task.start"]}}, folder=tmp_path / "u")
+    summary, _ = await run_hats(cfg, {"b": scripted(tag("nobody.cares"))}, workdir=tmp_path / "u")
+    assert any(
+        n.startswith("add a hat triggered by nobody.cares to loop.toml") for n in summary.notes
+    )
+
+
 def test_session_end_without_an_unrouted_topic_keeps_its_old_form() -> None:
     """The optional field is left out when unset, so older readers read the line."""
     line = encode_record(session_end("completed", 2, 1.0, 5.0))
