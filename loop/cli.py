@@ -11,7 +11,7 @@ import contextlib
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO, cast
 
@@ -72,6 +72,29 @@ def prog_name(argv0: str | None = None) -> str:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # one line, exit 2: never argparse's usage dump
         raise UsageError(f"{self.prog}: {message}")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse, noting the innermost (sub)command's parser that parsed (argparse hands
+        arguments it does not know up to the top), so its error names that command."""
+        parsed, extra = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, _INNERMOST):
+            setattr(parsed, _INNERMOST, self)
+        return parsed, extra
+
+
+_INNERMOST = "_innermost_parser"
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``parser.parse_args``, where an unknown option is the innermost command's error:
+    ``python -m loop show: unrecognized arguments: --bogus (see python -m loop show --help)``."""
+    args, extra = parser.parse_known_args(argv)
+    innermost = vars(args).pop(_INNERMOST, parser)
+    if extra:
+        innermost.error(f"unrecognized arguments: {' '.join(extra)} (see {innermost.prog} --help)")
+    return args
 
 
 def _register(sub: argparse._SubParsersAction[_Parser], entry: str) -> None:
@@ -199,7 +222,7 @@ def _main(argv: list[str]) -> int:
     try:
         _check_utf8(argv)
         parser = build_parser(_command_of(argv))
-        args = parser.parse_args(argv)
+        args = _parse(parser, argv)
         from loop import _log  # noqa: PLC0415 - only when a command runs
 
         fmt: _log.LogFormat = getattr(args, "log_format", None) or "auto"

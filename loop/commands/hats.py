@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
 from loop.cli import prog_name
 from loop.commands.common import report_checks
 from loop.commands.run import add_config_options, load_from_args
-from loop.config.models import AggregateConfig
+from loop.config.models import AggregateConfig, LoadedConfig
 from loop.config.topology import edges, warnings_for
 from loop.events import topic_matches
 from loop.exits import EXIT_USAGE
@@ -32,11 +34,42 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         add_config_options(sp)
         if name == "graph":
             sp.add_argument("--mermaid", action="store_true", help="print a Mermaid flowchart")
+        if name == "list":
+            sp.add_argument("--json", action="store_true", help="the hats as JSON")
         sp.set_defaults(handler=handler)
 
 
+def _hats(args: argparse.Namespace) -> LoadedConfig:
+    """The configuration whose hats are shown (the hats, not the objective); where no
+    loop.toml is found, a line on stderr says these are the built-in demo's, as ``run``
+    does."""
+    config = load_from_args(args, prompt=False)
+    if config.builtin:
+        print(
+            "note: no loop.toml here or in a parent folder: these are the built-in demo's "
+            f"hats ({prog_name()} init writes your own)",
+            file=sys.stderr,
+        )
+    return config
+
+
 def _list(args: argparse.Namespace) -> int:
-    config = load_from_args(args, prompt=False)  # the hats, not the objective
+    config = _hats(args)
+    if args.json:
+        hats = [
+            {
+                "name": name,
+                "triggers": list(hat.triggers),
+                "publishes": list(hat.publishes),
+                "backend": config.hat_backend(name).type,
+                "max_activations": hat.max_activations,
+                "concurrency": hat.concurrency or 1,
+                "aggregate": hat.aggregate.model_dump() if hat.aggregate else None,
+            }
+            for name, hat in config.hats.items()
+        ]
+        print(json.dumps({"config": str(config.source), "builtin": config.builtin, "hats": hats}))
+        return 0
     rows = [("HAT", "TRIGGERS", "PUBLISHES", "BACKEND", "MAX", "PARALLEL")]
     for name, hat in config.hats.items():
         rows.append(
@@ -83,7 +116,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _graph(args: argparse.Namespace) -> int:
-    config = load_from_args(args, prompt=False)  # the hats, not the objective
+    config = _hats(args)
     start, comp = config.loop.starting_event, config.loop.completion_event
     starters = [
         n for n, h in config.hats.items() if any(topic_matches(t, start) for t in h.triggers)

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import tempfile
 import tomllib
 from pathlib import Path
@@ -158,7 +159,7 @@ def _init(args: argparse.Namespace) -> int:
     notes: list[str] = []
     if args.from_ralph is not None:
         converted = ralph_files(Path(args.from_ralph))
-        files, notes = with_backend(converted.files, args.backend), converted.notes
+        files, notes = with_backend(converted.files, args.backend), converted.notes_on(args.backend)
         check_converted(files, args.from_ralph)
         origin = f"converted from {args.from_ralph}"
     else:
@@ -187,7 +188,8 @@ def _init(args: argparse.Namespace) -> int:
     if said:
         print(said)
     prog = prog_name()
-    print(f"next: {prog} doctor && {prog} run   ({origin})")
+    into = "" if target.resolve() == Path.cwd().resolve() else f"cd {shlex.quote(args.dir)} && "
+    print(f"next: {into}{prog} doctor && {prog} run   ({origin})")
     return 0
 
 

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--config",
         "-c",
         metavar="PATH",
-        help="read tool settings from this loop.toml (default: ./loop.toml if any)",
+        help="read tool settings from this loop.toml (default: one here or up the tree, if any)",
     )
     p.add_argument(
         "--log-format",

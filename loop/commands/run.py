@@ -35,7 +35,7 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
         "--config",
         "-c",
         metavar="PATH",
-        help="config file (default: ./loop.toml, else the built-in default preset)",
+        help="config file (default: loop.toml here or in a parent folder, else the built-in demo)",
     )
     g.add_argument(
         "--hats",

@@ -160,6 +160,13 @@ class RalphConversion:
     files: dict[Path, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
+    def notes_on(self, backend: str | None) -> list[str]:
+        """The notes once every hat runs on ``backend`` (``init --backend``; ``None``: the
+        converted backends): Claude Code's permissions concern a claude backend only."""
+        if backend is None or backend == "claude":
+            return list(self.notes)
+        return [n for n in self.notes if n != _CLAUDE]
+
 
 def rewrite_commands(text: str) -> str:
     """``ralph emit`` and ``ralph tools task VERB`` (also through ``$RALPH_BIN``) as

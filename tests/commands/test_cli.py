@@ -295,6 +295,28 @@ def test_hats_graph_prints_text_and_mermaid(tmp_path: Path) -> None:
     assert mermaid.startswith("flowchart LR") and "planner -->|plan.ready| builder" in mermaid
 
 
+def test_hats_list_as_json_and_the_built_in_demo_is_said(tmp_path: Path) -> None:
+    """`hats list --json` gives each hat's settings; with no loop.toml anywhere up the
+    tree, list and graph say on stderr that these are the built-in demo's hats."""
+    res = loop("hats", "list", "--json", cwd=tmp_path)
+    listed = json.loads(res.stdout)
+    assert listed["builtin"] is True
+    assert sorted(h["name"] for h in listed["hats"]) == ["builder", "planner", "reviewer"]
+    assert listed["hats"][0]["concurrency"] == 1 and listed["hats"][0]["aggregate"] is None
+    for args in (["hats", "list"], ["hats", "graph"]):
+        assert "these are the built-in demo's hats" in loop(*args, cwd=tmp_path).stderr
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[backend]\ntype = "scripted"\n[hats.a]\n'
+        'triggers = ["task.start"]\npublishes = ["a.x"]\nconcurrency = 2\n[hats.b]\n'
+        'triggers = ["a.x"]\naggregate = { mode = "quorum", count = 1 }\n'
+    )
+    res = loop("hats", "list", "--json", cwd=tmp_path)
+    assert res.stderr == ""
+    a, b = json.loads(res.stdout)["hats"]
+    assert (a["name"], a["concurrency"], a["aggregate"]) == ("a", 2, None)
+    assert (b["aggregate"]["mode"], b["aggregate"]["count"]) == ("quorum", 1)
+
+
 def test_hats_graph_says_which_hats_run_alongside_others(tmp_path: Path) -> None:
     """A wave's hats carry their concurrency and aggregation, in text and in Mermaid."""
     (tmp_path / "loop.toml").write_text(

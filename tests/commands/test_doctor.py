@@ -154,6 +154,23 @@ def test_run_checks_first_and_no_preflight_skips(tmp_path: Path) -> None:
     assert res.returncode == 1 and "backend_unavailable" in res.stdout
 
 
+def test_a_program_path_that_fails_names_the_path_checked_and_why(tmp_path: Path) -> None:
+    """A relative program is taken from the project folder: the check names the path it
+    looked at, and whether nothing is there, a folder is, or the file is not executable."""
+    (tmp_path / "folder.sh").mkdir()
+    (tmp_path / "plain.sh").write_text("#!/bin/sh\n")
+    for program, said in (
+        ("./agent.sh", f"./agent.sh ({tmp_path}/agent.sh): not found (a relative path is "),
+        ("./folder.sh", f"./folder.sh ({tmp_path}/folder.sh): not a file"),
+        ("./plain.sh", f"./plain.sh ({tmp_path}/plain.sh): not executable"),
+        (f"{tmp_path}/gone", f"{tmp_path}/gone: not found"),
+    ):
+        (tmp_path / "loop.toml").write_text(HATS.format(program=program, loop_extra=""), "utf-8")
+        res = _cli("doctor", cwd=tmp_path)
+        assert res.returncode == 2
+        assert f"fail  program     hat tool: {said}" in res.stdout, res.stdout
+
+
 def test_hats_validate_fails_a_hat_without_a_backend_or_program(tmp_path: Path) -> None:
     """validate checks the hats' backends too: a hat with none, a program not found."""
     toml = HATS.format(program="true", loop_extra="") + '\n[hats.bare]\ntriggers = ["g.h"]\n'

@@ -110,3 +110,15 @@ def test_init_where_it_cannot_write_is_one_line_and_writes_nothing(tmp_path: Pat
         assert res.stdout == ""
     assert _tree(tmp_path) == before
     assert (tmp_path / "f").read_text() == "mine"
+
+
+def test_init_into_another_folder_says_to_go_there_first(tmp_path: Path) -> None:
+    """With --dir, the next step begins with `cd DIR` (from here, doctor and run would
+    find no loop.toml, and run the built-in demo)."""
+    res = _loop("init", "--dir", "my loop", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1].startswith(
+        "next: cd 'my loop' && python -m loop doctor && python -m loop run"
+    )
+    res = _loop("init", cwd=tmp_path / "my loop" / "hats")
+    assert res.stdout.splitlines()[-1].startswith("next: python -m loop doctor")

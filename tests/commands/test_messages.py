@@ -136,7 +136,7 @@ def test_usage_names_the_program_as_it_was_called(tmp_path: Path) -> None:
     assert prog_name("/usr/bin/hatloop") == "hatloop"
     assert prog_name("/x/loop/__main__.py") == "python -m loop"
     as_module = loop("run", "--bogus", cwd=tmp_path)
-    assert as_module.stderr.startswith("error: python -m loop: ")
+    assert as_module.stderr.startswith("error: python -m loop run: ")
     script = Path(sys.executable).parent / "hatloop"
     as_script = subprocess.run(
         [str(script), "run", "--bogus"],
@@ -147,10 +147,32 @@ def test_usage_names_the_program_as_it_was_called(tmp_path: Path) -> None:
         timeout=60,
         check=False,
     )
-    assert as_script.stderr.startswith("error: hatloop: "), as_script.stderr
+    assert as_script.stderr.startswith("error: hatloop run: "), as_script.stderr
     assert (
         "usage: hatloop "
         in subprocess.run(
             [str(script), "--help"], text=True, capture_output=True, timeout=60, check=False
         ).stdout
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "command"),
+    [
+        (["show", "--bogus"], "show"),
+        (["sessions", "prune", "--bogus"], "sessions prune"),
+        (["hats", "list", "--bogus"], "hats list"),
+        (["run", "--bogus"], "run"),
+    ],
+)
+def test_an_unknown_option_is_named_with_its_command(
+    tmp_path: Path, args: list[str], command: str
+) -> None:
+    """A mistyped flag is the (sub)command's error, with where its options are listed,
+    not the top-level program's."""
+    res = loop(*args, cwd=tmp_path)
+    assert res.returncode == 2
+    prog = f"python -m loop {command}"
+    assert res.stderr.strip() == (
+        f"error: {prog}: unrecognized arguments: --bogus (see {prog} --help)"
     )

@@ -296,6 +296,22 @@ def test_ralph_wave_review_runs_three_reviewers_in_parallel_and_one_aggregator(
     assert len((tmp_path / "review-report.md").read_text().splitlines()) == 3
 
 
+def test_claudes_permissions_are_noted_only_where_a_claude_backend_is_written(
+    tmp_path: Path,
+) -> None:
+    """The note on Claude Code's permissions concerns a claude backend: `--backend
+    scripted` (or gemini, codex) writes none, so it is not said."""
+    ralph = str(RALPH / "wave-review.yml")
+    said = _loop("init", "--from-ralph", ralph, "--dir", "a", cwd=tmp_path).stdout
+    assert "claude's permissions" in said
+    for backend in ("scripted", "gemini"):
+        said = _loop(
+            "init", "--from-ralph", ralph, "--backend", backend, "--dir", backend, cwd=tmp_path
+        ).stdout
+        assert "claude's permissions" not in said
+        assert "not carried over: hats.synthesizer.default_publishes" in said
+
+
 @pytest.mark.parametrize("where", ["init", "run"])
 def test_ralph_wave_review_on_scripted_stand_ins_fans_out_as_a_wave(
     tmp_path: Path, where: str
