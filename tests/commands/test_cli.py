@@ -268,16 +268,22 @@ def test_init_with_a_backend_drops_per_hat_scripted_outputs(tmp_path: Path) -> N
     assert listing.count("claude") == 3
 
 
-def test_hats_list_shows_how_each_hat_runs_alongside_others(tmp_path: Path) -> None:
-    """A hat's concurrency and its aggregation are in the listing (a wave at a glance)."""
-    (tmp_path / "loop.toml").write_text(
+def _wave_project(folder: Path, aggregate: str) -> None:
+    """A wave in ``loop.toml``: a coordinator, three reviewers at once, a synthesizer
+    with ``aggregate``."""
+    (folder / "loop.toml").write_text(
         '[loop]\nprompt = "x"\n[backend]\ntype = "scripted"\n'
         '[hats.coordinator]\ntriggers = ["task.start"]\npublishes = ["review.perspective"]\n'
         '[hats.reviewer]\ntriggers = ["review.perspective"]\npublishes = ["review.done"]\n'
         "concurrency = 3\n"
         '[hats.synthesizer]\ntriggers = ["review.done"]\npublishes = ["LOOP_COMPLETE"]\n'
-        'aggregate = { mode = "quorum", count = 2, timeout_seconds = 60 }\n'
+        f"{aggregate}\n"
     )
+
+
+def test_hats_list_shows_how_each_hat_runs_alongside_others(tmp_path: Path) -> None:
+    """A hat's concurrency and its aggregation are in the listing (a wave at a glance)."""
+    _wave_project(tmp_path, 'aggregate = { mode = "quorum", count = 2, timeout_seconds = 60 }')
     rows = [line.split() for line in loop("hats", "list", cwd=tmp_path).stdout.splitlines()]
     assert rows[0][-1] == "PARALLEL"
     assert rows[1][0] == "coordinator" and rows[1][-1] == "-"
@@ -319,14 +325,7 @@ def test_hats_list_as_json_and_the_built_in_demo_is_said(tmp_path: Path) -> None
 
 def test_hats_graph_says_which_hats_run_alongside_others(tmp_path: Path) -> None:
     """A wave's hats carry their concurrency and aggregation, in text and in Mermaid."""
-    (tmp_path / "loop.toml").write_text(
-        '[loop]\nprompt = "x"\n[backend]\ntype = "scripted"\n'
-        '[hats.coordinator]\ntriggers = ["task.start"]\npublishes = ["review.perspective"]\n'
-        '[hats.reviewer]\ntriggers = ["review.perspective"]\npublishes = ["review.done"]\n'
-        "concurrency = 3\n"
-        '[hats.synthesizer]\ntriggers = ["review.done"]\npublishes = ["LOOP_COMPLETE"]\n'
-        'aggregate = { mode = "wait_for_all", timeout_seconds = 60 }\n'
-    )
+    _wave_project(tmp_path, 'aggregate = { mode = "wait_for_all", timeout_seconds = 60 }')
     text = loop("hats", "graph", cwd=tmp_path).stdout.splitlines()
     assert "reviewer: 3 at once" in text
     assert "synthesizer: aggregates: wait_for_all (60s)" in text

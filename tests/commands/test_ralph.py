@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -253,6 +254,23 @@ def test_init_from_ralph_refuses_what_hatloop_would_not_load(
     assert not (tmp_path / "out").exists()
 
 
+def _completed_wave(folder: Path, *args: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Run the converted wave-review to completion in 5 iterations (``args``: more flags);
+    its journal's records, and the order of its starts and ends (``start reviewer``)."""
+    run = _loop("run", "-q", "--json", "--session-id", "w", *args, cwd=folder)
+    assert run.returncode == 0, run.stdout + run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["reason"], summary["iterations"]) == ("completed", 5)
+    journal = folder / ".loop/sessions/w/journal.jsonl"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    order = [
+        f"{'start' if r['kind'] == 'iteration.start' else 'end'} {r['hat']}"
+        for r in records
+        if r["kind"] in ("iteration.start", "iteration.end")
+    ]
+    return records, order
+
+
 def test_ralph_wave_review_runs_three_reviewers_in_parallel_and_one_aggregator(
     tmp_path: Path,
 ) -> None:
@@ -274,17 +292,7 @@ def test_ralph_wave_review_runs_three_reviewers_in_parallel_and_one_aggregator(
     assert "ralph wave emit" not in config.hats["coordinator"].instructions
     _run_on(tmp_path, str(RALPH / "wave_agent.py"))
     (tmp_path / "PROMPT.md").write_text("Review the authentication module.\n", encoding="utf-8")
-    run = _loop("run", "-q", "--json", "--session-id", "w", cwd=tmp_path)
-    assert run.returncode == 0, run.stdout + run.stderr
-    summary = json.loads(run.stdout)
-    assert (summary["reason"], summary["iterations"]) == ("completed", 5)
-    journal = tmp_path / ".loop/sessions/w/journal.jsonl"
-    records = [json.loads(line) for line in journal.read_text().splitlines()]
-    order = [
-        f"{'start' if r['kind'] == 'iteration.start' else 'end'} {r['hat']}"
-        for r in records
-        if r["kind"] in ("iteration.start", "iteration.end")
-    ]
+    _, order = _completed_wave(tmp_path)
     assert order == [
         "start coordinator",
         "end coordinator",
@@ -323,19 +331,7 @@ def test_ralph_wave_review_on_scripted_stand_ins_fans_out_as_a_wave(
     init = _loop("init", "--from-ralph", str(RALPH / "wave-review.yml"), *init_args, cwd=tmp_path)
     assert init.returncode == 0, init.stderr
     run_args = ["--backend", "scripted"] if where == "run" else []
-    run = _loop(
-        "run", "-q", "--json", "--session-id", "s", "--prompt", "x", *run_args, cwd=tmp_path
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    summary = json.loads(run.stdout)
-    assert (summary["reason"], summary["iterations"]) == ("completed", 5)
-    journal = tmp_path / ".loop/sessions/s/journal.jsonl"
-    records = [json.loads(line) for line in journal.read_text().splitlines()]
-    order = [
-        f"{'start' if r['kind'] == 'iteration.start' else 'end'} {r['hat']}"
-        for r in records
-        if r["kind"] in ("iteration.start", "iteration.end")
-    ]
+    records, order = _completed_wave(tmp_path, "--prompt", "x", *run_args)
     assert order[2:8] == [*["start reviewer"] * 3, *["end reviewer"] * 3]
     ends = [r for r in records if r["kind"] == "iteration.end"]
     assert [e["payload"] for e in ends[0]["events"]] == [f"part {i} of 3" for i in (1, 2, 3)]
