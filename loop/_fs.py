@@ -31,7 +31,7 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from loop.errors import PathError, StoreError
 
@@ -48,6 +48,7 @@ __all__ = [
     "make_folders",
     "open_file",
     "open_folder",
+    "open_input",
     "read_bytes",
     "read_json",
     "read_text",
@@ -356,6 +357,34 @@ def open_file(
     """
     with open_folder(path.parent, root=_folder_of(path, root), create=create_folders) as parent:
         return _open_in(parent, path.name, flags, mode, path)
+
+
+def open_input(path: Path, *, buffering: int = -1) -> BinaryIO:
+    """Open ``path``, a file a person named (a recording, a journal), to read.
+
+    A link is followed (the file is theirs), but only a regular file is read: a FIFO is
+    opened without waiting for a writer and refused, as a socket or a device is, so a
+    command given one ends with an error instead of blocking for ever.
+
+    Raises:
+        IsADirectoryError: a folder. OSError: as ``os.open``, or not a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | _CLOEXEC | os.O_NONBLOCK)
+    try:
+        _check_input(fd, path)
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb", buffering=buffering)
+
+
+def _check_input(fd: int, path: Path) -> None:
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if not stat.S_ISREG(mode):
+        raise OSError(errno.EINVAL, "not a regular file (a pipe, a socket or a device)")
 
 
 def read_bytes(path: Path, *, root: Path | None = None) -> bytes:

@@ -14,7 +14,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from loop import _json
+from loop import _fs, _json
 from loop._fs import link_error, stat_nofollow
 from loop._text import iterations_text, iterations_were, them
 from loop.config.models import snapshot_limits
@@ -123,7 +123,7 @@ def load_session(path: Path) -> SessionView:
 
 def _first_kind(path: Path) -> object:
     try:
-        with path.open("rb") as fh:
+        with _fs.open_input(path) as fh:
             first = fh.readline()
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None

@@ -24,7 +24,7 @@ from typing import BinaryIO
 import structlog
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from loop import _json
+from loop import _fs, _json
 from loop._gc import collector_paused
 from loop.config import base_digest, config_digest, config_from_snapshot
 from loop.engine.lanes import RESUMED, RecordedOrder
@@ -117,7 +117,7 @@ class RecordingReader:
     def _open(self) -> BinaryIO:
         try:
             # a large buffer: the scan and a replay read the file front to back
-            return self.path.open("rb", buffering=READ_BUFFER)
+            return _fs.open_input(self.path, buffering=READ_BUFFER)
         except FileNotFoundError as exc:
             raise RecordingError("recording not found", file=self.path) from exc
         except IsADirectoryError as exc:
@@ -340,7 +340,7 @@ class RecordingReader:
                 their number and hat), so a bad field of one is found here, and it is
                 bad input, not the end of the recording: only the torn last line is.
         """
-        with self.path.open("rb") as fh:
+        with _fs.open_input(self.path) as fh:
             for number, line in enumerate(fh, start=1):
                 raw = _json.without_bom(line) if number == 1 else line
                 if not raw.strip() or number == self._torn_line:

@@ -672,3 +672,34 @@ def test_the_marker_table_in_the_docs_lists_every_marker_show_prints() -> None:
     listed = set(re.findall(r"^\| `(\w+)`(?:, `(\w+)`)?", table, re.MULTILINE))
     names = {name for row in listed for name in row if name}
     assert names == set(get_args(MarkerKind))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["replay", "p.jsonl"],
+        ["replay", "."],
+        ["show", "p.jsonl"],
+        ["events", "p.jsonl"],
+        ["report", "p.jsonl", "-o", "r.html"],
+    ],
+)
+def test_a_fifo_given_as_a_recording_is_refused_not_waited_on(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """A named pipe where a recording or journal is expected: one line naming it, exit 2,
+    at once (an open that waited for a writer would hang a CI job for ever)."""
+    os.mkfifo(tmp_path / "p.jsonl")
+    res = subprocess.run(
+        [sys.executable, "-m", "loop", *args],
+        cwd=tmp_path,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 2
+    said = res.stdout if args[0] == "replay" else res.stderr
+    assert "p.jsonl: cannot read: not a regular file (a pipe, a socket or a device)" in said
+    assert not (tmp_path / "r.html").exists()
