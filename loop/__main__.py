@@ -7,33 +7,30 @@ from __future__ import annotations
 
 import signal
 import sys
-from types import FrameType
 
+from loop._signals import take_early
 from loop.exits import EXIT_INTERRUPTED
-
-
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI and return the exit code.
 
-    Called as the process's entry (``argv`` None), a SIGTERM that comes while the
-    command starts (its modules still being imported, before it takes the signals it
-    handles) stops it as a Ctrl-C does: ``error: interrupted``, exit 130, not a silent
-    death by the signal. A Ctrl-C or SIGTERM that comes once the command has ended (a
+    Called as the process's entry (``argv`` None), a SIGTERM or a SIGHUP that comes
+    while the command starts (its modules still being imported, before it takes the
+    signals it handles) stops it as a Ctrl-C does: ``error: interrupted``, exit 130, not
+    a silent death by the signal. A stop signal that comes once the command has ended (a
     second one, while the first one's exit was under way) changes nothing: the exit code
     is the command's (130 for the first), never a death by the signal.
     """
     args = sys.argv[1:] if argv is None else argv
+    taken: list[signal.Signals] = []
     if args and args[0] == "emit":
         from loop.emit import main as emit_main  # noqa: PLC0415 - the light path
 
         code = emit_main(args[1:])
     else:
         if argv is None:
-            signal.signal(signal.SIGTERM, _interrupt)
+            taken = take_early()
         try:
             from loop.cli import main as cli_main  # noqa: PLC0415 - the full CLI, on use
 
@@ -42,8 +39,8 @@ def main(argv: list[str] | None = None) -> int:
             print("error: interrupted", file=sys.stderr)
             code = EXIT_INTERRUPTED
     if argv is None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for signum in (signal.SIGINT, *taken):
+            signal.signal(signum, signal.SIG_IGN)
     return code
 
 

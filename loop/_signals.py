@@ -18,17 +18,37 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["hung_up", "stop_signals"]
+__all__ = ["early_stop", "hung_up", "stop_signals", "take_early"]
 
 _terminals = [fd for fd in (1, 2) if os.isatty(fd)]  # at start-up, before any hang-up
 
 
 def stop_signals() -> tuple[signal.Signals, ...]:
-    """SIGINT, SIGTERM, and SIGHUP if its action is still the default (to die)."""
+    """SIGINT, SIGTERM, and SIGHUP if its action is still the default (to die), or the
+    command line's own while it starts (:func:`take_early`)."""
     stops = (signal.SIGINT, signal.SIGTERM)
-    if signal.getsignal(signal.SIGHUP) is not signal.SIG_DFL:
+    if signal.getsignal(signal.SIGHUP) not in (signal.SIG_DFL, early_stop):
         return stops  # ignored (nohup), or handled by the program running the loop
     return (*stops, signal.SIGHUP)
+
+
+def early_stop(signum: int, frame: object) -> None:
+    """While a command starts, SIGTERM and SIGHUP stop it as Ctrl-C does (a
+    :class:`KeyboardInterrupt`), not by the signal's death; after a hang-up the streams
+    that were the terminal are pointed at ``/dev/null`` first."""
+    hung_up(signum)
+    raise KeyboardInterrupt
+
+
+def take_early() -> list[signal.Signals]:
+    """Make SIGTERM, and SIGHUP unless it is ignored (``nohup``), :func:`early_stop`'s
+    until the command takes the signals it handles; the signals so taken."""
+    taken = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
+        taken.append(signal.SIGHUP)
+    for signum in taken:
+        signal.signal(signum, early_stop)
+    return taken
 
 
 def hung_up(signum: int) -> None:

@@ -470,17 +470,27 @@ def _catches(pid: int, signum: signal.Signals) -> bool:
     return False
 
 
+# hatloop as a shell starts it: SIGHUP's action the default (not ignored, as the test
+# runner may have it, e.g. under nohup)
+_HANG_UP_DEFAULT = (
+    "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+    "os.execv(sys.executable, [sys.executable, '-m', 'loop', *sys.argv[1:]])"
+)
+
+
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads /proc")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 @pytest.mark.parametrize("command", [["run", "--session-id", "s"], ["task", "list"]])
-def test_a_sigterm_while_the_command_starts_is_an_interrupt_not_a_death(
-    tmp_path: Path, command: list[str]
+def test_a_stop_signal_while_the_command_starts_is_an_interrupt_not_a_death(
+    tmp_path: Path, command: list[str], signum: signal.Signals
 ) -> None:
-    """SIGTERM (a CI job's timeout) as soon as the process can take it, while the command's
-    modules are still being imported: ``error: interrupted``, exit 130, no traceback;
-    not a silent death by the signal (-15), and no session made."""
+    """SIGTERM (a CI job's timeout) or SIGHUP (the terminal closed) as soon as the process
+    can take it, while the command's modules are still being imported: ``error:
+    interrupted``, exit 130, no traceback; not a silent death by the signal, and no
+    session made."""
     (tmp_path / "loop.toml").write_text(HANG_UP_CONFIG)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loop", *command],
+        [sys.executable, "-c", _HANG_UP_DEFAULT, *command],
         cwd=tmp_path,
         env=ENV,
         stdout=subprocess.PIPE,
@@ -488,10 +498,10 @@ def test_a_sigterm_while_the_command_starts_is_an_interrupt_not_a_death(
         text=True,
     )
     deadline = time.monotonic() + 60
-    while not _catches(proc.pid, signal.SIGTERM):
+    while not _catches(proc.pid, signum):
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.001)
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
@@ -500,14 +510,17 @@ def test_a_sigterm_while_the_command_starts_is_an_interrupt_not_a_death(
     assert not (tmp_path / ".loop/sessions/s").exists()
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGHUP], ids=["SIGINT", "SIGHUP"])
 @pytest.mark.parametrize("gap", [0.0, 0.02, 0.05, 0.2])
-def test_a_second_ctrl_c_still_exits_130_with_no_traceback(tmp_path: Path, gap: float) -> None:
-    """Ctrl-C twice: the second comes during the first one's cleanup or the process's
-    exit. The exit code is 130 (a process killed by SIGINT was seen: -2), never a
-    traceback, and the journal is closed as interrupted."""
+def test_a_second_stop_signal_still_exits_130_with_no_traceback(
+    tmp_path: Path, gap: float, signum: signal.Signals
+) -> None:
+    """Ctrl-C (or a hang-up) twice: the second comes during the first one's cleanup or
+    the process's exit. The exit code is 130 (a process killed by the signal was seen:
+    -2, 129), never a traceback, and the journal is closed as interrupted."""
     (tmp_path / "loop.toml").write_text(HANG_UP_CONFIG)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loop", "run", "-q", "--session-id", "s"],
+        [sys.executable, "-c", _HANG_UP_DEFAULT, "run", "-q", "--session-id", "s"],
         cwd=tmp_path,
         env=ENV,
         stdout=subprocess.PIPE,
@@ -515,9 +528,9 @@ def test_a_second_ctrl_c_still_exits_130_with_no_traceback(tmp_path: Path, gap: 
         text=True,
     )
     _agent_pid(tmp_path, proc)  # type: ignore[arg-type]
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     time.sleep(gap)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, (out, err)
     assert "Traceback" not in err
