@@ -69,7 +69,7 @@ def check_target(path: Path, *, force: bool, append: bool, session_id: str | Non
     existed = path.exists()
     if existed and _written_by_another_run(path):
         raise _another_run(path)
-    if existed and not (force or append):
+    if existed and not (force or append) and not _empty(path):
         raise _exists(path)
     missing = [p for p in (path.parent, *path.parent.parents) if not p.exists()]
     flags = os.O_WRONLY | os.O_NOFOLLOW | (os.O_APPEND if existed else os.O_CREAT | os.O_EXCL)
@@ -85,6 +85,15 @@ def check_target(path: Path, *, force: bool, append: bool, session_id: str | Non
     _remove_folders(missing)
     if existed and append and session_id is not None:
         check_same_session(path, session_id)
+
+
+def _empty(path: Path) -> bool:
+    """Whether ``path`` is an empty file: there is nothing in it to keep (a run killed
+    as it began left it), so a new recording takes it without ``--force``."""
+    try:
+        return path.lstat().st_size == 0 and path.is_file()
+    except OSError:
+        return False
 
 
 def _exists(path: Path) -> InputError:
@@ -230,7 +239,7 @@ def claim_target(path: Path, *, append: bool, force: bool) -> tuple[int, bool]:
     except FileExistsError:
         if _written_by_another_run(path):
             raise _another_run(path) from None
-        if not (append or force):
+        if not (append or force) and not _empty(path):
             raise _exists(path) from None
         fd, created = open_recording(path, flags), False
     try:

@@ -208,6 +208,15 @@ def test_refuses_an_existing_file_unless_forced(tmp_path: Path) -> None:
     Recorder(path, force=True)  # accepted; the file is replaced only when the run starts
 
 
+async def test_an_empty_file_is_taken_without_force(tmp_path: Path) -> None:
+    """An empty file (a run killed as it began left it) holds nothing to keep: a new
+    recording takes it without --force, and replaces nothing."""
+    (tmp_path / "rec.jsonl").write_bytes(b"")
+    path, summary, _ = await record_session(tmp_path)
+    assert summary.iterations > 0
+    assert lines(path)[0]["kind"] == "header" and lines(path)[-1]["kind"] == "footer"
+
+
 def test_refuses_a_folder_and_a_tiny_cap(tmp_path: Path) -> None:
     """A folder as the target, or a cap below the minimum, is bad input."""
     with pytest.raises(InputError, match="is a folder"):
