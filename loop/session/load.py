@@ -60,12 +60,14 @@ __all__ = ["load_session", "resolve_session"]
 
 
 def _journal_of(sessions_dir: Path, sid: str, root: Path | None) -> Path | None:
-    """Session ``sid``'s journal, reached without links from ``root``; ``None``: none."""
+    """Session ``sid``'s journal, reached without links from ``root``; ``None``: none.
+    Something else in its place (a folder, a pipe) is returned, for the reader to refuse
+    naming it."""
     journal = sessions_dir / sid / JOURNAL_NAME
     st = stat_nofollow(journal, root=root or sessions_dir)
     if st is not None and stat.S_ISLNK(st.st_mode):
         raise link_error(journal)
-    return journal if st is not None and stat.S_ISREG(st.st_mode) else None
+    return journal if st is not None else None
 
 
 def resolve_session(target: str | None, sessions_dir: Path, root: Path | None = None) -> Path:

@@ -72,9 +72,11 @@ def validate_session_id(session_id: str) -> str:
 
 
 def _journal_stat(sessions_dir: Path, sid: str, root: Path | None) -> float | None:
-    """The modification time of session ``sid``'s journal, if it is a regular file."""
+    """The modification time of session ``sid``'s journal, if there is one: whatever is
+    there (a link, a folder, a pipe in its place) makes the folder a session, which its
+    readers then refuse naming it, rather than a session that seems not to exist."""
     st = stat_nofollow(sessions_dir / sid / JOURNAL_NAME, root=root or sessions_dir)
-    return st.st_mtime if st is not None and stat.S_ISREG(st.st_mode) else None
+    return st.st_mtime if st is not None else None
 
 
 def latest_session(sessions_dir: Path, *, root: Path | None = None) -> str | None:
@@ -113,9 +115,8 @@ def latest_session(sessions_dir: Path, *, root: Path | None = None) -> str | Non
 def list_sessions(sessions_dir: Path, *, root: Path | None = None) -> list[str]:
     """Every session id, oldest first (by the journal's modification time).
 
-    Only folders with a valid session id and a journal that is a regular file count (a
-    hidden folder is no session: a prune cut short leaves one); links are never
-    followed (from ``root``).
+    Only folders with a valid session id and a journal count (a hidden folder is no
+    session: a prune cut short leaves one); links are never followed (from ``root``).
     """
     found: list[tuple[float, str]] = []
     for entry in list_folder(sessions_dir, root=root or sessions_dir):
@@ -263,6 +264,11 @@ def session_status(
     start = next((r for r in contents.records if isinstance(r, SessionStart)), None)
     state = LoopState() if start is None else fold(contents.records, RouteContext.from_start(start))
     status = _state_of(state.termination, locked=is_locked(paths.lock, root=paths.trusted))
+    if start is None and status != "running":  # a run killed before its first record
+        raise InputError(
+            f"{paths.journal}: holds no session start (a run killed before its first "
+            "record): there is nothing to resume; start a new run"
+        )
     resume = None
     if status not in ("running", "completed", "cancelled"):
         limits = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -47,6 +48,48 @@ def test_sessions_lists_the_others_and_flags_a_corrupt_journal(project: Path) ->
     data = json.loads(loop("sessions", "--json", cwd=project).stdout)
     broken = next(d for d in data if d["session_id"] == "broken")
     assert broken["status"] == "unreadable" and "corrupt journal line" in broken["error"]
+
+
+def _put(journal: Path, what: str, elsewhere: Path) -> None:
+    journal.unlink()
+    if what == "link":
+        journal.symlink_to(elsewhere)
+    elif what == "folder":
+        journal.mkdir()
+    elif what == "fifo":
+        os.mkfifo(journal)
+    else:  # empty: a run killed before its first record
+        journal.write_bytes(b"")
+
+
+@pytest.mark.parametrize("what", ["link", "folder", "fifo", "empty"])
+def test_a_journal_that_cannot_be_read_is_named_not_an_unknown_session(
+    tmp_path: Path, what: str
+) -> None:
+    """A link, a folder or a pipe in a journal's place, or an empty journal: `status`,
+    `show` and `run --resume` name the journal and why (exit 2), never "unknown session"
+    nor a resume that is then refused; `sessions` lists it as unreadable."""
+    for sid in ("demo-one", "demo-two"):
+        assert loop("run", "-q", "--session-id", sid, cwd=tmp_path).returncode == 0
+    journal = tmp_path / ".loop/sessions/demo-one/journal.jsonl"
+    _put(journal, what, tmp_path / "elsewhere.jsonl")
+    why = {
+        "link": "refusing to follow the symbolic link",
+        "folder": "journal.jsonl: not a regular file",
+        "fifo": "journal.jsonl: not a regular file",
+        "empty": "journal.jsonl: holds no session start (a run killed before its first record)",
+    }[what]
+    for args in (["status", "demo-one"], ["show", "demo-one"], ["run", "--resume", "demo-one"]):
+        res = loop(*args, cwd=tmp_path)
+        assert res.returncode == 2, (args, res.stderr)
+        assert "unknown session" not in res.stderr, args
+        if args[0] == "status":  # show names it as a file; a resume, as nothing to resume
+            assert why in res.stderr, (args, res.stderr)
+        assert "journal.jsonl" in res.stderr or args[0] == "run", (args, res.stderr)
+    res = loop("sessions", cwd=tmp_path)
+    rows = {line.split()[0]: line.split()[1] for line in res.stdout.splitlines()[1:]}
+    assert rows == {"demo-one": "unreadable", "demo-two": "completed"}
+    assert why in res.stderr
 
 
 def test_a_unique_prefix_names_a_session_an_ambiguous_one_is_refused(project: Path) -> None:
