@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from loop._fs import link_error, list_folder, read_text, stat_nofollow
 from loop._names import check_name
 from loop._prefix import MIN_PREFIX, matches, shown
-from loop.engine.decide import limits_from
+from loop.engine.decide import check_limits, limits_from
 from loop.engine.journal import read_journal
 from loop.engine.progress import resume_command
 from loop.engine.resume import journaled_limits
@@ -275,7 +275,10 @@ def session_status(
         if start is not None:
             with contextlib.suppress(SessionError):  # no hint beyond a plain resume
                 limits = limits_from(journaled_limits(state, start))
-        resume = resume_command(session_id, state.termination or "interrupted", state, limits)
+        reason = state.termination or "interrupted"
+        if state.termination is None and limits is not None:  # its end lost (a torn line)
+            reason = check_limits(state, limits, state.elapsed) or reason  # a limit reached
+        resume = resume_command(session_id, reason, state, limits)
     taken = (  # what a stopped session had in flight runs again: it is only pending
         {seq: n for n, flight in state.in_flight.items() for seq in flight.triggers}
         if status == "running"

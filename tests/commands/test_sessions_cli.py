@@ -169,3 +169,21 @@ async def test_status_json_and_the_get_session_status_tool_give_one_report(
         assert json.loads(cli.stdout) == tool.structured_content
         if named:
             assert json.loads(cli.stdout)["directory"] == str(project / ".loop/sessions/demo-one")
+
+
+def test_a_session_whose_end_was_torn_off_is_resumed_past_the_limit_it_reached(
+    tmp_path: Path,
+) -> None:
+    """The run reached max_iterations, and its session.end line was cut (a crash as it
+    wrote it): status's resume command raises the limit, as it does when the end is
+    there, since a plain resume would stop again at once."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\nmax_iterations = 2\n[hats.a]\ntriggers = ["task.start", "a.x"]\n'
+        'publishes = ["a.x"]\nbackend = { type = "scripted", outputs = '
+        '["<event topic=\\"a.x\\">1</event>", "<event topic=\\"a.x\\">2</event>"] }\n'
+    )
+    assert loop("run", "-q", "--session-id", "s", cwd=tmp_path).returncode == 3
+    journal = tmp_path / ".loop/sessions/s/journal.jsonl"
+    journal.write_bytes(journal.read_bytes()[:-40])
+    status = json.loads(loop("status", "s", "--json", cwd=tmp_path).stdout)
+    assert status["resume_command"] == "python -m loop run --resume s --max-iterations 4"
