@@ -18,6 +18,7 @@ from typing import Protocol
 
 import structlog
 
+from loop._faults import crash_point
 from loop._fs import make_folders, stat_nofollow
 from loop.backends._process import KILL_GRACE_SECONDS
 from loop.backends.base import Backend
@@ -176,6 +177,7 @@ async def finish_session(engine: Engine, reason: str, *, ended: bool) -> Session
             engine._record(end)
         except SessionError as exc:
             failure = failure or exc
+        crash_point("session.end")  # journaled, not yet told to the recording
         engine._outside.ended = True
         code = failure.exit_code if failure is not None and ended else exit_code_for(reason)
         await engine._publish_own(
