@@ -395,23 +395,26 @@ def _run(args: argparse.Namespace) -> int:
     resume = args.resume is not None
     extra = _recorder(args, config, resumed)  # a recording that cannot be written stops here
     try:
-        if not args.quiet:
-            _announce(config)
-        live = _live(args)
-        options = RunOptions(
-            workdir=config.root,
-            session_id=resumed or args.resume or args.session_id or None,
-            resume=resume,
-            progress=not args.quiet,
-            observer=live.observe if live is not None and args.verbose else None,
-            limit_overrides=limit_overrides(args),
-        )
-        summary = run_async(run_loop, config, options, [*extra, *([live] if live else [])])
+        summary = completed = _completed_recording(config, resumed, extra)
+        if summary is None:
+            if not args.quiet:
+                _announce(config)
+            live = _live(args)
+            options = RunOptions(
+                workdir=config.root,
+                session_id=resumed or args.resume or args.session_id or None,
+                resume=resume,
+                progress=not args.quiet,
+                observer=live.observe if live is not None and args.verbose else None,
+                limit_overrides=limit_overrides(args),
+            )
+            summary = run_async(run_loop, config, options, [*extra, *([live] if live else [])])
     finally:  # the session closed it; one that never started (refused) did not
         for recorder in extra:
             recorder.close()
     lines = [recorder.describe() for recorder in extra]
-    if wants_export(config, summary.reason, flag=args.export_experience):
+    ran = completed is None  # a session that had ended was exported as it ended
+    if ran and wants_export(config, summary.reason, flag=args.export_experience):
         lines.append(_export(config, summary))
     if args.json:
         recording = [asdict(recorder.stats()) for recorder in extra]
@@ -425,6 +428,25 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(render_summary(summary, lines))
     return int(summary.exit_code)
+
+
+def _completed_recording(
+    config: LoadedConfig, resumed: str | None, extra: list[Recorder]
+) -> RunSummary | None:
+    """``run --resume ID --record-session FILE`` on a session that has ended for good
+    (completed or cancelled): FILE, its recording, completed from the journal, and no
+    iteration run (:mod:`loop.session.complete`); the session's summary. ``None``: the
+    session goes on as any resumed one."""
+    if resumed is None or not extra:
+        return None
+    from loop.engine.schedule import schedule_of  # noqa: PLC0415 - resume only
+    from loop.runner import RunOptions, resolve_session  # noqa: PLC0415 - heavy
+    from loop.session.complete import complete_recording  # noqa: PLC0415 - resume only
+
+    paths = resolve_session(
+        config, RunOptions(workdir=config.root, session_id=resumed, resume=True)
+    )
+    return complete_recording(paths, extra[0], parallel=schedule_of(config).parallel)
 
 
 def wants_export(config: LoadedConfig, reason: str, *, flag: bool) -> bool:

@@ -35,6 +35,7 @@ from loop.records import (
 )
 
 __all__ = [
+    "ENDED",
     "LimitOverrides",
     "carried_flags",
     "journaled_limits",
@@ -43,6 +44,8 @@ __all__ = [
 ]
 
 _SETTINGS: TypeAdapter[LimitSettings] = TypeAdapter(LimitSettings)
+
+ENDED = ("completed", "cancelled")  # a session that ended so has ended for good
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +153,7 @@ def resume_records(
     if not isinstance(start, SessionStart):
         raise SessionError("the journal does not start with a session.start record")
     state = fold(records, ctx)
-    if state.termination in ("completed", "cancelled"):
+    if state.termination in ENDED:
         raise SessionError(
             f"session {start.session_id} already {state.termination}; start a new one"
         )

@@ -1,5 +1,6 @@
 """What a resumed run adds to its recording before its own records: the journal's
-records before this run's resume that the file lacks (pure).
+records before this run's resume that the file lacks (pure); and what a session that
+ended for good lacks of its whole journal, its last footer included.
 
 A ``kill -9`` between the journal commit and the recording write, or in the middle of
 that write, loses the record; the journal still has it. A run resumed without
@@ -9,10 +10,15 @@ starts (parallel hats) and its footer are all taken from the journal, so a repla
 applies its limits at the same point. :class:`Held` is what the file holds, by what each
 line shares with its journal record; :func:`missing_lines` is the lines to add, in the
 journal's order. The recorder (:mod:`loop.session.recorder`) reads both and writes them.
+
+A session that completed or was cancelled is never resumed, so the same lines complete
+its recording when a crash came between the journal's ``session.end`` and the footer, or
+when the run that ended it was not recorded (``ended``: every record is taken).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,15 +85,26 @@ class Held:
 
 
 def missing_lines(
-    records: Sequence[JournalRecord], held: Held, session_id: str, parallel: bool
+    records: Sequence[JournalRecord],
+    held: Held,
+    session_id: str,
+    parallel: bool,
+    *,
+    ended: bool = False,
 ) -> list[RecordingRecord | IterationEnd]:
     """The lines the file lacks of the journal's ``records`` before this run's resume (its
     own resume and override are the journal's last: this run records them as it runs),
     in the journal's order; ``parallel``: the session's hats may run at once (only then
-    are starts lines)."""
+    are starts lines); ``ended``: the session has ended for good and no run of it is to
+    be recorded, so every record counts, to the last ``session.end`` (a file that holds
+    its footer lacks nothing: what it left out before, its size cap did)."""
+    ends = [r.ts for r in records if isinstance(r, SessionEnd)]
+    if ended and ends and ends[-1] in held.footers:
+        return []
     resumes = [i for i, r in enumerate(records) if isinstance(r, Resume)]
-    earlier = records[: resumes[-1]] if resumes else records
-    bounds = [r.ts for r in records if isinstance(r, Resume)][1:]  # each resume's end
+    earlier = records[: resumes[-1]] if resumes and not ended else records
+    # each resume's end: the next one's, and the last one's never (a session that ended)
+    bounds = [*(r.ts for r in records if isinstance(r, Resume)), math.inf][1:]
     out: list[RecordingRecord | IterationEnd] = []
     run = 0  # the lines backfilled for the run of the record at hand (its footer's count)
     for record in earlier:

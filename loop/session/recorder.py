@@ -10,7 +10,8 @@ the end. A crash leaves at most a torn last line, and the lines a crash kept fro
 file are backfilled from the journal when the session resumes, with everything a run
 that was not recorded did (a resume without ``--record-session``): its ``resumed``
 marker, its ``override``, its iterations and ``published`` and ``start`` lines, and its
-footer, each encoded as the live run encodes it.
+footer, each encoded as the live run encodes it. A session that has ended for good gets
+the same lines, to its last footer, from :meth:`Recorder.complete`, with no run at all.
 
 Guarantees:
 
@@ -40,7 +41,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -70,6 +71,8 @@ from loop.records import (
     EventsPublished,
     IterationEnd,
     IterationStart,
+    JournalRecord,
+    SessionStart,
     encode_record,
 )
 from loop.redact import Redactor, redact_line
@@ -534,11 +537,52 @@ class Recorder(Extension):
                 error=str(exc),
             )
             return
-        for line in missing_lines(records, held, started.start.session_id, started.parallel):
+        self._put_missing(missing_lines(records, held, started.start.session_id, started.parallel))
+
+    def _put_missing(self, lines: Sequence[RecordingRecord | IterationEnd]) -> None:
+        """Record the lines taken from the journal, in its order."""
+        for line in lines:
             if isinstance(line, IterationEnd):  # not only past the last one: parallel
                 self._record_iteration(line)  # hats commit out of their numbers' order
             else:
                 self._put(line)
+
+    def complete(
+        self, records: Sequence[JournalRecord], session_id: str, *, parallel: bool
+    ) -> int | None:
+        """Complete the recording of session ``session_id``, which has ended for good
+        (completed or cancelled: no run will record it again), from its journal's
+        ``records``: the lines the file lacks, to the last footer, taken as a resume
+        takes them, with no ``resumed`` marker (no run takes the session over). For a
+        recorder made with ``append``; the caller closes it.
+
+        Returns:
+            The number of lines the file lacked (0: it is whole, and nothing is written),
+            or ``None`` when the file holds no recording of that session.
+
+        Raises:
+            InputError: the file cannot be claimed, prepared or read.
+        """
+        self.claim()
+        assert self._fd is not None  # claim() opened it or raised
+        try:
+            self.bytes = prepare_target(self._fd, self.path, append=self.append, force=self.force)
+            self._ready = True
+            if self.bytes == 0 or not self._same_session(session_id):
+                return None
+            held = self._recorded()
+        except OSError as exc:
+            raise InputError(
+                f"{self.path}: cannot complete the recording: {exc.strerror or exc}"
+            ) from None
+        start = records[0] if records else None
+        if self.redactor is not None and isinstance(start, SessionStart):
+            self.redactor.learn_from_config(start.config)  # as a run learns them
+        missing = missing_lines(records, held, session_id, parallel, ended=True)
+        self._put_missing(missing)
+        self._footer_written = True  # the journal's, taken above
+        self.flush()
+        return len(missing)
 
     def committed(self, record: IterationEnd) -> None:
         """Record an iteration the engine just committed."""
