@@ -146,11 +146,13 @@ def test_hat_stats_add_what_backends_reported() -> None:
     assert {s.hat: s.failed for s in hat_stats(view)} == {"counter": 0, "checker": 1}
 
 
-def test_resolve_prefers_a_file_then_an_id(tmp_path: Path) -> None:
+def test_resolve_prefers_a_file_then_an_id(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A file or a session folder by path; otherwise a session id in the sessions folder;
     an id that is not a plain name is just a missing file."""
     sessions = tmp_path / "sessions"
     (sessions / "s1").mkdir(parents=True)
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")  # ../x is in tmp_path, where nothing is
     (sessions / "s1" / "journal.jsonl").write_text("{}\n", encoding="utf-8")
     assert resolve_session("s1", sessions) == sessions / "s1" / "journal.jsonl"
     assert resolve_session(str(sessions / "s1"), sessions) == sessions / "s1" / "journal.jsonl"
