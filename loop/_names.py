@@ -19,6 +19,7 @@ __all__ = [
     "check_name",
     "check_path",
     "inside_root",
+    "path_problem",
     "safe_join",
 ]
 
@@ -63,24 +64,35 @@ def check_name(part: str, what: str = "name", *, max_bytes: int = NAME_MAX_BYTES
 def check_path(raw: str, what: str = "path") -> str:
     """Refuse a path from input that no file system call could take; return it unchanged.
 
-    Refused: empty, NUL, a component over 255 bytes, more than 4095 bytes in all.
+    Refused: empty, NUL, a component over 255 bytes, more than 4095 bytes in all (see
+    :func:`path_problem`).
 
     Raises:
-        PathError: one line saying what is wrong.
+        PathError: one line saying what is wrong, naming ``what``.
     """
+    problem = path_problem(raw)
+    if problem is not None:
+        raise PathError(f"{what} {problem}")
+    return raw
+
+
+def path_problem(raw: str) -> str | None:
+    """What makes ``raw`` a path no file system call could take, in words that follow
+    its name (``must not contain NUL``), or ``None``: the one rule of :func:`check_path`,
+    for a caller that names the path its own way (a ``loop.toml`` setting)."""
     if not isinstance(raw, str) or raw == "":
-        raise PathError(f"{what} must not be empty")
+        return "must not be empty"
     if "\x00" in raw:
-        raise PathError(f"{what} must not contain NUL")
+        return "must not contain NUL"
     if _size(raw) > PATH_MAX_BYTES:
-        raise PathError(f"{what} is too long: {_size(raw)} bytes, at most {PATH_MAX_BYTES}")
+        return f"is too long: {_size(raw)} bytes, at most {PATH_MAX_BYTES}"
     for part in raw.split("/"):
         if _size(part) > COMPONENT_MAX_BYTES:
-            raise PathError(
-                f"{what} has a name of {_size(part)} bytes ({part[:40]!r}...); "
+            return (
+                f"has a name of {_size(part)} bytes ({part[:40]!r}...); "
                 f"at most {COMPONENT_MAX_BYTES}"
             )
-    return raw
+    return None
 
 
 def safe_join(root: Path, *parts: str, what: str = "name") -> Path:

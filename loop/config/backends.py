@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from loop.config.sections import Strict
+from loop.config.sections import PathSetting, Strict
 from loop.events import topic_matches
 
 __all__ = [
@@ -38,7 +38,7 @@ class ScriptedConfig(Strict):
 
     type: Literal["scripted"] = "scripted"
     outputs: list[str] = Field(default_factory=list)
-    outputs_file: str | None = Field(
+    outputs_file: PathSetting | None = Field(
         default=None, description="a JSON file holding a list of outputs (relative to the hat file)"
     )
 

@@ -10,10 +10,19 @@ tables validated too (:mod:`loop.config.settings` reads both).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    field_validator,
+    model_validator,
+)
 
+from loop._names import path_problem
 from loop.events import is_valid_topic
 from loop.locations import (
     DEFAULT_EXPERIENCES_DIR,
@@ -28,12 +37,25 @@ __all__ = [
     "ExperienceSection",
     "LoopSection",
     "McpSection",
+    "PathSetting",
     "ProjectFile",
     "RecordingSection",
     "Strict",
     "TasksSection",
     "ThemesSection",
 ]
+
+
+def _path(value: str) -> str:
+    problem = path_problem(value)
+    if problem is not None:  # explained as the file and the key: loop.sessions_dir: ...
+        raise ValueError(problem)
+    return value
+
+
+# A path setting (a folder, a file): one no system call takes (empty, a NUL, a name over
+# 255 bytes) is refused as the file loads, naming the key, before any command uses it.
+PathSetting = Annotated[str, AfterValidator(_path)]
 
 
 class Strict(BaseModel):
@@ -49,7 +71,7 @@ class LoopSection(Strict):
     completion rules and the budgets."""
 
     prompt: str | None = None
-    prompt_file: str | None = None
+    prompt_file: PathSetting | None = None
     starting_event: str = DEFAULT_STARTING_EVENT
     completion_event: str = DEFAULT_COMPLETION_EVENT
     max_iterations: int = Field(default=50, ge=1)
@@ -66,10 +88,10 @@ class LoopSection(Strict):
     cancellation_event: str | None = None
     strict_publishes: bool = False
     guardrails: list[str] = Field(default_factory=list)
-    hats: list[str] = Field(default_factory=list)
+    hats: list[PathSetting] = Field(default_factory=list)
     fallback_hat: str | None = None
     durable: bool = True
-    sessions_dir: str = DEFAULT_SESSIONS_DIR
+    sessions_dir: PathSetting = DEFAULT_SESSIONS_DIR
 
     @field_validator("starting_event", "completion_event", "cancellation_event")
     @classmethod
@@ -103,7 +125,7 @@ class TasksSection(Strict):
     """``[tasks]``: the task store the loop and its agents share."""
 
     enabled: StrictBool | None = Field(default=None, description=ENABLED_HELP)
-    file: str = DEFAULT_TASKS_FILE
+    file: PathSetting = DEFAULT_TASKS_FILE
     block_completion: bool = True
 
 
@@ -111,14 +133,14 @@ class ThemesSection(Strict):
     """``[themes]``: the theme workspace; every iteration is a heartbeat."""
 
     enabled: StrictBool | None = Field(default=None, description=ENABLED_HELP)
-    workspace: str = DEFAULT_WORKSPACE
+    workspace: PathSetting = DEFAULT_WORKSPACE
 
 
 class ExperienceSection(Strict):
     """``[experience]``: where experiences are exported."""
 
     enabled: StrictBool | None = Field(default=None, description=ENABLED_HELP)
-    base_directory: str = DEFAULT_EXPERIENCES_DIR
+    base_directory: PathSetting = DEFAULT_EXPERIENCES_DIR
     export_on_complete: bool = False
 
 

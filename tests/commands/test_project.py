@@ -271,9 +271,9 @@ def test_the_sessions_folder_outside_the_project_written_with_dotdot(tmp_path: P
 
 
 REFUSED_AS = {
-    "flag": "--tasks-file",
-    "variable": "LOOP_WORKSPACE",
-    "loop.toml": "[themes] workspace in loop.toml",
+    "flag": "invalid_path: --tasks-file",
+    "variable": "invalid_path: LOOP_WORKSPACE",
+    "loop.toml": "config_error: {toml}: themes.workspace:",
 }
 
 
@@ -285,7 +285,7 @@ def test_a_path_no_system_call_takes_names_the_flag_or_setting(
     given: str,
 ) -> None:
     """A refused path of the person's says where it was set: the flag, the variable or
-    the loop.toml setting."""
+    the loop.toml setting (refused as the file loads, as every key of it is)."""
     monkeypatch.chdir(tmp_path)
     for name in ("FILE_PATH", "LOOP_WORKSPACE"):
         monkeypatch.delenv(name, raising=False)
@@ -297,4 +297,5 @@ def test_a_path_no_system_call_takes_names_the_flag_or_setting(
         (tmp_path / "loop.toml").write_text(f'[themes]\nworkspace = "{long}"\n', encoding="utf-8")
     assert _main(*argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: invalid_path: {REFUSED_AS[given]} has a name of 300 bytes")
+    said = REFUSED_AS[given].format(toml=tmp_path / "loop.toml")
+    assert err.startswith(f"error: {said} has a name of 300 bytes")
