@@ -3,6 +3,7 @@ sessions folder."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loop._fs import require_folder
+from loop._names import check_path
 from loop.errors import InputError
 from loop.locations import DEFAULT_SESSIONS_DIR
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SESSIONS_DIR_HELP",
+    "add_path_argument",
     "check_output_file",
     "print_json",
     "report_checks",
@@ -83,6 +86,21 @@ def run_interruptible(func: Callable[..., Any], *args: Any) -> Any:
     if stopped:
         raise KeyboardInterrupt
     return result
+
+
+def add_path_argument(
+    parser: argparse._ActionsContainer, *names: str, **kwargs: Any
+) -> argparse.Action:
+    """``parser.add_argument(*names, **kwargs)`` for a path (a file, a folder), checked as
+    it is parsed: one no system call takes (empty, a NUL, a name over 255 bytes) is an
+    ``invalid_path`` error of one line naming the option (or the argument's metavar),
+    before any command touches the file system (:func:`loop._names.check_path`)."""
+    shown = names[0] if names[0].startswith("-") else kwargs.get("metavar") or names[0]
+
+    def checked(raw: str) -> str:  # a PathError passes argparse's type handling as it is
+        return check_path(raw, shown)
+
+    return parser.add_argument(*names, type=checked, **kwargs)
 
 
 def check_output_file(path: Path, option: str) -> None:

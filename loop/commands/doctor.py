@@ -8,7 +8,7 @@ import argparse
 from dataclasses import asdict
 from pathlib import Path
 
-from loop.commands.common import print_json
+from loop.commands.common import add_path_argument, print_json
 from loop.commands.run import add_config_options, load_from_args
 from loop.exits import EXIT_OK, EXIT_USAGE
 from loop.session.preflight import preflight
@@ -27,8 +27,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "Exit 0 when no check failed, 2 when one did. `run` does the same first.",
     )
     add_config_options(p)
-    p.add_argument(
-        "--record-session", metavar="FILE", help="also check that this recording can be written"
+    add_path_argument(
+        p, "--record-session", metavar="FILE", help="also check that this recording can be written"
     )
     p.add_argument("--json", action="store_true", help="the checks as JSON")
     p.set_defaults(handler=_doctor)

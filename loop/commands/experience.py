@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from loop._names import check_path
+from loop.commands.common import add_path_argument
 from loop.commands.tools import (
     add_context_options,
     add_tool_group,
@@ -164,12 +165,13 @@ def register_export(subparsers: Any) -> None:
         description="Export a loop session (a folder with journal.jsonl, or a session id "
         "under --sessions-dir) as experiences/experience_<session_id>/.",
     )
-    p.add_argument(
+    p.add_argument(  # checked in the handler: a refusal is a tool error (--json too)
         "session",
         metavar="SESSION",
         help="a session folder, a session id (or a unique prefix of one), or latest",
     )
-    p.add_argument(
+    add_path_argument(
+        p,
         "--sessions-dir",
         metavar="DIR",
         help="where session ids are looked up (default: [loop] sessions_dir of the "

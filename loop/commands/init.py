@@ -23,6 +23,7 @@ from typing import Any
 
 from loop._fs import write_new_file
 from loop.cli import prog_name
+from loop.commands.common import add_path_argument
 from loop.config import preset_dir, preset_names
 from loop.config.backends import CLI_BACKENDS, stand_in_outputs
 from loop.config.ralph import RalphConversion, convert_ralph
@@ -139,7 +140,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("init", help="write a loop.toml and hat files to start from")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--preset", default="default", help=f"one of: {', '.join(preset_names())}")
-    source.add_argument(
+    add_path_argument(
+        source,
         "--from-ralph",
         metavar="RALPH_YML",
         help="convert a Ralph Orchestrator configuration or preset (needs PyYAML: "
@@ -150,7 +152,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         choices=BACKENDS,
         help="every hat's backend (replaces the preset's [backend] and per-hat backends)",
     )
-    p.add_argument("--dir", default=".", help="where to write (default: here)")
+    add_path_argument(p, "--dir", default=".", help="where to write (default: here)")
     p.set_defaults(handler=_init)
 
 

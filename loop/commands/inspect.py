@@ -12,6 +12,7 @@ import shutil
 import sys
 from typing import Any
 
+from loop.commands.common import add_path_argument
 from loop.commands.sessions import SESSIONS_DIR_HELP, sessions_root
 from loop.errors import UsageError
 from loop.events import is_valid_pattern
@@ -53,10 +54,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "or with --iteration N that iteration's prompt, output, events, tool calls and "
         "timings. Reads a session id, a journal or a recording.",
     )
-    s.add_argument("target", nargs="?", metavar="ID|FILE", help=TARGET_HELP)
+    add_path_argument(s, "target", nargs="?", metavar="ID|FILE", help=TARGET_HELP)
     s.add_argument("--iteration", "-i", type=int, metavar="N", help="one iteration in full")
     s.add_argument("--json", action="store_true", help="the same as JSON")
-    s.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_path_argument(s, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     s.set_defaults(handler=_show)
 
     e = sub.add_parser(
@@ -66,14 +67,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "that published each (0: the loop, before the first), its hat, topic, source, "
         "the iteration that ran on it, and the payload.",
     )
-    e.add_argument("target", nargs="?", metavar="ID|FILE", help=TARGET_HELP)
+    add_path_argument(e, "target", nargs="?", metavar="ID|FILE", help=TARGET_HELP)
     e.add_argument(
         "--topic", metavar="PATTERN", help="only topics matching PATTERN ('*' = one segment)"
     )
     e.add_argument("--hat", metavar="HAT", help="only events published in HAT's iterations")
     e.add_argument("--iteration", "-i", type=int, metavar="N", help="only iteration N's events")
     e.add_argument("--json", action="store_true", help="JSON lines, one event per line")
-    e.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_path_argument(e, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     e.set_defaults(handler=_events)
 
 

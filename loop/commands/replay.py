@@ -20,7 +20,7 @@ from typing import TextIO
 
 from loop._fs import atomic_write
 from loop._log import live_line_allowed
-from loop.commands.common import check_output_file, run_interruptible
+from loop.commands.common import add_path_argument, check_output_file, run_interruptible
 from loop.commands.replay_suite import (
     InOrder,
     ReplayJob,
@@ -49,8 +49,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "4 when one diverged, 2 on bad input, 1 when a worker process died, 130 when "
         "interrupted.",
     )
-    p.add_argument(
-        "paths", nargs="+", metavar="FILE|DIR", help="recordings, or folders of *.jsonl recordings"
+    add_path_argument(
+        p,
+        "paths",
+        nargs="+",
+        metavar="FILE|DIR",
+        help="recordings, or folders of *.jsonl recordings",
     )
     p.add_argument(
         "-j",
@@ -66,7 +70,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="replay only shard K of N (1 <= K <= N): every N-th recording from the K-th, "
         "in the order they are listed (for a CI matrix of N machines)",
     )
-    p.add_argument(
+    add_path_argument(
+        p,
         "--junit",
         "--junit-xml",
         dest="junit",

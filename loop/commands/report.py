@@ -28,7 +28,7 @@ from typing import Any
 from loop._fs import atomic_write
 from loop._text import iterations_were
 from loop._version import __version__
-from loop.commands.common import check_output_file
+from loop.commands.common import add_path_argument, check_output_file
 from loop.commands.inspect import TARGET_HELP, load_target
 from loop.commands.report_svg import fmt_seconds, graph_svg, timeline_svg
 from loop.commands.sessions import SESSIONS_DIR_HELP
@@ -61,14 +61,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "per hat, the hat graph with the events that flowed, cost and tokens per hat, "
         "failures and limits, and every iteration's prompt, output and events.",
     )
-    p.add_argument("target", nargs="?", metavar="ID|FILE", help=TARGET_HELP)
-    p.add_argument(
+    add_path_argument(p, "target", nargs="?", metavar="ID|FILE", help=TARGET_HELP)
+    add_path_argument(
+        p,
         "-o",
         "--output",
         metavar="FILE",
         help="where to write it (default: <session id>.html in the current folder)",
     )
-    p.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_path_argument(p, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     p.set_defaults(handler=_report)
 
 

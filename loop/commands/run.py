@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from loop._log import live_line_allowed, log_format, use_colors
 from loop.cli import prog_name
-from loop.commands.common import print_json, report_checks, run_async
+from loop.commands.common import add_path_argument, print_json, report_checks, run_async
 from loop.config import load_config
 from loop.config.backends import CLI_BACKENDS
 from loop.engine.progress import render_summary
@@ -31,13 +31,15 @@ __all__ = ["add_config_options", "register", "wants_export"]
 def add_config_options(p: argparse.ArgumentParser) -> None:
     """The options that choose and override the configuration."""
     g = p.add_argument_group("configuration (flags override loop.toml)")
-    g.add_argument(
+    add_path_argument(
+        g,
         "--config",
         "-c",
         metavar="PATH",
         help="config file (default: loop.toml here or in a parent folder, else the built-in demo)",
     )
-    g.add_argument(
+    add_path_argument(
+        g,
         "--hats",
         metavar="PATH",
         action="append",
@@ -45,7 +47,8 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
     )
     given = g.add_mutually_exclusive_group()
     given.add_argument("--prompt", help="the objective (overrides [loop] prompt and prompt_file)")
-    given.add_argument(
+    add_path_argument(
+        given,
         "--prompt-file",
         metavar="PATH",
         help="read the objective from a file (overrides [loop] prompt and prompt_file)",
@@ -225,7 +228,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="continue a stopped session (default: the most recent one)",
     )
     r = p.add_argument_group("recording")
-    r.add_argument("--record-session", metavar="FILE", help="record the session as JSONL")
+    add_path_argument(r, "--record-session", metavar="FILE", help="record the session as JSONL")
     r.add_argument(
         "--record-max-bytes",
         type=_record_cap,

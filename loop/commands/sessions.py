@@ -8,7 +8,12 @@ import time
 from typing import Any
 
 from loop._text import iterations_text, iterations_were
-from loop.commands.common import SESSIONS_DIR_HELP, print_json, sessions_root
+from loop.commands.common import (
+    SESSIONS_DIR_HELP,
+    add_path_argument,
+    print_json,
+    sessions_root,
+)
 from loop.engine.progress import spent_text
 from loop.errors import UsageError
 from loop.exits import EXIT_USAGE
@@ -32,7 +37,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="ID",
         help="a session id or a unique prefix of one (default: the most recent)",
     )
-    p.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_path_argument(p, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--follow",
@@ -52,7 +57,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="every session with its state",
         description="Every session with its state; `sessions prune` removes old ones.",
     )
-    s.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_path_argument(s, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=_sessions)
     s_sub = s.add_subparsers(dest="sessions_command", metavar="COMMAND")
@@ -71,7 +76,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--keep", type=int, metavar="N", help="keep the N most recent sessions whatever their age"
     )
     pr.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
-    pr.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_path_argument(pr, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     pr.add_argument("--json", action="store_true")
     pr.set_defaults(handler=_prune)
 

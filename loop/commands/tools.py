@@ -28,6 +28,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic.fields import FieldInfo
 
 from loop import _json
+from loop.commands.common import add_path_argument
 from loop.config.project import project_root
 from loop.config.settings import tool_settings_from_project
 from loop.errors import LoopError, UsageError
@@ -102,17 +103,20 @@ def _json_arg(raw: str) -> Any:
 def add_context_options(parser: argparse.ArgumentParser) -> None:
     """The options that say where tool files live (they override env and config)."""
     group = parser.add_argument_group("where the files live")
-    group.add_argument(
+    add_path_argument(
+        group,
         "--tasks-file",
         metavar="PATH",
         help="tasks JSON file (default: $FILE_PATH, [tasks] file, .loop/tasks.json)",
     )
-    group.add_argument(
+    add_path_argument(
+        group,
         "--workspace",
         metavar="DIR",
         help="theme workspace (default: $LOOP_WORKSPACE, [themes] workspace, .loop/works)",
     )
-    group.add_argument(
+    add_path_argument(
+        group,
         "--experiences-dir",
         metavar="DIR",
         help="experiences base folder (default: $LOOP_EXPERIENCES_DIR, "

@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 import anyio
 
 from loop._log import live_line_allowed, use_colors
-from loop.commands.common import SESSIONS_DIR_HELP, run_interruptible, sessions_root
+from loop.commands.common import (
+    SESSIONS_DIR_HELP,
+    add_path_argument,
+    run_interruptible,
+    sessions_root,
+)
 from loop.commands.live import LiveView
 from loop.engine.collect import EVENTS_FILE_NAME
 from loop.engine.lifecycle import spent
@@ -72,7 +77,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="ID",
         help="default: the most recent; a session that does not exist yet is waited for",
     )
-    p.add_argument("--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_path_argument(p, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
     add_color_option(p)
     p.add_argument("--json", action="store_true", help="the journal's records, as JSON lines")
     p.set_defaults(handler=watch)

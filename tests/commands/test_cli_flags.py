@@ -68,7 +68,7 @@ def test_an_empty_or_unreadable_objective_from_a_flag_is_the_flags_error(
         (["--prompt", "  "], "--prompt: empty objective"),
         (["--prompt-file", "blank.md"], "--prompt-file blank.md: empty objective"),
         (["--prompt-file", "latin1.md"], "--prompt-file latin1.md: not UTF-8 text (byte 3)"),
-        (["--record-session", ""], "--record-session: empty file name"),
+        (["--record-session", ""], "--record-session must not be empty"),
         (["--record-session", " ", "--force"], "--record-session: empty file name"),
     ):
         res = loop("run", "-q", *argv, cwd=tmp_path)

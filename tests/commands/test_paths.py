@@ -1,9 +1,10 @@
-"""A person's path that no system call takes, from a loop.toml setting: every command
-refuses it in one line naming where it was set (exit 2), before it touches the file
-system."""
+"""A person's path that no system call takes, from a flag or a loop.toml setting: every
+command refuses it in one line naming where it was set (exit 2), before it touches the
+file system."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,50 @@ def test_a_bad_path_setting_is_refused_by_run_and_doctor(
     project = _project(tmp_path, table, key, value)
     argv = ["run", "-q"] if command == "run" else ["doctor"]
     _refused(argv, project, f"{project / 'loop.toml'}: {table}.{key}: {problem}")
+
+
+# a path flag and the arguments around it: every path a command takes from its arguments
+FLAGS: list[tuple[str, Callable[[str], list[str]]]] = [
+    ("--config", lambda p: ["run", "-q", "--config", p]),
+    ("--prompt-file", lambda p: ["run", "-q", "--prompt-file", p]),
+    ("--record-session", lambda p: ["run", "-q", "--record-session", p]),
+    ("--record-session", lambda p: ["run", "-q", "--no-preflight", "--record-session", p]),
+    ("--hats", lambda p: ["run", "-q", "--hats", p]),
+    ("--config", lambda p: ["doctor", "--config", p]),
+    ("--record-session", lambda p: ["doctor", "--record-session", p]),
+    ("--sessions-dir", lambda p: ["sessions", "--sessions-dir", p]),
+    ("--sessions-dir", lambda p: ["sessions", "prune", "--keep", "1", "--sessions-dir", p]),
+    ("--sessions-dir", lambda p: ["status", "--sessions-dir", p]),
+    ("--sessions-dir", lambda p: ["watch", "--sessions-dir", p]),
+    ("--sessions-dir", lambda p: ["show", "x", "--sessions-dir", p]),
+    ("--sessions-dir", lambda p: ["events", "x", "--sessions-dir", p]),
+    ("--sessions-dir", lambda p: ["export", "x", "--sessions-dir", p]),
+    ("ID|FILE", lambda p: ["show", p]),
+    ("ID|FILE", lambda p: ["events", p]),
+    ("ID|FILE", lambda p: ["report", p]),
+    ("-o", lambda p: ["report", "x", "--sessions-dir", ".", "-o", p]),
+    ("FILE|DIR", lambda p: ["replay", p]),
+    ("--junit", lambda p: ["replay", "r.jsonl", "--junit", p]),
+    ("--dir", lambda p: ["init", "--dir", p]),
+    ("--from-ralph", lambda p: ["init", "--from-ralph", p]),
+    ("--config", lambda p: ["mcp", "--config", p]),
+]
+
+
+@pytest.mark.parametrize(("flag", "argv"), FLAGS, ids=[" ".join(a("P")) for _, a in FLAGS])
+@pytest.mark.parametrize("name", ["long", "empty"])
+def test_a_path_flag_no_system_call_takes_is_refused_naming_it(
+    tmp_path: Path, flag: str, argv: Callable[[str], list[str]], name: str
+) -> None:
+    """A path argument with a 300-byte name, or empty: exit 2, one line naming the flag
+    (or the argument), before anything is read or written."""
+    _project(tmp_path, "loop", "max_iterations", "1")
+    path, said = (f"{LONG}.jsonl", "has a name of 306 bytes") if name == "long" else ("", "")
+    res = loop(*argv(path), cwd=tmp_path)
+    assert "Traceback" not in res.stderr, res.stderr
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    expected = f"{flag} {said}" if name == "long" else f"{flag} must not be empty"
+    assert lines[0].startswith(f"error: {expected}"), lines[0]
+    assert [p.name for p in tmp_path.iterdir()] == ["loop.toml"]
