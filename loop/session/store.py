@@ -24,7 +24,7 @@ from loop._prefix import MIN_PREFIX, matches, shown
 from loop.engine.decide import check_limits, limits_from
 from loop.engine.journal import read_journal
 from loop.engine.progress import resume_command
-from loop.engine.resume import journaled_limits
+from loop.engine.resume import ENDED, journaled_limits
 from loop.engine.session_dir import JOURNAL_NAME, LATEST, SessionPaths, is_locked
 from loop.engine.state import LoopState, RouteContext, fold
 from loop.errors import InputError, LoopError, PathError, SessionError
@@ -277,7 +277,9 @@ def session_status(
                 limits = limits_from(journaled_limits(state, start))
         reason = state.termination or "interrupted"
         if state.termination is None and limits is not None:  # its end lost (a torn line)
-            reason = check_limits(state, limits, state.elapsed) or reason  # a limit reached
+            reached = check_limits(state, limits, state.elapsed)
+            if reached is not None and reached not in ENDED:  # a limit: the resume raises it
+                reason = reached  # (a completion still needs the resume to journal it)
         resume = resume_command(session_id, reason, state, limits)
     taken = (  # what a stopped session had in flight runs again: it is only pending
         {seq: n for n, flight in state.in_flight.items() for seq in flight.triggers}
