@@ -690,15 +690,7 @@ def test_a_fifo_given_as_a_recording_is_refused_not_waited_on(
     """A named pipe where a recording or journal is expected: one line naming it, exit 2,
     at once (an open that waited for a writer would hang a CI job for ever)."""
     os.mkfifo(tmp_path / "p.jsonl")
-    res = subprocess.run(
-        [sys.executable, "-m", "loop", *args],
-        cwd=tmp_path,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    res = loop(*args, cwd=tmp_path)
     assert res.returncode == 2
     said = res.stdout if args[0] == "replay" else res.stderr
     assert "p.jsonl: cannot read: not a regular file (a pipe, a socket or a device)" in said
