@@ -30,6 +30,7 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "HELP",
+    "REASONS_FINAL",
     "REASON_COMPLETED",
     "REASON_EXIT",
     "exit_code_for",
@@ -44,6 +45,9 @@ EXIT_INTERRUPTED = 130
 
 # The termination reason of a loop that saw its completion event.
 REASON_COMPLETED = "completed"
+
+# The termination reasons of a session that has ended for good: it is never resumed.
+REASONS_FINAL = (REASON_COMPLETED, "cancelled")
 
 # Termination reasons (the journal's session.end) and the exit code each ends with.
 REASON_EXIT: dict[str, int] = {

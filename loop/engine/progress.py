@@ -22,7 +22,7 @@ from loop.engine.lifecycle import (
 )
 from loop.engine.state import HatUsage, LoopState
 from loop.events import Event
-from loop.exits import exit_code_for
+from loop.exits import REASONS_FINAL, exit_code_for
 from loop.extensions import Extension
 from loop.records import IterationEnd
 
@@ -87,15 +87,12 @@ class RunSummary:
         )
 
 
-_DONE = ("completed", "cancelled")  # reasons a session cannot be resumed from
-
-
 def _state_notes(state: LoopState, reason: str) -> list[str]:
     """What the state says of how the run ended: the iterations its end cut short, a
     completion refused (why the loop went on until a limit), and the failure that ended a
     run of failures."""
     notes = []
-    done = reason in _DONE
+    done = reason in REASONS_FINAL
     if state.in_flight:
         numbers = sorted(state.in_flight)
         hats = sorted({state.in_flight[n].hat for n in numbers})
@@ -139,7 +136,7 @@ def resume_command(
     Limits keep on counting across a resume (iterations, failures in a row, spend), so
     the hint raises the limit above what was reached, not to a fresh allowance.
     """
-    if reason in _DONE:
+    if reason in REASONS_FINAL:
         return None
     flag = ""
     if limits is None:

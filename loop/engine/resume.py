@@ -24,6 +24,7 @@ from loop.config import LoadedConfig
 from loop.config.models import snapshot_limits
 from loop.engine.state import LoopState, RouteContext, fold
 from loop.errors import InputError, SessionError
+from loop.exits import REASONS_FINAL
 from loop.records import (
     FlagValue,
     JournalRecord,
@@ -35,7 +36,6 @@ from loop.records import (
 )
 
 __all__ = [
-    "ENDED",
     "LimitOverrides",
     "carried_flags",
     "journaled_limits",
@@ -44,8 +44,6 @@ __all__ = [
 ]
 
 _SETTINGS: TypeAdapter[LimitSettings] = TypeAdapter(LimitSettings)
-
-ENDED = ("completed", "cancelled")  # a session that ended so has ended for good
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +151,7 @@ def resume_records(
     if not isinstance(start, SessionStart):
         raise SessionError("the journal does not start with a session.start record")
     state = fold(records, ctx)
-    if state.termination in ENDED:
+    if state.termination in REASONS_FINAL:
         raise SessionError(
             f"session {start.session_id} already {state.termination}; start a new one"
         )

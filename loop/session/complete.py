@@ -15,10 +15,10 @@ from __future__ import annotations
 from loop._fs import stat_nofollow
 from loop.engine.journal import read_journal
 from loop.engine.progress import RunSummary
-from loop.engine.resume import ENDED
 from loop.engine.session_dir import SessionLock, SessionPaths
 from loop.engine.state import RouteContext, fold
 from loop.errors import LoopError, SessionError
+from loop.exits import REASONS_FINAL
 from loop.records import SessionStart
 from loop.session.recorder import Recorder
 
@@ -56,7 +56,7 @@ def complete_recording(
             return None
         state = fold(records, RouteContext.from_start(start))
         reason = state.termination
-        if reason not in ENDED:
+        if reason not in REASONS_FINAL:
             return None
         added = recorder.complete(records, start.session_id, parallel=parallel)
     finally:

@@ -24,11 +24,11 @@ from loop._prefix import MIN_PREFIX, matches, shown
 from loop.engine.decide import check_limits, limits_from
 from loop.engine.journal import read_journal
 from loop.engine.progress import resume_command
-from loop.engine.resume import ENDED, journaled_limits
+from loop.engine.resume import journaled_limits
 from loop.engine.session_dir import JOURNAL_NAME, LATEST, SessionPaths, is_locked
 from loop.engine.state import LoopState, RouteContext, fold
 from loop.errors import InputError, LoopError, PathError, SessionError
-from loop.exits import EXIT_LIMIT, exit_code_for
+from loop.exits import EXIT_LIMIT, REASONS_FINAL, exit_code_for
 from loop.records import IterationEnd, JournalRecord, Resume, SessionEnd, SessionStart
 
 __all__ = [
@@ -270,7 +270,7 @@ def session_status(
             "record): there is nothing to resume; start a new run"
         )
     resume = None
-    if status not in ("running", "completed", "cancelled"):
+    if status != "running" and status not in REASONS_FINAL:
         limits = None
         if start is not None:
             with contextlib.suppress(SessionError):  # no hint beyond a plain resume
@@ -278,7 +278,9 @@ def session_status(
         reason = state.termination or "interrupted"
         if state.termination is None and limits is not None:  # its end lost (a torn line)
             reached = check_limits(state, limits, state.elapsed)
-            if reached is not None and reached not in ENDED:  # a limit: the resume raises it
+            if (
+                reached is not None and reached not in REASONS_FINAL
+            ):  # a limit: the resume raises it
                 reason = reached  # (a completion still needs the resume to journal it)
         resume = resume_command(session_id, reason, state, limits)
     taken = (  # what a stopped session had in flight runs again: it is only pending
