@@ -165,26 +165,31 @@ def _backend(subject: str, backend: BackendConfig, root: Path) -> Iterator[Check
 def _program(
     subject: str, program: str, root: Path, env: Mapping[str, str], install: str | None
 ) -> Check:
-    where = "not found on PATH"
+    path = None
     if os.sep in program:  # a path: relative ones resolve where the hats run
         path = Path(program) if Path(program).is_absolute() else root / program
         found = str(path) if path.is_file() and os.access(path, os.X_OK) else None
-        shown = program if path.is_absolute() and program == str(path) else f"{program} ({path})"
-        if not path.exists():
-            where = f"{shown}: not found" + (
-                ""
-                if Path(program).is_absolute()
-                else " (a relative path is taken from the project folder)"
-            )
-        else:
-            where = f"{shown}: " + ("not a file" if not path.is_file() else "not executable")
     else:
         found = shutil.which(program, path=env.get("PATH", os.defpath))
-        where = f"{program}: {where}"
     if found is not None:
         return Check("program", subject, "ok", f"{program} ({found})")
+    where = f"{program}: not found on PATH" if path is None else _not_there(program, path)
     hint = f" (install: {install})" if install else ""
     return Check("program", subject, "fail", f"{where}{hint}")
+
+
+def _not_there(program: str, path: Path) -> str:
+    """Why the program at ``path`` (``program`` as configured) cannot run."""
+    if Path(program).is_absolute():
+        shown, relative = program, ""
+    else:
+        shown, relative = (
+            f"{program} ({path})",
+            " (a relative path is taken from the project folder)",
+        )
+    if not path.exists():
+        return f"{shown}: not found{relative}"
+    return f"{shown}: " + ("not executable" if path.is_file() else "not a file")
 
 
 def _python(subject: str, target: str, root: Path) -> Check:
