@@ -75,7 +75,14 @@ def append_events(
     create_folders: bool = False,
 ) -> None:
     """Append one event line per payload, all with a single ``write`` (a fan-out lands
-    whole or not at all); see :func:`append_event`."""
+    whole or not at all); see :func:`append_event`.
+
+    Raises:
+        InputError: also for a topic that is not one, or a payload that is not JSON
+            (NaN and the infinities included).
+    """
+    if not is_valid_topic(topic):
+        raise InputError(f"invalid topic {topic!r}: {RULE}")
     now = time.time()
     lines = []
     for payload in payloads:
@@ -83,9 +90,12 @@ def append_events(
         if target:
             record["target"] = target
         try:
-            line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: escaped, the line stays valid UTF-8
-            line = (json.dumps(record) + "\n").encode("ascii")
+            try:
+                line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode()
+            except UnicodeEncodeError:  # a lone surrogate: escaped, the line stays valid UTF-8
+                line = (json.dumps(record, allow_nan=False) + "\n").encode("ascii")
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"the payload is not JSON: {exc}") from None
         if len(line) > MAX_LINE_BYTES:
             raise InputError(
                 f"the event is {len(line)} bytes as a line; an events file takes lines of at "

@@ -4,26 +4,38 @@ For deterministic work such as running the project's tests and publishing
 ``tests.passed`` or ``tests.failed``: real backpressure instead of trusting what an
 agent claims. The function takes a :class:`HatContext` and returns the output text
 (which may carry ``<event>`` tags) or ``None``; it may be sync or async, and it
-publishes with ``ctx.emit(topic, payload)``. A raised exception is a failed
-iteration with the exception as the reason.
+publishes with ``ctx.emit(topic, payload)``. A raised exception (``sys.exit()``
+included) is a failed iteration with the exception as the reason.
+
+A sync function runs in a daemon thread of its own. Python cannot stop a thread: one
+still running when its iteration ends (its ``timeout_seconds`` passed, the loop stopped)
+is left to finish on its own, and never keeps the process from exiting; its context is
+closed, so a late ``ctx.emit`` raises instead of adding events to an iteration that is
+over. An async function is cancelled at its next ``await``: one that blocks without
+awaiting holds the whole loop until it returns.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
 import inspect
 import sys
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.config.backends import PythonConfig
 from loop.emit import append_event
-from loop.errors import BackendUnavailable
+from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
 
 __all__ = ["HatContext", "PythonBackend", "resolve_target"]
@@ -41,9 +53,21 @@ class HatContext:
     workdir: Path
     events_file: Path
     root: Path | None = None  # the attempt's files are reached from here without links
+    _ended: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
 
     def emit(self, topic: str, payload: Any = "", *, target: str | None = None) -> None:
-        """Publish an event, exactly as ``python -m loop emit`` would."""
+        """Publish an event, exactly as ``python -m loop emit`` would.
+
+        Raises:
+            InputError: ``topic`` is not a valid topic, or ``payload`` is not JSON (NaN
+                included) or makes too long a line.
+            SessionError: the iteration has ended (the function outlived its timeout).
+        """
+        if self._ended.is_set():
+            raise SessionError(
+                f"iteration {self.iteration} of hat {self.hat} has ended (timed out or "
+                f"stopped): its events are no longer taken ({topic!r} not published)"
+            )
         append_event(self.events_file, topic, payload, target, root=self.root, create_folders=True)
 
 
@@ -77,7 +101,7 @@ class PythonBackend(Backend):
         return cls(config.target, timeout_seconds=config.timeout_seconds)
 
     async def run(self, request: BackendRequest) -> BackendResult:
-        """Call the function; sync functions run in a worker thread."""
+        """Call the function; a sync one runs in a daemon thread of its own."""
         func = resolve_target(self.target, request.workdir)
         assert request.events_file is not None  # it writes events: the engine names the file
         ctx = HatContext(
@@ -92,9 +116,43 @@ class PythonBackend(Backend):
         )
         try:
             if inspect.iscoroutinefunction(func):
-                result = await func(ctx)
+                try:
+                    result = await func(ctx)
+                except (Exception, SystemExit) as exc:
+                    return _failed(exc)
             else:
-                result = await anyio.to_thread.run_sync(func, ctx, abandon_on_cancel=True)
-        except Exception as exc:
-            return BackendResult.failed(f"{type(exc).__name__}: {exc}")
+                result, error = await _in_daemon_thread(func, ctx)
+                if error is not None:  # a KeyboardInterrupt there is the function's own
+                    return _failed(error)
+        finally:
+            ctx._ended.set()  # the context's owner closes it
         return BackendResult(output="" if result is None else str(result))
+
+
+def _failed(exc: BaseException) -> BackendResult:
+    return BackendResult.failed(f"{type(exc).__name__}: {exc}")
+
+
+async def _in_daemon_thread(
+    func: Callable[[HatContext], Any], ctx: HatContext
+) -> tuple[Any, BaseException | None]:
+    """``func(ctx)`` in a daemon thread (with this task's context variables), awaited:
+    what it returned, or what it raised. A cancellation leaves the thread to finish on
+    its own (see the module's notes)."""
+    done = anyio.Event()
+    token = anyio.lowlevel.current_token()
+    outcome: list[tuple[Any, BaseException | None]] = []
+    context = contextvars.copy_context()
+
+    def work() -> None:
+        try:
+            outcome.append((context.run(func, ctx), None))
+        except BaseException as exc:  # handed over to the awaiting task
+            outcome.append((None, exc))
+        with contextlib.suppress(Exception):  # the loop has ended: nobody waits any more
+            anyio.from_thread.run_sync(done.set, token=token)
+
+    name = f"hatloop python hat {ctx.hat} #{ctx.iteration}"
+    threading.Thread(target=work, name=name, daemon=True).start()
+    await done.wait()
+    return outcome[0]
