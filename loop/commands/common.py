@@ -20,8 +20,11 @@ if TYPE_CHECKING:
     from loop.session.preflight import Check
 
 __all__ = [
+    "CONFIG_HELP",
     "SESSIONS_DIR_HELP",
+    "add_config_argument",
     "add_path_argument",
+    "add_sessions_options",
     "check_output_file",
     "print_json",
     "report_checks",
@@ -134,31 +137,51 @@ def print_json(value: Any) -> None:
 
 
 SESSIONS_DIR_HELP = (
-    "default: [loop] sessions_dir of the loop.toml found here or in a parent folder, "
-    "else .loop/sessions"
+    "default: [loop] sessions_dir of the loop.toml found here or in a parent folder "
+    "(or given with --config), else .loop/sessions"
+)
+CONFIG_HELP = (
+    "read the settings from this loop.toml, with this folder as the project's, as "
+    "`run --config` does (default: the loop.toml here or in a parent folder, if any)"
 )
 
 
-def sessions_root(flag: str | None) -> tuple[Path, Path]:
-    """The sessions folder (the flag, else ``[loop] sessions_dir`` of the project's
-    ``loop.toml``, found here or in a parent folder, else the project's .loop/sessions),
-    and the folder its files are reached from without following links.
+def add_config_argument(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """``--config PATH``: where a command other than ``run`` reads the project's settings
+    (where the sessions and the tool files live), as ``run --config`` does."""
+    add_path_argument(parser, "--config", "-c", metavar="PATH", help=CONFIG_HELP)
+
+
+def add_sessions_options(parser: argparse.ArgumentParser) -> None:
+    """``--sessions-dir DIR`` and ``--config PATH``: where a command finds the sessions
+    (read by :func:`sessions_root`)."""
+    group = parser.add_argument_group("where the sessions live")
+    add_path_argument(group, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_config_argument(group)
+
+
+def sessions_root(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The sessions folder (``--sessions-dir``, else ``[loop] sessions_dir`` of the
+    ``loop.toml`` given with ``--config`` or found here or in a parent folder, else the
+    project's .loop/sessions), and the folder its files are reached from without
+    following links.
 
     Raises:
         StoreError: a file is where the folder belongs; PathError: a link is (inside
-            the project, no link is followed).
+            the project, no link is followed); ConfigError: the ``loop.toml`` is not valid.
     """
     from loop.config.project import project_root  # noqa: PLC0415 - on use
     from loop.config.settings import tool_settings_from_project  # noqa: PLC0415 - on use
 
-    project = project_root(Path.cwd())
+    flag: str | None = args.sessions_dir
+    config: str | None = args.config
+    cwd = Path.cwd()
+    project = cwd if config else project_root(cwd)
     if flag:
         root = Path(flag)
     else:
-        default = (
-            DEFAULT_SESSIONS_DIR if project == Path.cwd() else str(project / DEFAULT_SESSIONS_DIR)
-        )
-        root = Path(tool_settings_from_project(Path.cwd()).get("sessions_dir", default))
+        default = DEFAULT_SESSIONS_DIR if project == cwd else str(project / DEFAULT_SESSIONS_DIR)
+        root = Path(tool_settings_from_project(cwd, config).get("sessions_dir", default))
     full = Path(os.path.abspath(root))  # noqa: PTH100 - lexical
     trusted = project if project in (full, *full.parents) else full
     require_folder(full, root=trusted)

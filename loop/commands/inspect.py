@@ -12,8 +12,7 @@ import shutil
 import sys
 from typing import Any
 
-from loop.commands.common import add_path_argument
-from loop.commands.sessions import SESSIONS_DIR_HELP, sessions_root
+from loop.commands.common import add_path_argument, add_sessions_options, sessions_root
 from loop.errors import UsageError
 from loop.events import is_valid_pattern
 from loop.exits import EXIT_OK
@@ -57,7 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_path_argument(s, "target", nargs="?", metavar="ID|FILE", help=TARGET_HELP)
     s.add_argument("--iteration", "-i", type=int, metavar="N", help="one iteration in full")
     s.add_argument("--json", action="store_true", help="the same as JSON")
-    add_path_argument(s, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_sessions_options(s)
     s.set_defaults(handler=_show)
 
     e = sub.add_parser(
@@ -74,16 +73,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     e.add_argument("--hat", metavar="HAT", help="only events published in HAT's iterations")
     e.add_argument("--iteration", "-i", type=int, metavar="N", help="only iteration N's events")
     e.add_argument("--json", action="store_true", help="JSON lines, one event per line")
-    add_path_argument(e, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_sessions_options(e)
     e.set_defaults(handler=_events)
 
 
-def load_target(target: str | None, sessions_dir: str | None) -> SessionView:
-    """The session ``target`` names (see :func:`loop.session.load.resolve_session`)."""
+def load_target(args: argparse.Namespace) -> SessionView:
+    """The session ``args.target`` names (see :func:`loop.session.load.resolve_session`),
+    under the sessions folder of ``args`` (:func:`sessions_root`)."""
     from loop.session.load import load_session, resolve_session  # noqa: PLC0415 - on use
 
-    root, trusted = sessions_root(sessions_dir)
-    return load_session(resolve_session(target, root, trusted))
+    root, trusted = sessions_root(args)
+    return load_session(resolve_session(args.target, root, trusted))
 
 
 def _print_json(value: Any) -> None:
@@ -106,7 +106,7 @@ def _check_iteration(view: SessionView, number: int) -> IterationView:
 
 
 def _show(args: argparse.Namespace) -> int:
-    view = load_target(args.target, args.sessions_dir)
+    view = load_target(args)
     if args.iteration is not None:
         it = _check_iteration(view, args.iteration)
         if args.json:
@@ -306,7 +306,7 @@ def _events(args: argparse.Namespace) -> int:
             f"--topic {args.topic!r}: not a topic pattern (dot-separated segments of "
             "letters, digits, '_' or '-', or '*' for one segment)"
         )
-    view = load_target(args.target, args.sessions_dir)
+    view = load_target(args)
     if args.hat is not None and args.hat not in view.hats:
         raise UsageError(
             f"--hat {args.hat!r}: session {view.session_id} has no such hat "

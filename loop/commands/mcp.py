@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from loop.commands.common import add_path_argument, run_async
+from loop.commands.common import run_async
 from loop.commands.tools import add_context_options, context_from_args
 from loop.exits import EXIT_INTERRUPTED, EXIT_OK
 
@@ -35,13 +35,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_context_options(p)
-    add_path_argument(
-        p,
-        "--config",
-        "-c",
-        metavar="PATH",
-        help="read tool settings from this loop.toml (default: one here or up the tree, if any)",
-    )
     p.add_argument(
         "--log-format",
         choices=["auto", "console", "json"],

@@ -28,10 +28,9 @@ from typing import Any
 from loop._fs import atomic_write
 from loop._text import iterations_were
 from loop._version import __version__
-from loop.commands.common import add_path_argument, check_output_file
+from loop.commands.common import add_path_argument, add_sessions_options, check_output_file
 from loop.commands.inspect import TARGET_HELP, load_target
 from loop.commands.report_svg import fmt_seconds, graph_svg, timeline_svg
-from loop.commands.sessions import SESSIONS_DIR_HELP
 from loop.errors import InputError
 from loop.exits import EXIT_OK
 from loop.session.view import (
@@ -69,14 +68,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         help="where to write it (default: <session id>.html in the current folder)",
     )
-    add_path_argument(p, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_sessions_options(p)
     p.set_defaults(handler=_report)
 
 
 def _report(args: argparse.Namespace) -> int:
     if args.output:  # before the session is read
         check_output_file(Path(args.output), "-o")
-    view = load_target(args.target, args.sessions_dir)
+    view = load_target(args)
     target = Path(args.output) if args.output else Path(f"{view.session_id}.html")
     if not args.output:  # the default name, once the session's id is known
         check_output_file(target, "-o")

@@ -9,8 +9,7 @@ from typing import Any
 
 from loop._text import iterations_text, iterations_were
 from loop.commands.common import (
-    SESSIONS_DIR_HELP,
-    add_path_argument,
+    add_sessions_options,
     print_json,
     sessions_root,
 )
@@ -25,7 +24,7 @@ from loop.session.store import (
     session_status,
 )
 
-__all__ = ["SESSIONS_DIR_HELP", "register", "sessions_root"]
+__all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,7 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="ID",
         help="a session id or a unique prefix of one (default: the most recent)",
     )
-    add_path_argument(p, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_sessions_options(p)
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--follow",
@@ -57,7 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="every session with its state",
         description="Every session with its state; `sessions prune` removes old ones.",
     )
-    add_path_argument(s, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_sessions_options(s)
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=_sessions)
     s_sub = s.add_subparsers(dest="sessions_command", metavar="COMMAND")
@@ -76,7 +75,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--keep", type=int, metavar="N", help="keep the N most recent sessions whatever their age"
     )
     pr.add_argument("--dry-run", action="store_true", help="say what would go; remove nothing")
-    add_path_argument(pr, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_sessions_options(pr)
     pr.add_argument("--json", action="store_true")
     pr.set_defaults(handler=_prune)
 
@@ -140,7 +139,7 @@ def _status(args: argparse.Namespace) -> int:
         from loop.commands.watch import watch  # noqa: PLC0415 - rich and anyio, on use
 
         return watch(args)
-    root, trusted = sessions_root(args.sessions_dir)
+    root, trusted = sessions_root(args)
     if args.session_id:
         sid: str | None = require_session(root, args.session_id, root=trusted)
     else:
@@ -160,7 +159,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _sessions(args: argparse.Namespace) -> int:
-    root, trusted = sessions_root(args.sessions_dir)
+    root, trusted = sessions_root(args)
     rows = [st.to_dict() for st in list_statuses(root, root=trusted)]
     if args.json:
         print_json(rows)
@@ -213,7 +212,7 @@ def _prune(args: argparse.Namespace) -> int:
     if args.keep is not None and args.keep < 0:
         raise UsageError("--keep N: N must be 0 or more")
     older = parse_age(args.older_than) if args.older_than is not None else None
-    root, trusted = sessions_root(args.sessions_dir)
+    root, trusted = sessions_root(args)
     now = time.time()
     result = prune(
         root, now=now, older_than=older, keep=args.keep, dry_run=args.dry_run, root=trusted

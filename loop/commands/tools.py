@@ -28,7 +28,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic.fields import FieldInfo
 
 from loop import _json
-from loop.commands.common import add_path_argument
+from loop.commands.common import add_config_argument, add_path_argument
 from loop.config.project import project_root
 from loop.config.settings import tool_settings_from_project
 from loop.errors import LoopError, UsageError
@@ -101,7 +101,8 @@ def _json_arg(raw: str) -> Any:
 
 
 def add_context_options(parser: argparse.ArgumentParser) -> None:
-    """The options that say where tool files live (they override env and config)."""
+    """The options that say where tool files live (they override env and config), and
+    ``--config``: the ``loop.toml`` whose settings give the defaults."""
     group = parser.add_argument_group("where the files live")
     add_path_argument(
         group,
@@ -122,6 +123,7 @@ def add_context_options(parser: argparse.ArgumentParser) -> None:
         help="experiences base folder (default: $LOOP_EXPERIENCES_DIR, "
         "[experience] base_directory, .loop/experiences)",
     )
+    add_config_argument(group)
 
 
 def context_from_args(args: argparse.Namespace, *, channel: Channel = "cli") -> ToolContext:

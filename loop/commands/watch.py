@@ -19,8 +19,7 @@ import anyio
 
 from loop._log import live_line_allowed, use_colors
 from loop.commands.common import (
-    SESSIONS_DIR_HELP,
-    add_path_argument,
+    add_sessions_options,
     run_interruptible,
     sessions_root,
 )
@@ -77,7 +76,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="ID",
         help="default: the most recent; a session that does not exist yet is waited for",
     )
-    add_path_argument(p, "--sessions-dir", metavar="DIR", help=SESSIONS_DIR_HELP)
+    add_sessions_options(p)
     add_color_option(p)
     p.add_argument("--json", action="store_true", help="the journal's records, as JSON lines")
     p.set_defaults(handler=watch)
@@ -85,7 +84,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def watch(args: argparse.Namespace) -> int:
     """Follow the session ``args`` names; its exit code."""
-    root, trusted = sessions_root(args.sessions_dir)
+    root, trusted = sessions_root(args)
     sid = args.session_id or latest_session(root, root=trusted)
     if sid is None:
         raise InputError(f"no session in {root}: give the id of a session to wait for")

@@ -299,3 +299,49 @@ def test_a_path_no_system_call_takes_names_the_flag_or_setting(
     err = capsys.readouterr().err
     said = REFUSED_AS[given].format(toml=tmp_path / "loop.toml")
     assert err.startswith(f"error: {said} has a name of 300 bytes")
+
+
+CONFIG_ELSEWHERE = """\
+[loop]
+prompt = "x"
+sessions_dir = "my-sessions"
+[tasks]
+file = "my-tasks.json"
+block_completion = false
+[themes]
+enabled = false
+[experience]
+enabled = false
+[hats.a]
+triggers = ["task.start"]
+backend = { type = "scripted", outputs = ['<event topic="task.create">{"name": "from the hat"}</event><event topic="LOOP_COMPLETE">d</event>'] }
+"""
+
+
+def test_the_commands_after_run_config_read_the_same_config(tmp_path: Path) -> None:
+    """After ``run --config ../cfg/loop.toml``, the tool and session commands given the
+    same ``--config`` find what the run made (its sessions_dir, its tasks file), from the
+    same folder; without it they look where the folder's own settings say."""
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "loop.toml").write_text(CONFIG_ELSEWHERE, encoding="utf-8")
+    work = tmp_path / "work"
+    work.mkdir()
+    cfg = "../cfg/loop.toml"
+    assert loop("run", "-q", "--config", cfg, cwd=work).returncode == 0
+    listed = loop("task", "list", "--json", "--config", cfg, cwd=work)
+    assert [t["name"] for t in json.loads(listed.stdout)["tasks"]] == ["from the hat"]
+    status = loop("status", "--json", "-c", cfg, cwd=work)
+    assert json.loads(status.stdout)["status"] == "completed", status.stderr
+    for command in (
+        ["sessions"],
+        ["show"],
+        ["events"],
+        ["watch"],
+        ["sessions", "prune", "--keep", "1"],
+    ):
+        done = loop(*command, "--config", cfg, cwd=work)
+        assert done.returncode == 0, (command, done.stderr)
+    assert "no session in .loop/sessions" in loop("status", cwd=work).stdout
+    assert json.loads(loop("task", "list", "--json", cwd=work).stdout)["tasks"] == []
+    missing = loop("status", "--config", "../nope.toml", cwd=work)
+    assert missing.returncode == 2 and "nope.toml: file not found" in missing.stderr
