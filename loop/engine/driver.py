@@ -191,6 +191,9 @@ class Engine:
         )
         self._next_yield = 0.0
         self._base_elapsed = 0.0
+        # the session's elapsed time as its end record says (once written): the summary
+        # gives the same figure as status and show
+        self.ended_elapsed: float | None = None
         self._t0 = 0.0
         self.session_started = False  # its journal opened (or reopened) by this run
         self._notes: list[str] = []
@@ -522,7 +525,7 @@ class Engine:
             reason,
             session_id=self.paths.session_id,
             session_dir=str(self.paths.dir),
-            elapsed=self._elapsed(),
+            elapsed=self._elapsed() if self.ended_elapsed is None else self.ended_elapsed,
             resumed=self.resume,
             notes=notes,
             limits=self.limits,

@@ -63,6 +63,7 @@ class Engine(Protocol):
     _root: Path
     _lock: SessionLock
     _base_elapsed: float
+    ended_elapsed: float | None
     _caller: HatCaller
     _extra_env: dict[str, str]
     _run_id: str
@@ -173,6 +174,7 @@ async def finish_session(engine: Engine, reason: str, *, ended: bool) -> Session
             engine.wall_clock(),
             unrouted_topic=engine.state.unrouted,
         )
+        engine.ended_elapsed = end.elapsed  # what the summary says: the journal's figure
         try:
             engine._record(end)
         except SessionError as exc:

@@ -314,7 +314,14 @@ enabled = false
 enabled = false
 [hats.a]
 triggers = ["task.start"]
-backend = { type = "scripted", outputs = ['<event topic="task.create">{"name": "from the hat"}</event><event topic="LOOP_COMPLETE">d</event>'] }
+[hats.a.backend]
+type = "scripted"
+outputs = [
+  '<event topic="task.create">{"name": "from the hat"}</event>',
+]
+[hats.b]
+triggers = ["task.created"]
+backend = { type = "scripted", outputs = ['<event topic="LOOP_COMPLETE">d</event>'] }
 """
 
 

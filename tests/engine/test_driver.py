@@ -479,3 +479,19 @@ async def test_no_marker_follows_the_last_commit_before_a_limit(tmp_path: Path) 
     assert [r.kind for r in records[-2:]] == ["iteration.end", "session.end"]
     starts = [r.iteration for r in records if r.kind == "iteration.start"]
     assert starts == [1, 2, 3]
+
+
+async def test_the_summary_gives_the_elapsed_time_of_the_sessions_end_record(
+    tmp_path: Path,
+) -> None:
+    """The run's summary (and ``run --json``) says the session's elapsed time as its
+    ``session.end`` says it, the figure status and show read: never a later reading."""
+    cfg = pingpong(tmp_path)
+    backends = {
+        "ping": scripted(tag("ping.done", "1")),
+        "pong": scripted(tag("LOOP_COMPLETE", "done")),
+    }
+    summary, _ = await run_hats(cfg, backends, workdir=tmp_path, session_id="el")
+    records = read_journal(tmp_path / ".loop/sessions/el/journal.jsonl").records
+    (end,) = [r for r in records if isinstance(r, SessionEnd)]
+    assert summary.elapsed == end.elapsed
