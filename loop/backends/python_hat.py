@@ -12,7 +12,8 @@ still running when its iteration ends (its ``timeout_seconds`` passed, the loop 
 is left to finish on its own, and never keeps the process from exiting; its context is
 closed, so a late ``ctx.emit`` raises instead of adding events to an iteration that is
 over. An async function is cancelled at its next ``await``: one that blocks without
-awaiting holds the whole loop until it returns.
+awaiting holds the whole loop until it returns (its late result is then a timeout: see
+:func:`loop.engine.invoke.call_with_timeout`).
 """
 
 from __future__ import annotations

@@ -513,8 +513,10 @@ class Engine:
         left = self.limits.max_runtime_seconds - self._elapsed()
         if left >= self._caller.deadlines[hat]:
             return await call
-        with anyio.move_on_after(left):
-            return await call
+        with anyio.move_on_after(left) as scope:
+            called = await call
+            if anyio.current_time() < scope.deadline:  # not back late from a blocked loop
+                return called
         log.warning("max_runtime passed: iteration cancelled", iteration=iteration, hat=hat)
         return None  # the summary names it, as every iteration the run's end cut short
 

@@ -16,6 +16,7 @@ import pytest
 from loop.backends.base import BackendRequest
 from loop.backends.python_hat import HatContext, PythonBackend
 from loop.errors import InputError, SessionError
+from loop.testing import make_config, run_hats
 
 SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("SEEN", default="unset")
 release = threading.Event()
@@ -142,3 +143,30 @@ def test_a_sync_hat_past_its_timeout_does_not_keep_the_process_alive(tmp_path: P
     assert done.returncode == 1, done.stderr
     assert "timeout after 0.5s" in done.stdout + done.stderr
     assert time.monotonic() - t0 < 30  # the sleeping thread would hold it for 60 s
+
+
+async def blocks_the_loop(ctx: HatContext) -> str:
+    """An async hat that blocks (no await): nothing can cut it while it runs."""
+    time.sleep(1.0)  # noqa: ASYNC251 - the point: it blocks the event loop
+    return '<event topic="LOOP_COMPLETE">done late</event>'
+
+
+@pytest.mark.parametrize(
+    ("hat_timeout", "runtime", "reason", "iterations"),
+    [(0.3, 3600.0, "max_consecutive_failures", 1), (600.0, 0.3, "max_runtime", 0)],
+)
+async def test_a_result_back_late_from_a_blocked_loop_is_not_committed_as_ok(
+    tmp_path: Path, hat_timeout: float, runtime: float, reason: str, iterations: int
+) -> None:
+    """A call that returns past its timeout is a timeout; past max_runtime_seconds, it is
+    cut as the runtime ends (nothing of it committed): never a late success."""
+    cfg = make_config(
+        {"a": {"triggers": ["task.start"], "timeout_seconds": hat_timeout}},
+        folder=tmp_path,
+        max_consecutive_failures=1,
+        max_runtime_seconds=runtime,
+    )
+    backend = PythonBackend(f"{__name__}:blocks_the_loop")
+    summary, _ = await run_hats(cfg, {"a": backend}, workdir=tmp_path)
+    assert summary.reason == reason
+    assert summary.iterations == iterations
