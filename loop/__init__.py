@@ -11,8 +11,11 @@ command line (``python -m loop``) or its own module. Run a loop::
     summary = anyio.run(run_loop, config, RunOptions(workdir=Path.cwd()))
     print(summary.reason, summary.exit_code)
 
-Replay a recording (:func:`replay_file`, or :func:`replay_recording` inside an event
-loop), read one (:class:`RecordingReader`), write a ``python`` hat (:class:`HatContext`),
+Record a session (pass a :class:`Recorder` among the extensions), replay a recording
+(:func:`replay_file`, or :func:`replay_recording` inside an event loop), read one
+(:class:`RecordingReader`), write a ``python`` hat (:class:`HatContext`) or an
+:class:`Extension` (it subscribes on the :class:`EventBus`; it is told of each
+:class:`IterationEnd` and :class:`EventsPublished` record),
 catch hatloop's errors (:class:`LoopError`: each has a ``code`` and an ``exit_code``),
 send its logs to stderr as the command line does (:func:`configure_logging`; hatloop
 leaves structlog's configuration to the program that imports it).
@@ -37,25 +40,32 @@ if TYPE_CHECKING:
     from loop._log import configure_logging
     from loop.backends.base import Backend, BackendRequest, BackendResult
     from loop.backends.python_hat import HatContext
+    from loop.bus import EventBus
     from loop.config import LoadedConfig, load_config
     from loop.engine.progress import RunSummary
     from loop.errors import LoopError
     from loop.events import Event
     from loop.exits import exit_code_for
     from loop.extensions import Extension
+    from loop.records import EventsPublished, IterationEnd
     from loop.replay import ReplayResult, replay_file, replay_recording
     from loop.runner import RunOptions, run_loop
     from loop.session.reader import RecordingReader
+    from loop.session.recorder import Recorder
 
 __all__ = [
     "Backend",
     "BackendRequest",
     "BackendResult",
     "Event",
+    "EventBus",
+    "EventsPublished",
     "Extension",
     "HatContext",
+    "IterationEnd",
     "LoadedConfig",
     "LoopError",
+    "Recorder",
     "RecordingReader",
     "ReplayResult",
     "RunOptions",
@@ -77,10 +87,14 @@ _HOMES = {
     "BackendRequest": "loop.backends.base",
     "BackendResult": "loop.backends.base",
     "Event": "loop.events",
+    "EventBus": "loop.bus",
+    "EventsPublished": "loop.records",
     "Extension": "loop.extensions",
     "HatContext": "loop.backends.python_hat",
+    "IterationEnd": "loop.records",
     "LoadedConfig": "loop.config",
     "LoopError": "loop.errors",
+    "Recorder": "loop.session.recorder",
     "RecordingReader": "loop.session.reader",
     "ReplayResult": "loop.replay",
     "RunOptions": "loop.runner",

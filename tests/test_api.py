@@ -90,3 +90,21 @@ def test_a_log_format_that_is_none_is_said(tmp_path: Path) -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stderr == ""
+
+
+def test_the_documented_extension_and_recorder_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """python-api.md's example (an extension typed from the public names, a Recorder
+    among the extensions) runs as written, and its recording replays."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "python-api.md").read_text()
+    example = next(b for b in doc.split("```python\n")[1:] if "class Costs" in b).split("```")[0]
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[hats.a]\ntriggers = ["task.start"]\n'
+        'backend = { type = "scripted", outputs = [\'<event topic="LOOP_COMPLETE">d</event>\'] }\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, object] = {}
+    exec(compile(example, "python-api.md", "exec"), scope)  # the doc's own code
+    assert scope["costs"].by_hat == {"a": 0.0}  # type: ignore[attr-defined]
+    assert loop.replay_file(tmp_path / "run.jsonl").ok

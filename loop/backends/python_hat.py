@@ -3,9 +3,10 @@
 For deterministic work such as running the project's tests and publishing
 ``tests.passed`` or ``tests.failed``: real backpressure instead of trusting what an
 agent claims. The function takes a :class:`HatContext` and returns the output text
-(which may carry ``<event>`` tags) or ``None``; it may be sync or async, and it
-publishes with ``ctx.emit(topic, payload)``. A raised exception (``sys.exit()``
-included) is a failed iteration with the exception as the reason.
+(which may carry ``<event>`` tags) or ``None`` (anything else fails the iteration); it
+may be sync or async, and it publishes with ``ctx.emit(topic, payload)``. A raised
+exception (``sys.exit()`` included) is a failed iteration with the exception as the
+reason; one raised as the module is imported stops the run (it cannot run at all).
 
 A sync function runs in a daemon thread of its own. Python cannot stop a thread: one
 still running when its iteration ends (its ``timeout_seconds`` passed, the loop stopped)
@@ -80,6 +81,10 @@ def resolve_target(target: str, workdir: Path) -> Callable[[HatContext], Any]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise BackendUnavailable(f"cannot import {module_name!r} for python hat: {exc}") from exc
+    except Exception as exc:  # the module raised as it was imported: it cannot run at all
+        raise BackendUnavailable(
+            f"cannot import {module_name!r} for python hat: {type(exc).__name__}: {exc}"
+        ) from exc
     func = getattr(module, func_name, None)
     if not callable(func):
         raise BackendUnavailable(f"{target!r}: {func_name!r} is not a function of {module_name}")
@@ -127,7 +132,12 @@ class PythonBackend(Backend):
                     return _failed(error)
         finally:
             ctx._ended.set()  # the context's owner closes it
-        return BackendResult(output="" if result is None else str(result))
+        if result is not None and not isinstance(result, str):
+            return BackendResult.failed(
+                f"the function returned {type(result).__name__}: a python hat returns its "
+                "output text (str) or None"
+            )
+        return BackendResult(output=result or "")
 
 
 def _failed(exc: BaseException) -> BackendResult:

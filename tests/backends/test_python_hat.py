@@ -14,8 +14,8 @@ import anyio
 import pytest
 
 from loop.backends.base import BackendRequest
-from loop.backends.python_hat import HatContext, PythonBackend
-from loop.errors import InputError, SessionError
+from loop.backends.python_hat import HatContext, PythonBackend, resolve_target
+from loop.errors import BackendUnavailable, InputError, SessionError
 from loop.testing import make_config, run_hats
 
 SEEN: contextvars.ContextVar[str] = contextvars.ContextVar("SEEN", default="unset")
@@ -170,3 +170,27 @@ async def test_a_result_back_late_from_a_blocked_loop_is_not_committed_as_ok(
     summary, _ = await run_hats(cfg, {"a": backend}, workdir=tmp_path)
     assert summary.reason == reason
     assert summary.iterations == iterations
+
+
+def returns_bytes(ctx: HatContext) -> bytes:
+    return b'<event topic="build.done">bytes</event>'
+
+
+async def test_a_hat_that_returns_something_else_than_text_fails_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """Output is text: bytes (or a dict) is not turned into its repr, tags and all."""
+    result = await PythonBackend(f"{__name__}:returns_bytes").run(request(tmp_path))
+    assert not result.ok
+    assert (
+        result.reason
+        == "the function returned bytes: a python hat returns its output text (str) or None"
+    )
+
+
+def test_a_module_that_raises_as_it_is_imported_cannot_run_at_all(tmp_path: Path) -> None:
+    """Not a failed iteration after another with a traceback each: the run stops at once
+    (backend_unavailable), naming the module and what it raised."""
+    (tmp_path / "broken_on_import.py").write_text("1 / 0\n")
+    with pytest.raises(BackendUnavailable, match=r"'broken_on_import'.*ZeroDivisionError"):
+        resolve_target("broken_on_import:f", tmp_path)
