@@ -10,10 +10,11 @@ or the paths on its command line):
 - with the ini option ``hatloop_recordings`` (folders, files or glob patterns, relative
   to the rootdir): exactly the ``.jsonl`` files under those paths, each one claimed (a
   broken one fails rather than being skipped);
-- without it: the ``.jsonl`` files whose first line is a hatloop recording header (a
-  JSON object with ``"kind": "header"`` and a ``schema_version``). Only that line is
-  read, and at most :data:`HEADER_LIMIT` bytes of it; any other JSONL (another project's
-  data) is left alone.
+- without it: the ones ``python -m loop replay`` takes, by the same rule
+  (:mod:`loop.session.discover`): a file named on the command line, a file whose first
+  bytes start a hatloop recording header, and any ``.jsonl`` file in a folder that holds
+  one (a broken recording there fails with its one-line error). Any other JSONL
+  (another project's data) is left alone.
 
 Items are independent and collected in the same order in every process, so they run
 under pytest-xdist (``pytest -n auto``). ``-p no:hatloop`` turns the plugin off.
@@ -22,7 +23,6 @@ under pytest-xdist (``pytest -n auto``). ``-p no:hatloop`` turns the plugin off.
 from __future__ import annotations
 
 import fnmatch
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,20 +30,19 @@ from typing import Any
 import pytest
 
 from loop.errors import LoopError
+from loop.session.discover import RecordingRule, is_jsonl
 
 __all__ = [
-    "HEADER_LIMIT",
     "INI_OPTION",
     "RecordingFile",
     "RecordingItem",
     "ReplayFailed",
-    "is_recording",
     "named",
 ]
 
 INI_OPTION = "hatloop_recordings"
-HEADER_LIMIT = 1024 * 1024  # bytes of a file's first line read to tell a recording
 _GLOB = frozenset("*?[")
+_RULE = pytest.StashKey[RecordingRule]()  # one per session: each folder is read once
 
 
 class ReplayFailed(Exception):
@@ -57,31 +56,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="linelist",
         default=[],
         help="folders, files or glob patterns (relative to the rootdir) whose .jsonl files "
-        "are hatloop recordings to replay as tests (default: any .jsonl file whose first "
-        "line is a hatloop recording header)",
+        "are hatloop recordings to replay as tests (default: the .jsonl files that start "
+        "with a hatloop recording header, and the others in their folders)",
     )
-
-
-def is_recording(path: Path) -> bool:
-    """Whether ``path``'s first line is a hatloop recording header.
-
-    Reads that line only, at most :data:`HEADER_LIMIT` bytes; a file that cannot be read,
-    is not a regular file, or whose first line is longer or not such a JSON object, is not.
-    """
-    try:
-        if not path.is_file():
-            return False
-        with path.open("rb") as fh:
-            line = fh.readline(HEADER_LIMIT + 1)
-    except OSError:
-        return False
-    if len(line) > HEADER_LIMIT:
-        return False
-    try:
-        data = json.loads(line)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(data, dict) and data.get("kind") == "header" and "schema_version" in data
 
 
 def named(path: Path, root: Path, entries: Sequence[str]) -> bool:
@@ -108,13 +85,15 @@ def named(path: Path, root: Path, entries: Sequence[str]) -> bool:
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> RecordingFile | None:
     """Collect a recording (see the module's docstring) as a :class:`RecordingFile`."""
-    if file_path.suffix != ".jsonl":
+    if not is_jsonl(file_path):
         return None
-    entries = [str(p) for p in parent.config.getini(INI_OPTION)]
+    config = parent.config
+    entries = [str(p) for p in config.getini(INI_OPTION)]
     if entries:
-        claimed = named(file_path, parent.config.rootpath, entries)
+        claimed = named(file_path, config.rootpath, entries)
     else:
-        claimed = is_recording(file_path)
+        rule = config.stash.setdefault(_RULE, RecordingRule())
+        claimed = parent.session.isinitpath(file_path) or rule.claims(file_path)
     return RecordingFile.from_parent(parent, path=file_path) if claimed else None
 
 

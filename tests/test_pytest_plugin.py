@@ -1,15 +1,18 @@
 """The pytest plugin: recordings collected as test items, divergences as failures; it claims
-only hatloop recordings (or the paths the ini option names) and runs under pytest-xdist."""
+the files `replay DIR` replays (or the paths the ini option names) and runs under
+pytest-xdist."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+import anyio
 import pytest
 
-from loop.pytest_plugin import HEADER_LIMIT, is_recording, named
+from loop.commands.replay_suite import collect_recordings
+from loop.pytest_plugin import named
+from tests.session.test_recorder import LOOP_TOML, record_session
 
 pytest_plugins = ["pytester"]
 
@@ -95,28 +98,6 @@ def test_named_paths_are_folders_files_or_globs_relative_to_the_root(tmp_path: P
     assert not named(Path("/elsewhere/recordings/a.jsonl"), tmp_path, ["recordings"])
 
 
-def test_a_recording_is_told_by_its_first_line_only(tmp_path: Path) -> None:
-    """A hatloop header as the first line, and nothing else, makes a file a recording."""
-    cases = {
-        "recording.jsonl": GOOD,
-        "other_version.jsonl": '{"kind": "header", "schema_version": 99}\n',
-        "audio.jsonl": '{"file": "a.wav", "duration": 3.2, "kind": "speech"}\n',
-        "header_later.jsonl": '{"file": "a.wav"}\n' + GOOD,
-        "list.jsonl": "[1, 2]\n",
-        "text.jsonl": "not json\n",
-        "empty.jsonl": "",
-        "long.jsonl": '{"kind": "header", "schema_version": 1, "pad": "'
-        + "x" * HEADER_LIMIT
-        + '"}\n',
-    }
-    for name, text in cases.items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
-    (tmp_path / "binary.jsonl").write_bytes(b"\xff\xfe\x00garbage\n")
-    os.mkfifo(tmp_path / "fifo.jsonl")  # never opened: it is not a regular file
-    found = sorted(p.name for p in tmp_path.iterdir() if is_recording(p))
-    assert found == ["other_version.jsonl", "recording.jsonl"]
-
-
 def audio_metadata(folder: Path) -> None:
     """Another project's JSONL files: audio metadata, one object per clip."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -140,13 +121,20 @@ def test_other_projects_jsonl_files_are_never_claimed(pytester: pytest.Pytester)
     result.stdout.no_fnmatch_line("*clips*::replay*")
 
 
-def test_recordings_beside_other_jsonl_files_are_told_apart(pytester: pytest.Pytester) -> None:
-    """In one folder, the files with a hatloop header are items; the others are not."""
+def test_jsonl_files_beside_recordings_are_claimed(pytester: pytest.Pytester) -> None:
+    """In a folder that holds a recording, every .jsonl file is an item (one that is no
+    recording fails); the JSONL files of a folder without a recording are not."""
     setup(pytester)
-    audio_metadata(pytester.path / "recordings")
+    audio_metadata(pytester.path / "recordings" / "audio")
+    (pytester.path / "recordings" / "stray.jsonl").write_text('{"file": "a.wav"}\n')
     result = pytester.runpytest("--collect-only", "-q", "recordings")
     result.stdout.fnmatch_lines(
-        ["recordings/bad.jsonl::replay", "recordings/good.jsonl::replay", "*2 tests collected*"]
+        [
+            "recordings/bad.jsonl::replay",
+            "recordings/good.jsonl::replay",
+            "recordings/stray.jsonl::replay",
+            "*3 tests collected*",
+        ]
     )
     result.stdout.no_fnmatch_line("*clips*")
 
@@ -168,10 +156,89 @@ def test_recordings_run_under_xdist(pytester: pytest.Pytester) -> None:
     folder = pytester.path / "recordings"
     for i in range(3):
         (folder / f"good{i}.jsonl").write_text(GOOD, encoding="utf-8")
-    audio_metadata(folder)
+    audio_metadata(folder / "audio")
     result = pytester.runpytest_subprocess("-n", "2", "recordings")
     result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines(
         ["*created: 2/2 workers*", "*diverged at iteration 3: hat reviewer: events differ*"]
     )
     result.stdout.no_fnmatch_line("*clips*")
+
+
+def test_broken_recordings_beside_good_ones_fail(pytester: pytest.Pytester) -> None:
+    """Without the ini option, a recording left with git's conflict markers or emptied
+    beside good ones is claimed and fails with its one-line error, as `replay DIR` says
+    it; it used to drop out of the suite, which stayed green."""
+    setup(pytester)
+    folder = pytester.path / "recordings"
+    (folder / "bad.jsonl").unlink()
+    (folder / "conflict.jsonl").write_text(
+        "<<<<<<< HEAD\n" + GOOD + "=======\n" + GOOD + ">>>>>>> feature\n", encoding="utf-8"
+    )
+    (folder / "empty.jsonl").write_text("", encoding="utf-8")
+    result = pytester.runpytest("recordings")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*conflict.jsonl:1: not a JSONL recording: the line is not JSON*",
+            "*empty.jsonl: empty recording (no records)*",
+        ]
+    )
+
+
+def test_a_recording_with_a_large_prompt_is_collected(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """A recording whose header line is far longer than what is read to tell a recording
+    (a prompt of 1.2 MB: it was past the 1 MiB once read), alone in its folder, is
+    collected, and its divergence fails."""
+    prompt = "Reverse the words of a sentence. " * (1_200_000 // 33)
+    toml = LOOP_TOML.replace('"Reverse the words of a sentence."', json.dumps(prompt))
+    path = anyio.run(lambda: record_session(tmp_path, toml=toml))[0]
+    pytester.makeini(f"[pytest]\n{INI}")
+    folder = pytester.path / "recordings" / "big"
+    folder.mkdir(parents=True)
+    tampered = path.read_bytes().replace(b'"payload":"approved"', b'"payload":"tampered"')
+    (folder / "big.jsonl").write_bytes(tampered)
+    result = pytester.runpytest("recordings")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(['*expected: LOOP_COMPLETE "tampered"*'])
+
+
+def test_pytest_collects_what_replay_replays(pytester: pytest.Pytester) -> None:
+    """One rule: `pytest DIR` collects exactly the files `python -m loop replay DIR`
+    replays, in the same order: sub-folders, broken recordings beside good ones; neither
+    takes another project's JSONL or a hidden folder's."""
+    setup(pytester)
+    folder = pytester.path / "recordings"
+    for sub in ("feature-x", "feature-x/deep", "data", ".git"):
+        (folder / sub).mkdir()
+    (folder / "feature-x" / "a.jsonl").write_text(diverging(), encoding="utf-8")
+    (folder / "feature-x" / "z-empty.jsonl").write_text("", encoding="utf-8")
+    (folder / "feature-x" / "deep" / "b.jsonl").write_text(GOOD, encoding="utf-8")
+    (folder / "feature-x-c.jsonl").write_text(GOOD, encoding="utf-8")
+    (folder / ".git" / "g.jsonl").write_text(GOOD, encoding="utf-8")
+    audio_metadata(folder / "data")
+    result = pytester.runpytest("--collect-only", "-q", "recordings")
+    collected = [line.removesuffix("::replay") for line in result.outlines if "::" in line]
+    found = collect_recordings(["recordings"])
+    assert collected == [p.as_posix() for p in found.recordings]
+    assert collected == [
+        "recordings/bad.jsonl",
+        "recordings/feature-x/a.jsonl",
+        "recordings/feature-x/deep/b.jsonl",
+        "recordings/feature-x/z-empty.jsonl",
+        "recordings/feature-x-c.jsonl",
+        "recordings/good.jsonl",
+    ]
+    assert [p.name for p in found.skipped] == ["clips0.jsonl", "clips1.jsonl", "clips2.jsonl"]
+
+
+def test_a_file_named_on_the_command_line_is_claimed(pytester: pytest.Pytester) -> None:
+    """`pytest FILE`, as `replay FILE`, runs the file it names: one that is no recording
+    fails with the one-line error, rather than pytest finding nothing to collect."""
+    pytester.makeini(f"[pytest]\n{INI}")
+    audio_metadata(pytester.path / "data")
+    result = pytester.runpytest("data/clips0.jsonl")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*clips0.jsonl:1: not a hatloop recording*"])

@@ -323,15 +323,15 @@ async def test_a_recorded_failure_replays_as_the_same_failure(tmp_path: Path) ->
 def test_a_byte_order_mark_before_the_header_is_skipped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A recording saved by an editor that starts UTF-8 files with a BOM: the pytest
-    plugin collects it (the standard library's json skips the mark), so the reader reads
-    it too, as loop.toml is read: replay, show and events take it whole."""
-    from loop.pytest_plugin import is_recording
+    """A recording saved by an editor that starts UTF-8 files with a BOM: `replay DIR`
+    and the pytest plugin take it for a recording, so the reader reads it too, as
+    loop.toml is read: replay, show and events take it whole."""
+    from loop.session.discover import starts_recording
 
     good = REPO / "recordings" / "default.jsonl"
     path = tmp_path / "bom.jsonl"
     path.write_bytes("\ufeff".encode() + good.read_bytes())
-    assert is_recording(path)
+    assert starts_recording(path)
     with RecordingReader(path) as marked, RecordingReader(good) as plain:
         assert [r for _, r in marked.records()] == [r for _, r in plain.records()]
         assert marked.iteration(marked.last_iteration) == plain.iteration(plain.last_iteration)
@@ -631,6 +631,31 @@ def test_replay_command_runs_a_folder_with_junit_xml(
     assert "a different hat ran" in str(failure.get("message"))
 
 
+def test_replay_command_replays_sub_folders_and_counts_what_it_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`loop replay DIR` replays the recordings in DIR's sub-folders too, as pytest runs
+    them (a diverging one there fails the run: it passed, unseen); the summary counts the
+    .jsonl files of a folder without a recording, which it skips."""
+    good = REPO / "recordings" / "default.jsonl"
+    suite = tmp_path / "suite"
+    (suite / "feature-x").mkdir(parents=True)
+    (suite / "data").mkdir()
+    (suite / "top.jsonl").write_bytes(good.read_bytes())
+    tampered = good.read_bytes().replace(b'"approved: 4 tests pass"', b'"approved"')
+    (suite / "feature-x" / "tampered.jsonl").write_bytes(tampered)
+    (suite / "data" / "clips.jsonl").write_text('{"file": "a.wav"}\n', encoding="utf-8")
+    code = main(["replay", str(suite), "-q", "--log-format", "json"])
+    out = capsys.readouterr().out
+    assert code == 4
+    assert f"DIVERGED {suite / 'feature-x' / 'tampered.jsonl'}: at iteration 5" in out
+    assert "2 recording(s): 1 passed, 1 diverged, 0 error(s)" in out
+    assert (
+        f"skipped 1 *.jsonl file(s) in folders that hold no recording: "
+        f"{suite / 'data' / 'clips.jsonl'}\n"
+    ) in out
+
+
 def test_a_junit_file_that_cannot_be_written_is_refused_before_any_replay(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -677,7 +702,7 @@ def test_an_empty_folder_is_bad_usage_before_any_replay(
     out, err = capsys.readouterr()
     assert code == 2
     assert out == ""
-    assert err == f"error: no recordings in {empty} (no *.jsonl file in that folder)\n"
+    assert err == f"error: no recordings in {empty} (no *.jsonl file in that folder or below it)\n"
     assert not junit.exists()
 
 

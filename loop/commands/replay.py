@@ -54,7 +54,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "paths",
         nargs="+",
         metavar="FILE|DIR",
-        help="recordings, or folders of *.jsonl recordings",
+        help="recordings, or folders of them (with their sub-folders; a *.jsonl file in a "
+        "folder that holds no recording is skipped)",
     )
     p.add_argument(
         "-j",
@@ -190,7 +191,8 @@ def _replay(args: argparse.Namespace) -> int:
     jobs = parse_jobs(args.jobs, cpu_count())
     if args.junit:  # written after the last replay: checked before the first
         check_output_file(Path(args.junit), "--junit")
-    files = collect_recordings(args.paths)
+    found = collect_recordings(args.paths)
+    files, skipped = found.recordings, [str(p) for p in found.skipped]
     selected = shard.select(files) if shard is not None else files
     outcomes: list[ReplayOutcome] = []
     todo = [ReplayJob(index=i, path=str(p)) for i, p in enumerate(selected)]
@@ -217,11 +219,11 @@ def _replay(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP: the summary so far, exit 130
         progress.close()
         elapsed = time.perf_counter() - started
-        _summary(outcomes, elapsed, jobs=used, shard=shard, total=len(todo))
+        _summary(outcomes, elapsed, jobs=used, shard=shard, total=len(todo), skipped=skipped)
         raise
     progress.close()
     elapsed = time.perf_counter() - started
-    _summary(outcomes, elapsed, jobs=used, shard=shard)
+    _summary(outcomes, elapsed, jobs=used, shard=shard, skipped=skipped)
     if args.junit:
         target = Path(args.junit)
         try:
@@ -242,9 +244,15 @@ def _summary(
     jobs: int,
     shard: Shard | None,
     total: int | None = None,
+    skipped: list[str],
 ) -> None:
     lines = summary_lines(
-        sorted(outcomes, key=lambda o: o.index), elapsed, jobs=jobs, shard=shard, total=total
+        sorted(outcomes, key=lambda o: o.index),
+        elapsed,
+        jobs=jobs,
+        shard=shard,
+        total=total,
+        skipped=skipped,
     )
     print("\n" + "\n".join(lines), flush=True)
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from loop.errors import UsageError
 from loop.exits import EXIT_DIVERGED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from loop.session.discover import Found, RecordingRule
 
 __all__ = [
     "SUITE",
@@ -39,6 +40,7 @@ __all__ = [
 
 SUITE = "hatloop.replay"
 SLOWEST = 3  # the summary names this many of the slowest recordings
+NAMED_SKIPPED = 3  # and this many of the .jsonl files it skipped
 
 Status = Literal["passed", "diverged", "error", "crashed"]
 T = TypeVar("T")
@@ -81,33 +83,52 @@ class ReplayOutcome(BaseModel):
 # -- which recordings -----------------------------------------------------------------------
 
 
-def collect_recordings(paths: Iterable[str]) -> list[Path]:
-    """Expand folders to their ``*.jsonl`` files (sorted by name).
+def collect_recordings(paths: Iterable[str]) -> Found:
+    """The recordings to replay: the files named, and what the folders named hold.
 
-    Files keep the order they are named in; a file named twice is replayed once, however
-    it is named (a relative or an absolute path, a link: the same file is one). A file
-    that is missing or no recording is replayed as bad input (its own ``ERROR`` row).
+    A folder is walked with its sub-folders, and its ``.jsonl`` files are told apart by
+    the rule the pytest plugin uses (:class:`~loop.session.discover.RecordingRule`): the
+    ones that are no recording are skipped (the summary counts them). Files keep the
+    order they are named in; a file named twice is replayed once, however it is named (a
+    relative or an absolute path, a link: the same file is one). A file named on its own
+    is always replayed: one missing or no recording is bad input (its own ``ERROR`` row).
 
     Raises:
-        UsageError: a folder holds no ``*.jsonl`` file: the command names a folder of
-            recordings that has none, so nothing is replayed.
+        UsageError: a folder holds no recording, or cannot be read: the command names a
+            folder of recordings that has none, so nothing is replayed.
     """
-    found: list[Path] = []
+    rule = RecordingRule()
+    found = Found()
     seen: set[tuple[int, int] | str] = set()
+    skipped: dict[tuple[int, int] | str, Path] = {}
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            inside = sorted(path.glob("*.jsonl"))
-            if not inside:
-                raise UsageError(f"no recordings in {path} (no *.jsonl file in that folder)")
+            try:
+                inside = rule.find(path)
+            except OSError as exc:
+                raise UsageError(
+                    f"{exc.filename or path}: cannot read the folder: {exc.strerror or exc}"
+                ) from None
+            if not inside.recordings:
+                raise UsageError(f"no recordings in {path} ({_none_found(inside.skipped)})")
+            for item in inside.skipped:
+                skipped.setdefault(_file_key(item), item)
         else:
-            inside = [path]
-        for item in inside:
+            inside = Found([path])
+        for item in inside.recordings:
             key = _file_key(item)
             if key not in seen:
                 seen.add(key)
-                found.append(item)
+                found.recordings.append(item)
+    found.skipped.extend(item for key, item in skipped.items() if key not in seen)
     return found
+
+
+def _none_found(skipped: Sequence[Path]) -> str:
+    if not skipped:
+        return "no *.jsonl file in that folder or below it"
+    return f"none of its {len(skipped)} *.jsonl file(s) starts with a recording header"
 
 
 def _file_key(path: Path) -> tuple[int, int] | str:
@@ -220,10 +241,13 @@ def summary_lines(
     jobs: int,
     shard: Shard | None = None,
     total: int | None = None,
+    skipped: Sequence[str] = (),
 ) -> list[str]:
-    """The one summary: counts, wall and replay time, the slowest, what went wrong.
+    """The one summary: counts, wall and replay time, the files skipped, the slowest,
+    what went wrong.
 
-    ``total`` is how many recordings there were to replay, when fewer were (interrupted).
+    ``total`` is how many recordings there were to replay, when fewer were (interrupted);
+    ``skipped``, the ``.jsonl`` files of the folders that are no recording.
     """
     done = len(outcomes)
     errors = _count(outcomes, "error", "crashed")
@@ -238,6 +262,14 @@ def summary_lines(
     lines = [head]
     if total is not None and total != done:
         lines.append(f"interrupted: {total - done} of {total} recording(s) not replayed")
+    if skipped:
+        named = ", ".join(skipped[:NAMED_SKIPPED])
+        more = len(skipped) - NAMED_SKIPPED
+        lines.append(
+            f"skipped {len(skipped)} *.jsonl file(s) in folders that hold no recording: "
+            + named
+            + (f" and {more} more" if more > 0 else "")
+        )
     timed = sorted((o for o in outcomes if o.duration > 0), key=lambda o: (-o.duration, o.index))
     if len(timed) > 1:
         lines.append(

@@ -8,6 +8,8 @@ work on. It imports the engine (the journal's records and folder), never the dom
 
 * :mod:`loop.session.recording`, :mod:`~loop.session.recorder`, :mod:`~loop.session.reader`:
   the recording's format (with its JSON Schema), its writer and its reader;
+* :mod:`loop.session.discover`: which ``.jsonl`` files of a folder are recordings (one
+  rule for ``replay DIR`` and the pytest plugin);
 * :mod:`loop.session.store`: session ids, the list of sessions, each one's status;
 * :mod:`loop.session.view`, :mod:`~loop.session.load`: a journal or a recording as one
   typed :class:`~loop.session.view.SessionView`;

@@ -20,6 +20,9 @@ from loop.commands.replay_suite import (
 )
 from loop.errors import UsageError
 
+REPO = Path(__file__).resolve().parents[2]
+GOOD = (REPO / "recordings" / "default.jsonl").read_text(encoding="utf-8")
+
 
 def outcome(index: int, status: str = "passed", duration: float = 0.1) -> ReplayOutcome:
     """An outcome for recording ``r{index}.jsonl``."""
@@ -121,6 +124,21 @@ def test_the_summary_counts_names_and_times() -> None:
     assert cut[1] == "interrupted: 3 of 5 recording(s) not replayed"
 
 
+def test_the_summary_counts_the_jsonl_files_it_skipped() -> None:
+    """The .jsonl files a folder held that are no recording are counted, the first few
+    named: nothing under a folder vanishes without a word."""
+    skipped = [f"data/clip{i}.jsonl" for i in range(5)]
+    lines = summary_lines([outcome(0)], 1.0, jobs=1, skipped=skipped)
+    assert lines[1] == (
+        "skipped 5 *.jsonl file(s) in folders that hold no recording: "
+        "data/clip0.jsonl, data/clip1.jsonl, data/clip2.jsonl and 2 more"
+    )
+    assert summary_lines([outcome(0)], 1.0, jobs=1, skipped=skipped[:1])[1] == (
+        "skipped 1 *.jsonl file(s) in folders that hold no recording: data/clip0.jsonl"
+    )
+    assert len(summary_lines([outcome(0)], 1.0, jobs=1)) == 1
+
+
 def test_junit_has_one_case_per_recording(tmp_path: Path) -> None:
     """A failure carries the diff, bad input and crashes are errors, notes go to system-out."""
     outcomes = [
@@ -154,13 +172,17 @@ def test_collect_expands_folders_and_replays_a_file_once(
     is named (relative, absolute, through a link); a missing file is listed (its replay
     says so); a folder without recordings is a usage error."""
     (tmp_path / "b.jsonl").write_text("", encoding="utf-8")
-    (tmp_path / "a.jsonl").write_text("", encoding="utf-8")
+    (tmp_path / "a.jsonl").write_text(GOOD, encoding="utf-8")
     (tmp_path / "notes.txt").write_text("", encoding="utf-8")
     (tmp_path / "empty").mkdir()
     found = collect_recordings(
         [str(tmp_path), str(tmp_path / "a.jsonl"), str(tmp_path / "missing.jsonl")]
     )
-    assert found == [tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "missing.jsonl"]
+    assert found.recordings == [
+        tmp_path / "a.jsonl",
+        tmp_path / "b.jsonl",
+        tmp_path / "missing.jsonl",
+    ]
     (tmp_path / "link.jsonl").symlink_to("b.jsonl")
     monkeypatch.chdir(tmp_path)
     found = collect_recordings(
@@ -174,6 +196,36 @@ def test_collect_expands_folders_and_replays_a_file_once(
             str(tmp_path / "missing.jsonl"),
         ]
     )
-    assert found == [Path("a.jsonl"), Path("b.jsonl"), Path("missing.jsonl")]
+    assert found.recordings == [Path("a.jsonl"), Path("b.jsonl"), Path("missing.jsonl")]
     with pytest.raises(UsageError, match=r"^no recordings in .*empty \(no \*\.jsonl file"):
         collect_recordings([str(tmp_path), str(tmp_path / "empty")])
+
+
+def test_collect_walks_sub_folders_and_keeps_apart_what_is_no_recording(
+    tmp_path: Path,
+) -> None:
+    """A folder's sub-folders are replayed too (a suite organised in folders is replayed
+    whole, as pytest runs it); a .jsonl in a folder without a recording is skipped and
+    listed apart, once, unless it is named on its own; a tree without a recording is a
+    usage error that says what it found."""
+    (tmp_path / "top.jsonl").write_text(GOOD, encoding="utf-8")
+    (tmp_path / "feature-x").mkdir()
+    (tmp_path / "feature-x" / "nested.jsonl").write_text(GOOD, encoding="utf-8")
+    (tmp_path / "data").mkdir()
+    for name in ("a.jsonl", "b.jsonl"):
+        (tmp_path / "data" / name).write_text('{"file": "a.wav"}\n', encoding="utf-8")
+    data = tmp_path / "data"
+    found = collect_recordings([str(tmp_path), str(tmp_path), str(data / "a.jsonl")])
+    assert found.recordings == [
+        tmp_path / "feature-x" / "nested.jsonl",
+        tmp_path / "top.jsonl",
+        data / "a.jsonl",
+    ]
+    assert found.skipped == [data / "b.jsonl"]
+    assert collect_recordings([str(tmp_path)]).skipped == [data / "a.jsonl", data / "b.jsonl"]
+    with pytest.raises(
+        UsageError,
+        match=r"^no recordings in .*data \(none of its 2 \*\.jsonl file\(s\) starts with a "
+        r"recording header\)$",
+    ):
+        collect_recordings([str(data)])
