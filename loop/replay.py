@@ -18,7 +18,9 @@ agent's calls are made again through the tools (:mod:`loop.session.calls`), so t
 tool state each iteration saw (its prompt's task section, the completion gate, the
 replies to ``task.*`` requests) is the recorded one. In a session with parallel hats,
 the calls of the activations that ran at once are made in the order they were made in
-(:func:`~loop.session.call_order.call_order`), not in the order the replay runs the activations.
+(:func:`~loop.session.call_order.call_order`), not in the order the replay runs the activations,
+and the schedule is compared too: the order the activations started and committed in, and
+the pending events each started on (:func:`~loop.session.reader.schedule_start`).
 """
 
 from __future__ import annotations
@@ -71,7 +73,7 @@ from loop.session.calls import (
     compare_calls,
     recorded_clock,
 )
-from loop.session.reader import RecordingReader
+from loop.session.reader import RecordingReader, schedule_start
 from loop.session.recording import HeaderRecord
 from loop.tools.base import ToolContext
 from loop.tools.registry import known_tools
@@ -311,8 +313,9 @@ class _Comparer(Extension):
         if self.stop_after == 0:
             self._stop()
 
-    def _scheduled(self, entry: str, number: int) -> bool:
-        """Compare the next entry of a parallel session's schedule (True: it differs)."""
+    def _scheduled(self, entry: str, number: int, hat: str) -> bool:
+        """Compare the next entry of a parallel session's schedule (True: it differs): an
+        activation's start (with the pending events it runs on) or its commit."""
         recorded = self.reader.schedule
         if not recorded:
             return False
@@ -323,11 +326,12 @@ class _Comparer(Extension):
         if want == entry:
             return False
         context = recorded[max(self.step - 4, 0) : self.step - 1]
+        what = "the schedule differs (the order activations started and committed in)"
+        started = f"start {number} {hat} on events "
+        if want is not None and want.startswith(started) and entry.startswith(started):
+            what = f"hat {hat}: the activation started on other pending events"
         self.result.divergence = Divergence(
-            number,
-            "the schedule differs (the order activations started and committed in)",
-            [*context, want or "(nothing more)"],
-            [*context, entry],
+            number, what, [*context, want or "(nothing more)"], [*context, entry]
         )
         self._stop()
         return True
@@ -335,14 +339,15 @@ class _Comparer(Extension):
     def _on_activation(self, event: Event) -> None:
         start = event.payload
         if not self.stopped and isinstance(start, IterationStart):
-            self._scheduled(f"start {start.iteration} {start.hat}", start.iteration)
+            entry = schedule_start(start.iteration, start.hat, start.triggers)
+            self._scheduled(entry, start.iteration, start.hat)
 
     def _on_iteration(self, event: Event) -> None:
         if self.stopped or not isinstance(event.payload, IterationEnd):
             return
         number = event.payload.iteration
         self.last = number
-        if self._scheduled(f"end {number} {event.payload.hat}", number):
+        if self._scheduled(f"end {number} {event.payload.hat}", number, event.payload.hat):
             return
         self.result.actual_iterations = max(self.result.actual_iterations, number)
         expected = self.reader.iteration(number)

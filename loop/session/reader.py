@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
 from types import TracebackType
@@ -45,7 +45,12 @@ from loop.session.recording import (
 )
 from loop.session.store import validate_session_id
 
-__all__ = ["RESUMED", "RecordingReader", "hat_difference"]  # RESUMED: see loop.engine.lanes
+__all__ = [  # RESUMED: see loop.engine.lanes
+    "RESUMED",
+    "RecordingReader",
+    "hat_difference",
+    "schedule_start",
+]
 
 
 def _versions() -> str:
@@ -54,6 +59,17 @@ def _versions() -> str:
 
 
 log = structlog.get_logger("loop.replay")
+
+
+def schedule_start(iteration: int, hat: str, triggers: Sequence[int]) -> str:
+    """The schedule's entry of an activation's start: its iteration, its hat and the
+    pending events (by number) it runs on, as a replay compares them.
+
+    >>> schedule_start(5, "synthesizer", (5, 6, 7))
+    'start 5 synthesizer on events 5, 6, 7'
+    """
+    return f"start {iteration} {hat} on events {', '.join(map(str, triggers))}"
+
 
 READ_BUFFER = 256 * 1024  # bytes read per system call while scanning or replaying
 # Iteration lines (bytes) whose typed records the scan keeps: each one kept is parsed
@@ -90,8 +106,9 @@ class RecordingReader:
         self.markers: list[tuple[int, MarkerRecord]] = []
         self.overrides: list[Override] = []  # a resume's changed limits, in order
         self.published: list[tuple[int, PublishedRecord]] = []
-        # a session with parallel hats: its starts and commits in order ("start 3 hat",
-        # "end 3 hat"); empty for a sequential one, which has no start lines
+        # a session with parallel hats: its starts and commits in order ("start 3 hat on
+        # events 4, 5": schedule_start; "end 3 hat"); empty for a sequential one, which
+        # has no start lines
         self.schedule: list[str] = []
         self.commit_order: list[int] = []  # a parallel session's iterations, as committed
         self.resume_starts: list[int] = []  # activations started before each resume
@@ -271,7 +288,7 @@ class RecordingReader:
         elif isinstance(record, PublishedRecord):
             self.published.append((number, record))
         elif isinstance(record, StartRecord):
-            self.schedule.append(f"start {record.iteration} {record.hat}")
+            self.schedule.append(schedule_start(record.iteration, record.hat, record.triggers))
         elif isinstance(record, FooterRecord):
             self.footer = record
         else:

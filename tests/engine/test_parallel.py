@@ -256,6 +256,27 @@ async def test_a_parallel_replay_that_schedules_otherwise_diverges(tmp_path: Pat
     assert "schedule differs" in result.divergence.what
 
 
+def test_a_start_on_other_pending_events_diverges(tmp_path: Path) -> None:
+    """A start line's triggers (the pending events it ran on) are part of the schedule a
+    replay reproduces: the synthesizer's start edited from events 5, 6 and 7 to 5 and 6
+    is a divergence that shows both (it replayed ok)."""
+    wave = Path(__file__).resolve().parents[2] / "recordings" / "wave.jsonl"
+    records = lines(wave)
+    (start,) = [r for r in records if r["kind"] == "start" and r["hat"] == "synthesizer"]
+    assert start["triggers"] == [5, 6, 7]
+    start["triggers"] = [5, 6]
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(r) + "\n" for r in records))
+    result = replay_file(edited)
+    assert result.divergence is not None
+    assert result.divergence.iteration == 5
+    assert result.divergence.what == (
+        "hat synthesizer: the activation started on other pending events"
+    )
+    assert result.divergence.expected[-1] == "start 5 synthesizer on events 5, 6"
+    assert result.divergence.actual[-1] == "start 5 synthesizer on events 5, 6, 7"
+
+
 def _wave_toml(signals: Path, mode: str, *, tasks: bool = False, max_iterations: int = 100) -> str:
     command = [sys.executable, str(AGENTS / "wave.py"), str(signals), mode]
     return f"""
