@@ -5,7 +5,7 @@
     class                     code                  exit  what went wrong
     LoopError                 loop_error            1     base of every error hatloop raises
     ├── InputError            invalid_input         2     bad input from a user or an agent
-    │   ├── UsageError        usage_error           2     bad command-line arguments
+    │   ├── UsageError        usage_error           2     bad command-line arguments, or API misuse
     │   ├── ConfigError       config_error          2     a config or hat file: names file and key
     │   ├── PathError         invalid_path          2     a path built from input leaves its root
     │   ├── StoreError        store_error           2     a state file cannot be read: names it
@@ -98,7 +98,7 @@ class InputError(LoopError):
 
 
 class UsageError(InputError):
-    """Bad command-line arguments."""
+    """Bad command-line arguments, or a function of the API called where it cannot run."""
 
     code = "usage_error"
 

@@ -25,6 +25,7 @@ the pending events each started on (:func:`~loop.session.reader.schedule_start`)
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -47,7 +48,7 @@ from loop.engine.lifecycle import (
     LOOP_TERMINATED,
     SessionEnded,
 )
-from loop.errors import ReplayDivergence
+from loop.errors import ReplayDivergence, UsageError
 from loop.events import Event
 from loop.extensions import Extension
 from loop.locations import (
@@ -576,6 +577,23 @@ async def _replay(path: Path, extensions: Sequence[Extension]) -> ReplayResult:
     return result
 
 
-def replay_file(path: str | os.PathLike[str]) -> ReplayResult:
-    """Synchronous :func:`replay_recording` (runs its own event loop on asyncio)."""
-    return anyio.run(replay_recording, path, backend="asyncio")
+def replay_file(path: str | os.PathLike[str], extensions: Sequence[Extension] = ()) -> ReplayResult:
+    """Synchronous :func:`replay_recording` (runs its own event loop on asyncio).
+
+    ``extensions``: extensions of your own that took part in the recorded run, as for
+    :func:`replay_recording`.
+
+    Raises:
+        UsageError: called where an event loop is already running (async code, a
+            notebook), which cannot run another: await :func:`replay_recording` there.
+        RecordingError: the recording is bad input (see :class:`RecordingReader`).
+        ConfigError: the recorded configuration is not valid for this hatloop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # none: this thread may run one
+        return anyio.run(replay_recording, path, extensions, backend="asyncio")
+    raise UsageError(
+        "replay_file() cannot run inside a running event loop (async code, a notebook): "
+        "await replay_recording(path) there instead"
+    )

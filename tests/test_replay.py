@@ -21,7 +21,7 @@ from loop.backends.replay import ReplayBackend
 from loop.cli import main
 from loop.config import config_digest
 from loop.engine import state as engine_state
-from loop.errors import RecordingError, ReplayDivergence
+from loop.errors import RecordingError, ReplayDivergence, UsageError
 from loop.replay import RecordingReader, replay_file, replay_recording
 from loop.session import reader as reader_module
 from tests.session.test_recorder import LOOP_TOML, record_session
@@ -318,6 +318,20 @@ async def test_a_recorded_failure_replays_as_the_same_failure(tmp_path: Path) ->
     reader.close()
     assert last is not None
     assert (last.status, last.backend_ok) == ("failed", False)
+
+
+async def test_replay_file_in_a_running_event_loop_says_to_await_replay_recording() -> None:
+    """Called from async code (an async test, a notebook), the synchronous ``replay_file``
+    cannot run its own event loop: a one-line usage error says what to await instead (it
+    was anyio's ``RuntimeError: Already running asyncio in this thread``)."""
+    with pytest.raises(UsageError) as info:
+        replay_file(REPO / "recordings" / "default.jsonl")
+    assert str(info.value) == (
+        "replay_file() cannot run inside a running event loop (async code, a notebook): "
+        "await replay_recording(path) there instead"
+    )
+    assert (info.value.code, info.value.exit_code) == ("usage_error", 2)
+    assert (await replay_recording(REPO / "recordings" / "default.jsonl")).ok
 
 
 def test_a_byte_order_mark_before_the_header_is_skipped(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 from structlog.testing import capture_logs
 
 from loop.bus import EventBus
@@ -21,7 +22,7 @@ from loop.engine.state import RouteContext, fold
 from loop.events import Event
 from loop.extensions import Extension
 from loop.records import EventsPublished, IterationEnd, SessionStart
-from loop.replay import replay_recording
+from loop.replay import replay_file, replay_recording
 from loop.runner import RunOptions, run_loop
 from loop.session.load import load_session
 from loop.session.recorder import Recorder
@@ -116,6 +117,19 @@ async def test_the_replay_compares_events_published_between_iterations(tmp_path:
         '  expected: review.requested "please"\n'
         "  actual  : (none)"
     )
+
+
+def test_replay_file_takes_the_extensions_too(tmp_path: Path) -> None:
+    """The synchronous ``replay_file`` takes the extensions of the recorded run, as
+    ``replay_recording`` does: such a session replays from sync code too."""
+    anyio.run(_run, tmp_path, RequestsReview())
+    recording = tmp_path / "rec.jsonl"
+    for result in (
+        replay_file(recording, [RequestsReview()]),
+        replay_file(recording, extensions=[RequestsReview()]),
+    ):
+        assert result.ok, result.divergence and result.divergence.render()
+    assert not replay_file(recording).ok
 
 
 async def test_show_marks_where_they_were_published(tmp_path: Path) -> None:
