@@ -23,6 +23,7 @@ from loop.session.view import (
     MarkerView,
     SessionView,
     ToolCallView,
+    WaitView,
     event_rows,
     outcome,
 )
@@ -229,7 +230,7 @@ def render_iteration(view: SessionView, it: IterationView) -> str:
         f"#{it.activation + 1}) · backend {it.backend or '-'}",
         f"  status      {status} ({backend})" + (" · completed the loop" if it.completed else ""),
         f"  timings     took {it.duration:.3f}s · from {it.started:.3f}s to "
-        f"{it.elapsed:.3f}s of the session",
+        f"{it.elapsed:.3f}s of the session" + _waited_text(it),
         f"  usage       {' · '.join(usage) or '-'}",
     ]
 
@@ -237,6 +238,8 @@ def render_iteration(view: SessionView, it: IterationView) -> str:
         lines.append(f"  {title:<11} {items[0] if items else '-'}")
         lines.extend(f"  {'':<11} {item}" for item in items[1:])
 
+    if it.waits:  # its hat was called again after each
+        block("waits", [_wait_text(w) for w in it.waits])
     block("triggers", [_event_text(e) for e in it.triggers])
     block("events", [_event_text(e, with_source=False) for e in it.events])
     others = [e for e in it.published if e.source != it.hat]
@@ -254,6 +257,22 @@ def render_iteration(view: SessionView, it: IterationView) -> str:
     return "\n".join(lines)
 
 
+def _waited_text(it: IterationView) -> str:
+    """`` · started at 0.004s, waited 34.886s``: an iteration that waited out a limit
+    began before its last call did."""
+    if not it.waits:
+        return ""
+    began = f"started at {it.began:.3f}s, " if it.began is not None else ""
+    return f" · {began}waited {it.waited:.3f}s"
+
+
+def _wait_text(wait: WaitView) -> str:
+    """A wait in one line: the limit, how long, from when, what the CLI said."""
+    at = f" from {wait.at:.3f}s" if wait.at is not None else ""
+    said = " ".join(wait.message.split())
+    return f"{wait.limit} for {wait.seconds:.3f}s{at}" + (f": {said}" if said else "")
+
+
 def _call_text(call: ToolCallView) -> str:
     """A tool call in one line: the tool, how it came, its input, how it ended."""
     args = json.dumps(call.input, ensure_ascii=False, sort_keys=True)
@@ -264,20 +283,24 @@ def _call_text(call: ToolCallView) -> str:
 
 def iteration_summary(it: IterationView) -> dict[str, Any]:
     """An iteration's row of the timeline, as JSON-ready data."""
-    return {
-        "iteration": it.iteration,
-        "hat": it.hat,
-        "status": it.status,
-        "reason": it.reason,
-        "duration": it.duration,
-        "elapsed": it.elapsed,
-        "cost_usd": it.cost_usd,
-        "input_tokens": it.input_tokens,
-        "output_tokens": it.output_tokens,
-        "events": [e.topic for e in it.events],
-        "tool_calls": len(it.tool_calls),
-        "completed": it.completed,
-    } | ({"ran_with": list(it.ran_with)} if it.ran_with else {})
+    return (
+        {
+            "iteration": it.iteration,
+            "hat": it.hat,
+            "status": it.status,
+            "reason": it.reason,
+            "duration": it.duration,
+            "elapsed": it.elapsed,
+            "cost_usd": it.cost_usd,
+            "input_tokens": it.input_tokens,
+            "output_tokens": it.output_tokens,
+            "events": [e.topic for e in it.events],
+            "tool_calls": len(it.tool_calls),
+            "completed": it.completed,
+        }
+        | ({"ran_with": list(it.ran_with)} if it.ran_with else {})
+        | ({"waited": it.waited} if it.waits else {})
+    )
 
 
 def iteration_detail(it: IterationView) -> dict[str, Any]:

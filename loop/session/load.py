@@ -34,6 +34,7 @@ from loop.records import (
     Resume,
     SessionEnd,
     SessionStart,
+    Wait,
 )
 from loop.session.reader import RecordingReader
 from loop.session.recording import (
@@ -43,6 +44,7 @@ from loop.session.recording import (
     PublishedRecord,
     StartRecord,
 )
+from loop.session.runtime import RunClock
 from loop.session.store import find_session, latest_session
 from loop.session.view import (
     EndView,
@@ -51,6 +53,7 @@ from loop.session.view import (
     LoopEvent,
     MarkerView,
     SessionView,
+    WaitView,
 )
 
 __all__ = ["load_session", "resolve_session"]
@@ -164,6 +167,10 @@ class _Builder:
         self.running: set[int] = set()  # parallel hats: started, not ended yet
         self.overlaps: dict[int, set[int]] = {}
         self.triggers: dict[int, tuple[int, ...]] = {}  # by iteration, its last start's
+        self.clock = RunClock()  # a journal's: where its records fall on the runtime
+        self.began: dict[int, float] = {}  # by iteration, its last start's time (journal)
+        self.waits: list[WaitView] = []
+        self.waits_of: dict[int, list[WaitView]] = {}  # by iteration, until it commits
 
     def started(self, record: IterationStart | StartRecord) -> None:
         """An activation started, on the events ``record`` numbers: it runs with every
@@ -174,13 +181,32 @@ class _Builder:
             self.overlaps.setdefault(other, set()).add(iteration)
         self.running.add(iteration)
         self.triggers[iteration] = record.triggers
+        if isinstance(record, IterationStart) and (at := self.clock.at(record.ts)) is not None:
+            self.began[iteration] = round(at, 6)
+
+    def waited(self, record: Wait) -> None:
+        """A call of an iteration in flight hit a limit, and the loop waits it out: a
+        marker where it happened, and the iteration's when it commits."""
+        at = self.clock.at(record.ts)
+        wait = WaitView.model_validate(record, from_attributes=True).model_copy(
+            update={"at": None if at is None else round(at, 6)}
+        )
+        self.waits.append(wait)
+        self.waits_of.setdefault(record.iteration, []).append(wait)
+        self.markers.append(MarkerView(kind="wait", after=self.done, message=wait.text()))
 
     def iteration(self, record: IterationFields) -> None:
         it = IterationView.model_validate(record, from_attributes=True)
+        number = record.iteration
         # without a start line, what it consumed: a consuming iteration takes all it ran on
-        seqs = self.triggers.pop(record.iteration, record.consumed)
-        self.iterations.append(it.model_copy(update={"trigger_seqs": seqs}) if seqs else it)
-        self.running.discard(record.iteration)
+        seqs = self.triggers.pop(number, record.consumed)
+        update: dict[str, Any] = {"trigger_seqs": seqs} if seqs else {}
+        if (began := self.began.pop(number, None)) is not None:
+            update["began"] = began
+        if waits := self.waits_of.pop(number, None):
+            update["waits"] = tuple(waits)
+        self.iterations.append(it.model_copy(update=update) if update else it)
+        self.running.discard(number)
 
     def lanes(self) -> tuple[IterationView, ...]:
         """The iterations, each with the ones it ran with (an attempt a kill cut short
@@ -306,12 +332,16 @@ def _from_journal(path: Path) -> SessionView:
         raise SessionError(f"{path}:1: the first record is {start.kind!r}, not session.start")
     build = _Builder(_limits_of(start.config))
     build.loop_events.append(LoopEvent(after=0, event=_event(start.start_event)))
+    build.clock.take(start)
     for record in records[1:]:
+        build.clock.take(record)
         match record:
             case IterationEnd():
                 build.iteration(record)
             case IterationStart():
                 build.started(record)
+            case Wait():
+                build.waited(record)
             case HatExhausted():
                 event = _event(record.event)
                 build.loop_events.append(LoopEvent(after=build.done, event=event))
@@ -371,6 +401,7 @@ def _from_journal(path: Path) -> SessionView:
         iterations=build.lanes(),
         loop_events=tuple(build.loop_events),
         markers=tuple(build.markers),
+        waits=tuple(build.waits),
         end=build.end,
         in_flight=in_flight[0] if in_flight else None,
         in_flight_all=in_flight,

@@ -29,7 +29,8 @@ from loop.engine.session_dir import JOURNAL_NAME, LATEST, SessionPaths, is_locke
 from loop.engine.state import LoopState, RouteContext, fold
 from loop.errors import InputError, LoopError, PathError, SessionError
 from loop.exits import EXIT_LIMIT, REASONS_FINAL, exit_code_for
-from loop.records import IterationEnd, JournalRecord, Resume, SessionEnd, SessionStart
+from loop.records import SessionStart
+from loop.session.runtime import ElapsedAsOf, status_elapsed
 
 __all__ = [
     "MIN_PREFIX",
@@ -178,10 +179,6 @@ class PendingSummary(BaseModel):
     )
 
 
-# What a status's ``elapsed`` is as of: the session's end (its summary's figure), now (a
-# running session's runtime so far), or its last commit (a run killed without an end)
-ElapsedAsOf = Literal["end", "now", "last_commit"]
-
 SessionState = Literal[
     "not_found",
     "running",
@@ -317,37 +314,6 @@ def session_status(
         resume_command=resume,
         directory=_absolute(paths.dir),
     )
-
-
-def status_elapsed(
-    records: list[JournalRecord], *, running: bool, now: float
-) -> tuple[float, ElapsedAsOf]:
-    """A session's runtime, and as of when: its end's (what the run's summary and ``show``
-    say: the time after the last commit counts, an interrupt's included); a running
-    one's so far (its run goes on, as the engine's does, from the runtime before its
-    resume, from its ``session.start`` or ``resume`` record's time); else the last
-    commit's (a run killed without an end record: when it died is not known).
-
-    The runtime before a resume is the last ``session.end``'s, or the last commit's if
-    that is later (a run killed after a resume left no end)."""
-    carried = 0.0  # where a resumed run's clock goes on from (the engine's state.elapsed)
-    base, since = 0.0, None
-    end: SessionEnd | None = None
-    for record in records:
-        match record:
-            case IterationEnd():
-                carried = max(carried, record.elapsed)
-            case SessionStart():
-                base, since, end = 0.0, record.ts, None
-            case Resume():
-                base, since, end = carried, record.ts, None
-            case SessionEnd():
-                carried, end = max(carried, record.elapsed), record
-    if end is not None:
-        return end.elapsed, "end"
-    if running and since is not None:
-        return max(carried, base + max(0.0, now - since)), "now"
-    return carried, "last_commit"
 
 
 def _state_of(termination: str | None, *, locked: bool) -> SessionState:

@@ -35,6 +35,7 @@ __all__ = [
     "MarkerView",
     "SessionView",
     "ToolCallView",
+    "WaitView",
     "event_rows",
     "flows",
     "hat_stats",
@@ -97,6 +98,33 @@ class LostCallsView(_View):
     tool_calls: tuple[ToolCallView, ...] = ()
 
 
+WAIT_MESSAGE_CHARS = 120  # of a limit's message, in a wait's one line
+
+
+class WaitView(_View):
+    """A rate or usage limit an iteration's call hit, and the wait the loop planned for
+    it (a journal's ``wait`` record; a recording does not keep them)."""
+
+    iteration: int
+    hat: str
+    limit: str  # rate_limit, usage_limit
+    message: str = ""  # what the agent's CLI said
+    attempt: int = 1  # the iteration's waits, this one included
+    seconds: float
+    until: float  # when the iteration's hat was called again (epoch seconds)
+    at: float | None = None  # when the wait began, in seconds since the session started
+
+    def text(self) -> str:
+        """``planner waited 34.89s for rate_limit (iteration 1): <the CLI's message>``."""
+        said = " ".join(self.message.split())
+        if len(said) > WAIT_MESSAGE_CHARS:
+            said = said[: WAIT_MESSAGE_CHARS - 1] + "…"
+        return (
+            f"{self.hat} waited {self.seconds:.2f}s for {self.limit} (iteration "
+            f"{self.iteration})" + (f": {said}" if said else "")
+        )
+
+
 class IterationView(_View):
     """One committed iteration: what the hat was asked, what it answered, what it cost."""
 
@@ -131,6 +159,15 @@ class IterationView(_View):
     lost_calls: tuple[LostCallsView, ...] = ()
     ts: float | None = None
     ran_with: tuple[int, ...] = ()  # parallel hats: the iterations in flight with it
+    # when its start was journaled (before any wait), in seconds since the session
+    # started: a journal's, None where the file does not say
+    began: float | None = None
+    waits: tuple[WaitView, ...] = ()  # the limits its calls hit, waited out (a journal's)
+
+    @property
+    def waited(self) -> float:
+        """The seconds of its waits, in all."""
+        return sum(w.seconds for w in self.waits)
 
     @property
     def agent_tools(self) -> tuple[str, ...]:
@@ -141,7 +178,8 @@ class IterationView(_View):
 
     @property
     def started(self) -> float:
-        """When it started, in seconds since the session started."""
+        """When its hat's last call started, in seconds since the session started (after
+        any wait: see :attr:`began`)."""
         return max(0.0, self.elapsed - self.duration)
 
 
@@ -154,14 +192,15 @@ class LoopEvent(_View):
 
 # What a marker of the timeline says happened (docs/inspect.md lists each): resumed,
 # override (a resume's changed limits), ended (before a resume), hat_exhausted,
-# published (events published outside any iteration), in_flight (journal), and a
-# recording's own: cap_reached, write_failed.
+# published (events published outside any iteration), wait and in_flight (journal), and
+# a recording's own: cap_reached, write_failed.
 MarkerKind = Literal[
     "ended",
     "resumed",
     "override",
     "hat_exhausted",
     "published",
+    "wait",
     "in_flight",
     "cap_reached",
     "write_failed",
@@ -202,6 +241,7 @@ class SessionView(_View):
     iterations: tuple[IterationView, ...]
     loop_events: tuple[LoopEvent, ...] = ()
     markers: tuple[MarkerView, ...] = ()
+    waits: tuple[WaitView, ...] = ()  # every limit waited out, in order (journal only)
     end: EndView | None = None
     in_flight: int | None = None  # the oldest iteration started and not ended (journal only)
     # every iteration started and not ended, oldest first: parallel hats run several at

@@ -1,4 +1,5 @@
-"""Sessions made by real runs of the CLI, for the show, events and report tests."""
+"""Sessions made by real runs (of the CLI, or of the engine in-process with a fake
+clock), for the show, events, report and watch tests."""
 
 from __future__ import annotations
 
@@ -9,7 +10,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV", "HOSTILE", "hostile_recording", "loop", "pingpong_session", "wave_toml"]
+import anyio
+
+from loop.backends.scripted import ScriptedBackend
+from loop.testing import FakeClock, make_config, run_hats, tag
+from tests.engine.test_waits import Limited
+
+__all__ = [
+    "ENV",
+    "HOSTILE",
+    "WAITED_AT",
+    "hostile_recording",
+    "loop",
+    "pingpong_session",
+    "waited_session",
+    "wave_toml",
+]
 
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
 
@@ -138,3 +154,39 @@ def wave_toml(
         timeout=timeout,
         durable="true" if durable else "false",
     )
+
+
+WAITED_AT = 1_800_000_000.0  # the fake clock's start, in waited_session
+
+
+def waited_session(folder: Path, session_id: str = "w") -> Path:
+    """A planner refused twice by a rate limit (two waits journaled, the first of the
+    30 s backoff and the second longer, waited out on a fake clock from
+    :data:`WAITED_AT`), then a builder that completes the loop; the journal."""
+    config = make_config(
+        {
+            "planner": {"triggers": ["task.start"], "publishes": ["plan.ready"]},
+            "builder": {"triggers": ["plan.ready"], "publishes": ["LOOP_COMPLETE"]},
+        },
+        folder=folder,
+    )
+    backends = {
+        "planner": Limited(tag("plan.ready", "the plan"), times=2),
+        "builder": ScriptedBackend([tag("LOOP_COMPLETE")]),
+    }
+    clock = FakeClock(WAITED_AT)
+
+    async def run() -> None:
+        summary, _ = await run_hats(
+            config,
+            backends,
+            workdir=folder,
+            session_id=session_id,
+            clock=clock,
+            wall_clock=clock,
+            sleep=clock.sleep,
+        )
+        assert summary.reason == "completed", summary.notes
+
+    anyio.run(run)
+    return folder / ".loop" / "sessions" / session_id / "journal.jsonl"

@@ -26,7 +26,7 @@ from loop.engine.records import session_end
 from loop.engine.session_dir import SessionLock
 from loop.records import JOURNAL_VERSION, IterationEnd, Resume, SessionStart, encode_record
 from loop.session.store import status_elapsed
-from tests.commands.helpers import ENV, loop
+from tests.commands.helpers import ENV, loop, waited_session
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -277,6 +277,34 @@ def test_show_marks_failures_cost_and_markers(
     assert "failed: exit status 3" in out
     assert "--  cap_reached: recording stopped" in out
     assert "size cap reached" in out
+
+
+def test_show_says_where_a_limit_was_waited_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A planner refused twice by a rate limit: the timeline has a `wait` marker for
+    each wait before the planner's row, `--json` has them as markers and as waits, and
+    `show -i 1` says when the iteration started, how long it waited, and each wait."""
+    journal = waited_session(tmp_path)
+    code, out, _ = run(capsys, "show", str(journal))
+    assert code == 0
+    lines = out.splitlines()
+    marks = [n for n, line in enumerate(lines) if line.startswith("    --  wait: planner waited ")]
+    first_row = next(n for n, line in enumerate(lines) if line.strip().startswith("1  planner"))
+    assert len(marks) == 2 and marks[-1] < first_row
+    assert "for rate_limit (iteration 1): 429 Too Many Requests" in lines[marks[0]]
+    shown = json.loads(run(capsys, "show", "--json", str(journal))[1])
+    assert [m["kind"] for m in shown["markers"]] == ["wait", "wait"]
+    waited = sum(w["seconds"] for w in shown["waits"])
+    assert shown["iterations"][0]["waited"] == waited and "waited" not in shown["iterations"][1]
+    code, out, _ = run(capsys, "show", str(journal), "-i", "1")
+    assert code == 0
+    assert f"of the session · started at 0.000s, waited {waited:.3f}s\n" in out
+    first = shown["waits"][0]
+    assert f"  waits       rate_limit for {first['seconds']:.3f}s from 0.000s: 429 Too" in out
+    detail = json.loads(run(capsys, "show", str(journal), "-i", "1", "--json")[1])
+    assert detail["began"] == 0.0 and [w["attempt"] for w in detail["waits"]] == [1, 2]
+    assert detail["started"] == pytest.approx(waited)
 
 
 def test_show_of_a_torn_recording_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

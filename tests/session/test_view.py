@@ -9,7 +9,7 @@ import pytest
 from loop.errors import InputError
 from loop.session.load import load_session, resolve_session
 from loop.session.view import END, event_rows, flows, hat_stats, outcome
-from tests.commands.helpers import loop, wave_toml
+from tests.commands.helpers import loop, waited_session, wave_toml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -130,6 +130,33 @@ def test_the_wave_recordings_perspectives_go_to_their_reviewers() -> None:
     for number, payload in ((2, "security"), (3, "performance"), (4, "docs")):
         it = view.iteration(number)
         assert it is not None and [e.payload for e in it.triggers] == [payload]
+
+
+def test_a_limit_waited_out_is_a_marker_and_the_iterations_own(tmp_path: Path) -> None:
+    """A planner refused twice by a rate limit: each journaled wait is a `wait` marker
+    before the planner's row, in the session's waits with where it began on the
+    session's time, and in the planner's iteration, which began before its waits (its
+    last call, after them)."""
+    view = load_session(waited_session(tmp_path))
+    first, second = view.waits
+    assert (first.hat, first.iteration, first.limit, first.attempt) == (
+        "planner",
+        1,
+        "rate_limit",
+        1,
+    )
+    assert first.at == 0.0 and second.at == pytest.approx(first.seconds)
+    assert [(m.kind, m.after) for m in view.markers] == [("wait", 0), ("wait", 0)]
+    assert view.markers[0].message == (
+        f"planner waited {first.seconds:.2f}s for rate_limit (iteration 1): 429 Too Many Requests"
+    )
+    planner = view.iteration(1)
+    assert planner is not None and planner.waits == (first, second)
+    assert planner.began == 0.0 and planner.waited == first.seconds + second.seconds
+    assert planner.started == pytest.approx(planner.waited)  # its last call, after the waits
+    builder = view.iteration(2)
+    assert builder is not None and builder.waits == () and builder.waited == 0.0
+    assert builder.began == pytest.approx(planner.elapsed)
 
 
 def test_hat_stats_add_what_backends_reported() -> None:
