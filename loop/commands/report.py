@@ -362,7 +362,8 @@ def render_report(view: SessionView) -> str:
 <section id="timeline"><h2>Timeline</h2>{timeline_svg(view)}
 <p class="legend">one lane per hat, along the session's time; a bar per iteration (bars
 closer than the drawing's resolution are merged); click one to open it.
-<span class="sw-ok"></span>ok<span class="sw-bad"></span>failed · dashed lines: markers</p>
+<span class="sw-ok"></span>ok<span class="sw-bad"></span>failed<span class="sw-wait"></span>waiting
+out a rate or usage limit · dashed lines: markers</p>
 </section>
 <section id="graph"><h2>Hats and the events that flowed</h2>{graph_svg(view, flows(view))}
 {_flow_table(view)}</section>

@@ -1,8 +1,9 @@
 """The report's two pictures, drawn as inline SVG from a session view (pure functions).
 
 - :func:`timeline_svg`: one lane per hat, a bar per iteration from its start to its end in
-  session time; failed iterations red; markers (an end before a resume, a resume, a hat
-  exhausted, a recording's cap) as vertical lines. Iterations closer together than the
+  session time; failed iterations red; a limit waited out as a pale bar before the call
+  that followed it, in its iteration's lane; markers (an end before a resume, a resume, a
+  hat exhausted, a recording's cap) as vertical lines. Iterations closer together than the
   drawing's resolution share one bar, so a 10,000-iteration session stays a few thousand
   elements. Each bar links to its (first) iteration, ``#it-N``.
 - :func:`graph_svg`: the hats on a line, in the order they first ran, with an arc for every
@@ -18,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from html import escape
 
-from loop.session.view import END, Flow, IterationView, SessionView
+from loop.session.view import END, Flow, IterationView, SessionView, WaitView
 
 __all__ = ["fmt_seconds", "graph_svg", "timeline_svg"]
 
@@ -93,13 +94,19 @@ def _bar_title(hat: str, bar: _Bar, its: dict[int, IterationView]) -> str:
     )
 
 
+def _first(it: IterationView) -> float:
+    """When an iteration took its place in a lane: its last call's start, or its first
+    wait's (it waited in the lane before the call)."""
+    return min([it.started, *(w.at for w in it.waits if w.at is not None)])
+
+
 def _lanes(hat: str, its: list[IterationView]) -> list[tuple[str, list[IterationView]]]:
     """A hat's lanes: one, unless its activations ran at once (parallel hats): then as
     many as ran together, each activation in the first lane free when it started."""
     lanes: list[tuple[str, list[IterationView]]] = []
     ends: list[float] = []
-    for it in sorted(its, key=lambda i: i.started):
-        free = next((k for k, end in enumerate(ends) if end <= it.started + 1e-9), None)
+    for it in sorted(its, key=_first):
+        free = next((k for k, end in enumerate(ends) if end <= _first(it) + 1e-9), None)
         if free is None:
             lanes.append((hat if not lanes else f"{hat} ∥{len(lanes) + 1}", []))
             ends.append(0.0)
@@ -115,7 +122,11 @@ def timeline_svg(view: SessionView) -> str:
     hats = [
         lane for hat in names for lane in _lanes(hat, [i for i in view.iterations if i.hat == hat])
     ]
-    total = max([i.elapsed for i in view.iterations] + [view.end.elapsed if view.end else 0.0])
+    total = max(
+        [i.elapsed for i in view.iterations]
+        + [w.at + w.seconds for w in view.waits if w.at is not None]
+        + [view.end.elapsed if view.end else 0.0]
+    )
     total = total or 1.0
     scale = WIDTH / total
     height = LANE * len(hats) + 34
@@ -134,6 +145,14 @@ def timeline_svg(view: SessionView) -> str:
             f'<text class="tick" x="{x:.1f}" y="{axis_y + 14:.0f}">{fmt_seconds(tick)}</text>'
         )
         tick += step
+    lane_of = {it.iteration: n for n, (_, its) in enumerate(hats) for it in its}
+    first_lane: dict[str, int] = {}
+    for n, (label, its) in enumerate(hats):
+        first_lane.setdefault(its[0].hat if its else label, n)
+    for wait in view.waits:  # before the bars: a call that followed a wait is drawn over it
+        lane = lane_of.get(wait.iteration, first_lane.get(wait.hat))
+        if wait.at is not None and lane is not None:
+            parts.append(_wait_svg(wait, lane * LANE, scale, linked=wait.iteration in by_number))
     for lane, (label, its) in enumerate(hats):
         y = lane * LANE
         hat = its[0].hat if its else label
@@ -151,6 +170,8 @@ def timeline_svg(view: SessionView) -> str:
                 f"{opacity}><title>{escape(_bar_title(hat, bar, by_number))}</title></rect></a>"
             )
     for marker in view.markers:
+        if marker.kind == "wait":  # drawn as its bar
+            continue
         ended = by_number.get(marker.after)
         x = LABEL + (ended.elapsed if ended is not None else 0.0) * scale
         parts.append(
@@ -160,6 +181,19 @@ def timeline_svg(view: SessionView) -> str:
         )
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _wait_svg(wait: WaitView, y: float, scale: float, *, linked: bool) -> str:
+    """A limit waited out: a pale bar in its iteration's lane, from when the wait began
+    for as long as it lasted (linked to the iteration, once it committed)."""
+    assert wait.at is not None
+    x0 = LABEL + wait.at * scale
+    width = max(MIN_BAR, wait.seconds * scale)
+    rect = (
+        f'<rect class="wait" x="{x0:.1f}" y="{y + 4:.0f}" width="{width:.1f}" '
+        f'height="{LANE - 8:.0f}"><title>{escape(wait.text())}</title></rect>'
+    )
+    return f'<a href="#it-{wait.iteration}">{rect}</a>' if linked else rect
 
 
 # -- the hat graph ------------------------------------------------------------------------

@@ -23,7 +23,13 @@ from loop.commands.report import CHUNK, render_report, script_json
 from loop.commands.report_svg import graph_svg, timeline_svg
 from loop.session.load import load_session
 from loop.session.view import END, flows
-from tests.commands.helpers import HOSTILE, hostile_recording, loop, pingpong_session
+from tests.commands.helpers import (
+    HOSTILE,
+    hostile_recording,
+    loop,
+    pingpong_session,
+    waited_session,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -265,6 +271,29 @@ def test_the_timeline_has_a_lane_per_hat_and_a_bar_per_iteration(recorded: Path)
     links = re.findall(r'<a href="#it-(\d+)">', svg)
     assert sorted(map(int, links)) == [1, 2, 3, 4, 5]
     assert "<title>#3 reviewer · ok · took " in svg
+
+
+def test_a_limit_waited_out_is_a_bar_and_a_marker_of_the_report(tmp_path: Path) -> None:
+    """The planner waited out two rate limits before its call: each wait is a bar in the
+    planner's lane from where it began for as long as it lasted, before the planner's
+    bar, linked to the iteration; the markers section lists both; the axis spans them."""
+    view = load_session(waited_session(tmp_path))
+    first, second = view.waits
+    svg = timeline_svg(view)
+    bars = re.findall(r'<rect class="wait" x="([\d.]+)" y="(\d+)" width="([\d.]+)"', svg)
+    assert len(bars) == 2
+    planner_y = re.search(r'class="bar" x="[\d.]+" y="(\d+)"[^>]*><title>#1 planner', svg)
+    assert planner_y is not None and {y for _, y, _ in bars} == {planner_y.group(1)}
+    (x0, _, w0), (x1, _, _) = ((float(x), y, float(w)) for x, y, w in bars)
+    assert x0 == 120.0 and x1 == pytest.approx(x0 + w0, abs=0.2)  # from 0 s, one after another
+    assert "<title>planner waited " in svg and 'href="#it-1"><rect class="wait"' in svg
+    assert svg.count('class="marker') == 0  # waits are bars, not dashed lines
+    page = render_report(view)
+    assert (
+        f'<li class="warn">wait before the first iteration: planner waited {first.seconds:.2f}s '
+        "for rate_limit (iteration 1): 429 Too Many Requests</li>"
+    ) in page
+    assert f"planner waited {second.seconds:.2f}s" in page
 
 
 def test_report_errors_are_one_line_with_exit_2(
