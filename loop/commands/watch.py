@@ -3,16 +3,17 @@
 Everything comes from the session's files (:mod:`loop.session.follow`): the journal's
 records as they are written, the events of each activation in flight as its hat emits
 them (parallel hats run several at once), and the lock that tells whether a process
-still runs it. One line per iteration on stdout, the live status line below them on a
-terminal, until the session ends; the exit code is the session's own. A session that
-is already over is shown and its code returned at once; a named session that does not
-exist yet is waited for.
+still runs it. One line per iteration (and per limit waited out) on stdout, the live
+status line below them on a terminal, until the session ends; the exit code is the
+session's own. A session that is already over is shown and its code returned at once;
+a named session that does not exist yet is waited for.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from dataclasses import dataclass, field
 
 import anyio
@@ -25,7 +26,7 @@ from loop.commands.common import (
 )
 from loop.commands.live import LiveView
 from loop.engine.collect import EVENTS_FILE_NAME
-from loop.engine.lifecycle import spent
+from loop.engine.lifecycle import Waiting, spent
 from loop.engine.progress import usage_text
 from loop.engine.session_dir import SessionPaths
 from loop.engine.state import LoopState, RouteContext, apply
@@ -41,6 +42,7 @@ from loop.records import (
     Resume,
     SessionEnd,
     SessionStart,
+    Wait,
     encode_record,
 )
 from loop.session.follow import EventsTail, JournalTail, is_running
@@ -209,6 +211,10 @@ class _Follower:
             case IterationEnd():
                 self._say(_iteration_line(record))
                 self.view.iteration_ended(record)
+            case Wait():
+                self._say(_wait_line(record))
+                if record.until > time.time():  # the live line counts down to its end
+                    self.view.waiting(Waiting(record.limit.replace("_", " "), record.until, record))
             case EventsPublished():
                 topics = ", ".join(e.topic for e in record.events)
                 self._say(f"  published outside any iteration (routed): {topics}")
@@ -260,6 +266,16 @@ class _Follower:
 def _short(text: str, limit: int = 80) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _wait_line(rec: Wait) -> str:
+    """``  #1 planner waiting out a rate limit for 34.89s, until 15:55:31: <message>``."""
+    until = time.strftime("%H:%M:%S", time.localtime(rec.until))
+    said = _short(rec.message)
+    return (
+        f"  #{rec.iteration} {rec.hat} waiting out a {rec.limit.replace('_', ' ')} for "
+        f"{rec.seconds:.2f}s, until {until}" + (f": {said}" if said else "")
+    )
 
 
 def _iteration_line(rec: IterationEnd) -> str:

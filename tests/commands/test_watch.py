@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands.helpers import wave_toml
+from loop.engine.journal import read_journal
+from loop.records import Wait
+from tests.commands.helpers import waited_session, wave_toml
 from tests.commands.terminal import Terminal
 
 ENV = {k: v for k, v in os.environ.items() if not k.startswith(("LOOP_", "HATLOOP_"))}
@@ -165,6 +167,51 @@ def test_watch_of_a_session_already_over_shows_it_and_returns_its_code(project: 
         "session.end",
     ]
     assert res.returncode == 1
+
+
+def test_watch_says_each_limit_waited_out(tmp_path: Path) -> None:
+    """A session whose planner waited out two rate limits: a line for each wait, where it
+    came, with how long, until when and what the CLI said, before the planner's line."""
+    journal = waited_session(tmp_path)
+    waits = [r for r in read_journal(journal).records if isinstance(r, Wait)]
+    res = _loop("watch", "w", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    said = [
+        f"  #1 planner waiting out a rate limit for {w.seconds:.2f}s, until "
+        f"{time.strftime('%H:%M:%S', time.localtime(w.until))}: 429 Too Many Requests"
+        for w in waits
+    ]
+    assert lines[1:3] == said
+    assert lines[3].startswith("  #1 planner · ok · ")
+
+
+def test_a_wait_in_progress_is_counted_down_on_the_live_line(tmp_path: Path) -> None:
+    """A wait whose deadline is ahead: the live line says for what and until when; one
+    whose deadline has passed (a session shown afterwards) leaves the line as it was."""
+    from loop.commands.live import LiveView
+    from loop.commands.watch import _Follower
+    from loop.engine.session_dir import SessionPaths
+
+    view = LiveView(stream="stdout", live=False, colors=False)
+    follower = _Follower(SessionPaths(tmp_path, "w"), view)
+    now = time.time()
+    past = Wait(
+        iteration=1,
+        hat="planner",
+        limit="rate_limit",
+        message="429",
+        attempt=1,
+        seconds=30.0,
+        until=now - 5,
+        ts=now - 35,
+    )
+    follower._take(past)
+    assert view.status.waiting is None
+    ahead = Wait(**{**past.__dict__, "attempt": 2, "until": now + 60, "ts": now})
+    follower._take(ahead)
+    assert view.status.waiting is not None
+    assert (view.status.waiting.reason, view.status.waiting.until) == ("rate limit", now + 60)
 
 
 def test_watch_of_a_killed_session_says_so_and_exits_130(project: Path) -> None:
