@@ -359,6 +359,7 @@ def event_json(row: EventRow) -> dict[str, Any]:
         "payload": row.event.payload,
         "ts": row.event.ts,
         "to": row.to,
+        "taken_by": row.taken_by,
     }
 
 
@@ -378,9 +379,17 @@ def render_events(rows: list[EventRow], *, width: int | None = None) -> str:
         payload = r.event.payload_text().replace("\r", "\\r").replace("\n", "\\n") + target
         line = (
             f"{r.iteration:>5}  {r.hat or '-':<{hat_w}}  {r.event.topic:<{topic_w}}  "
-            f"{r.event.source:<{source_w}}  {r.to if r.to is not None else '-':>5}  {payload}"
+            f"{r.event.source:<{source_w}}  {_to_text(r):>5}  {payload}"
         )
         if width is not None and len(line) > width:
             line = line[: max(width - 1, len(head))] + "…"
         lines.append(line)
     return "\n".join(lines)
+
+
+def _to_text(row: EventRow) -> str:
+    """``3``: iteration 3 ran on it; ``3*``: iteration 3 runs on it and has not ended
+    (running, or in flight when its run stopped); ``-``: no hat ran on it."""
+    if row.to is not None:
+        return str(row.to)
+    return f"{row.taken_by}*" if row.taken_by is not None else "-"

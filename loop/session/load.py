@@ -20,6 +20,7 @@ from loop._text import iterations_text, iterations_were, them
 from loop.config.models import snapshot_limits
 from loop.engine.journal import read_journal
 from loop.engine.session_dir import JOURNAL_NAME, LOCK_NAME, is_locked
+from loop.engine.state import RouteContext, fold
 from loop.errors import InputError, PathError, SessionError
 from loop.events import Event
 from loop.exits import exit_code_for
@@ -29,6 +30,7 @@ from loop.records import (
     IterationEnd,
     IterationFields,
     IterationStart,
+    JournalRecord,
     LimitSettings,
     Override,
     Resume,
@@ -49,6 +51,7 @@ from loop.session.store import find_session, latest_session
 from loop.session.view import (
     EndView,
     EventView,
+    InFlightView,
     IterationView,
     LoopEvent,
     MarkerView,
@@ -167,6 +170,7 @@ class _Builder:
         self.running: set[int] = set()  # parallel hats: started, not ended yet
         self.overlaps: dict[int, set[int]] = {}
         self.triggers: dict[int, tuple[int, ...]] = {}  # by iteration, its last start's
+        self.hat_of: dict[int, str] = {}  # by iteration started, its hat
         self.clock = RunClock()  # a journal's: where its records fall on the runtime
         self.began: dict[int, float] = {}  # by iteration, its last start's time (journal)
         self.waits: list[WaitView] = []
@@ -181,6 +185,7 @@ class _Builder:
             self.overlaps.setdefault(other, set()).add(iteration)
         self.running.add(iteration)
         self.triggers[iteration] = record.triggers
+        self.hat_of[iteration] = record.hat
         if isinstance(record, IterationStart) and (at := self.clock.at(record.ts)) is not None:
             self.began[iteration] = round(at, 6)
 
@@ -252,6 +257,31 @@ class _Builder:
     @property
     def done(self) -> int:
         return self.iterations[-1].iteration if self.iterations else 0
+
+    def in_flight(
+        self, numbers: tuple[int, ...], records: list[JournalRecord], start: SessionStart
+    ) -> tuple[InFlightView, ...]:
+        """The iterations ``numbers`` (started, not ended), each with the events it runs
+        on: they stay pending until it commits, numbered as the loop's own reducer
+        numbers them."""
+        if not numbers:
+            return ()
+        state = fold(records, RouteContext.from_start(start))
+        pending = {p.seq: p.event for p in state.pending}
+        out = []
+        for number in numbers:
+            seqs = self.triggers.get(number, ())
+            events = tuple(_event(pending[seq]) for seq in seqs if seq in pending)
+            out.append(
+                InFlightView(
+                    iteration=number,
+                    hat=self.hat_of[number],
+                    began=self.began.get(number),
+                    triggers=events,
+                    trigger_seqs=seqs if len(events) == len(seqs) else (),
+                )
+            )
+        return tuple(out)
 
 
 def _open_text(numbers: tuple[int, ...], end: EndView | None, *, running: bool) -> str:
@@ -405,6 +435,7 @@ def _from_journal(path: Path) -> SessionView:
         end=build.end,
         in_flight=in_flight[0] if in_flight else None,
         in_flight_all=in_flight,
+        in_flight_runs=build.in_flight(in_flight, records, start),
         running=running,
         records=len(records),
         warnings=warnings,

@@ -28,6 +28,7 @@ __all__ = [
     "EventView",
     "Flow",
     "HatStats",
+    "InFlightView",
     "IterationView",
     "LoopEvent",
     "LostCallsView",
@@ -183,6 +184,17 @@ class IterationView(_View):
         return max(0.0, self.elapsed - self.duration)
 
 
+class InFlightView(_View):
+    """An iteration started and not ended (a journal's): running, left by a run that
+    stopped without an end, or cut short by the session's end."""
+
+    iteration: int
+    hat: str
+    began: float | None = None  # when it started, in seconds since the session started
+    triggers: tuple[EventView, ...] = ()  # the events it runs on, as the loop routed them
+    trigger_seqs: tuple[int, ...] = ()  # their numbers, in the same order
+
+
 class LoopEvent(_View):
     """An event the loop itself published: the starting event, a hat-exhausted notice."""
 
@@ -247,6 +259,7 @@ class SessionView(_View):
     # every iteration started and not ended, oldest first: parallel hats run several at
     # once (``in_flight`` keeps its one number, the first of these, for older readers)
     in_flight_all: tuple[int, ...] = ()
+    in_flight_runs: tuple[InFlightView, ...] = ()  # the same iterations: hat, start, events
     # a journal's: a live process holds the session's lock (a run without an end goes on)
     running: bool = False
     records: int  # the records in the file (a recording's run summary counts the same)
@@ -345,6 +358,7 @@ class EventRow(_View):
     hat: str | None  # that iteration's hat (None: the loop published it)
     event: EventView
     to: int | None = None  # the iteration that consumed it (or, if none did, ran on it)
+    taken_by: int | None = None  # the iteration in flight that runs on it (not ended)
 
 
 def event_rows(
@@ -359,7 +373,7 @@ def event_rows(
     ``topic``: a topic pattern (``*`` matches one segment); ``hat``: events published
     during that hat's iterations; ``iteration``: events published by that iteration.
     """
-    recipients = _recipients(view)
+    recipients, taken = _recipients(view)
     seen: dict[_Key, int] = {}  # the events of each key published so far
 
     def row(number: int, by: str | None, event: EventView) -> EventRow | None:
@@ -370,7 +384,13 @@ def event_rows(
             return None
         if (hat is not None and by != hat) or (iteration is not None and number != iteration):
             return None
-        return EventRow(iteration=number, hat=by, event=event, to=recipients.get((key, occurrence)))
+        return EventRow(
+            iteration=number,
+            hat=by,
+            event=event,
+            to=recipients.get((key, occurrence)),
+            taken_by=taken.get((key, occurrence)),
+        )
 
     loop_events = iter(view.loop_events)
     pending = next(loop_events, None)
@@ -405,9 +425,13 @@ def _key(event: EventView) -> _Key:
     )
 
 
-def _recipients(view: SessionView) -> dict[tuple[_Key, int], int]:
+_Recipients = dict[tuple[_Key, int], int]
+
+
+def _recipients(view: SessionView) -> tuple[_Recipients, _Recipients]:
     """The iteration that ran on each event that some iteration ran on: the one that
-    consumed it or, if none did, the first that tried. An event is its key and its
+    consumed it or, if none did, the first that tried; and the iteration in flight
+    (started, not ended) that runs on each event one does. An event is its key and its
     occurrence among the published events of that key (0 for the first).
 
     The loop numbers the events it routes, in the order they were published, and an
@@ -419,14 +443,21 @@ def _recipients(view: SessionView) -> dict[tuple[_Key, int], int]:
     iteration before it consumed.
     """
     numbers: dict[_Key, set[int]] = {}
-    for it in view.iterations:
-        if it.trigger_seqs and len(it.trigger_seqs) == len(it.triggers):
-            for event, seq in zip(it.triggers, it.trigger_seqs, strict=True):
+    runs: list[IterationView | InFlightView] = [*view.iterations, *view.in_flight_runs]
+    for run in runs:
+        if run.trigger_seqs and len(run.trigger_seqs) == len(run.triggers):
+            for event, seq in zip(run.triggers, run.trigger_seqs, strict=True):
                 numbers.setdefault(_key(event), set()).add(seq)
     rank = {key: {seq: n for n, seq in enumerate(sorted(seqs))} for key, seqs in numbers.items()}
+    taken: _Recipients = {}
+    for flight in view.in_flight_runs:  # numbered: their start records say which events
+        if len(flight.trigger_seqs) == len(flight.triggers):
+            for event, seq in zip(flight.triggers, flight.trigger_seqs, strict=True):
+                key = _key(event)
+                taken.setdefault((key, rank[key][seq]), flight.iteration)
     tried: dict[tuple[_Key, int], int] = {}
     consumed: dict[tuple[_Key, int], int] = {}
-    taken: dict[_Key, set[int]] = {}  # by key, the occurrences consumed so far
+    done: dict[_Key, set[int]] = {}  # by key, the occurrences consumed so far
     for it in view.iterations:
         numbered = bool(it.trigger_seqs) and len(it.trigger_seqs) == len(it.triggers)
         copies: dict[_Key, int] = {}  # unnumbered: this iteration's triggers of each key
@@ -436,15 +467,15 @@ def _recipients(view: SessionView) -> dict[tuple[_Key, int], int]:
             if numbered:
                 occurrence = rank[key][it.trigger_seqs[index]]
             else:
-                occurrence = _nth_free(taken.get(key, set()), copies.get(key, 0))
+                occurrence = _nth_free(done.get(key, set()), copies.get(key, 0))
                 copies[key] = copies.get(key, 0) + 1
             ran.append((key, occurrence))
             tried.setdefault((key, occurrence), it.iteration)
         if it.consumed if numbered else it.status == "ok":
             for key, occurrence in ran:
                 consumed.setdefault((key, occurrence), it.iteration)
-                taken.setdefault(key, set()).add(occurrence)
-    return tried | consumed
+                done.setdefault(key, set()).add(occurrence)
+    return tried | consumed, taken
 
 
 def _nth_free(taken: set[int], n: int) -> int:

@@ -600,6 +600,45 @@ def test_events_filters_by_topic_pattern_hat_and_iteration(
     assert (code, out) == (0, "no event in session split matches\n")
 
 
+def test_events_marks_the_iteration_in_flight_that_runs_on_an_event(
+    made: Made, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Iteration 2 started on plan.ready and did not end: killed (no end), running (a
+    run holds the lock) or cut short by an interrupt, `to` is `2*` (`taken_by` 2 in
+    JSON, `to` null: no iteration that ended ran on it), as `status` says `#2 runs on
+    it`; an event no hat ran on is still `-`."""
+    lines = made.journal.read_bytes().splitlines(keepends=True)
+    starts = [n for n, line in enumerate(lines) if line.startswith(b'{"kind":"iteration.start"')]
+    path = tmp_path / "journal.jsonl"
+    path.write_bytes(b"".join(lines[: starts[1] + 1]))  # killed in iteration 2
+
+    def plan_ready() -> tuple[list[str], dict[str, object]]:
+        _, out, _ = run(capsys, "events", str(path), "--topic", "plan.ready")
+        _, js, _ = run(capsys, "events", str(path), "--topic", "plan.ready", "--json")
+        return rows_of(out)[0], json.loads(js)
+
+    row, data = plan_ready()
+    assert row[:5] == ["1", "planner", "plan.ready", "planner", "2*"]
+    assert (data["to"], data["taken_by"]) == (None, 2)
+    lock = SessionLock(tmp_path / "lock")  # a live run holds the session: it is running
+    lock.acquire()
+    try:
+        assert plan_ready()[0][4] == "2*"
+    finally:
+        lock.release()
+    with path.open("ab") as fh:  # Ctrl-C: the end cut iteration 2 short
+        fh.write(encode_record(session_end("interrupted", 1, 3.0, 1.0)))
+    assert plan_ready()[0][4] == "2*"
+    _, out, _ = run(capsys, "events", str(made.journal))
+    assert [r[4] for r in rows_of(out)][-1] == "-"  # the completion event: no hat ran on it
+    assert (
+        json.loads(run(capsys, "events", str(made.journal), "--json")[1].splitlines()[0])[
+            "taken_by"
+        ]
+        is None
+    )
+
+
 def test_events_json_lines_carry_the_whole_event(
     made: Made, capsys: pytest.CaptureFixture[str]
 ) -> None:

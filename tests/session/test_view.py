@@ -115,6 +115,20 @@ def test_each_event_of_a_fan_out_goes_to_the_activation_that_ran_on_it(tmp_path:
         for number in (2, 3, 4):  # each took the one event the loop numbered for it
             it = view.iteration(number)
             assert it is not None and it.trigger_seqs == (number,), view.source
+    # the journal as it was while the three reviewers ran: each event is taken by the
+    # activation running on it, and no iteration that ended ran on it
+    lines = (tmp_path / ".loop/sessions/w/journal.jsonl").read_bytes().splitlines(keepends=True)
+    starts = [n for n, line in enumerate(lines) if b'"kind":"iteration.start"' in line]
+    running = tmp_path / "running.jsonl"
+    running.write_bytes(b"".join(lines[: starts[3] + 1]))
+    view = load_session(running)
+    assert [(f.iteration, f.hat, f.trigger_seqs) for f in view.in_flight_runs] == [
+        (2, "reviewer", (2,)),
+        (3, "reviewer", (3,)),
+        (4, "reviewer", (4,)),
+    ]
+    fanned = [(r.to, r.taken_by) for r in event_rows(view, topic="review.perspective")]
+    assert fanned == [(None, 2), (None, 3), (None, 4)]
 
 
 def test_the_wave_recordings_perspectives_go_to_their_reviewers() -> None:
