@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from loop._fs import atomic_write
-from loop._text import iterations_were
+from loop._text import iterations_text, iterations_were
 from loop._version import __version__
 from loop.commands.common import add_path_argument, add_sessions_options, check_output_file
 from loop.commands.inspect import TARGET_HELP, load_target
@@ -198,17 +198,20 @@ def _int(value: int | None) -> str:
     return "-" if value is None else f"{value:,}"
 
 
+# the elapsed figure's label, by what it is as of (as status says it)
+_ELAPSED = {"end": "elapsed", "now": "elapsed so far", "last_commit": "elapsed at the last commit"}
+
+
 def _figures(view: SessionView) -> str:
     its = view.iterations
     failed = sum(1 for i in its if i.status == "failed")
     costs = [i.cost_usd for i in its if i.cost_usd is not None]
     tin = [i.input_tokens for i in its if i.input_tokens is not None]
     tout = [i.output_tokens for i in its if i.output_tokens is not None]
-    elapsed = view.end.elapsed if view.end else max((i.elapsed for i in its), default=0.0)
     cells = [
         ("iterations", f'<span id="iteration-count">{len(its)}</span>'),
         ("failed", str(failed)),
-        ("elapsed", fmt_seconds(elapsed)),
+        (_ELAPSED[view.elapsed_as_of], fmt_seconds(view.elapsed)),
         ("cost", _money(sum(costs)) if costs else "-"),
         ("tokens in", _int(sum(tin)) if tin else "-"),
         ("tokens out", _int(sum(tout)) if tout else "-"),
@@ -222,7 +225,10 @@ def _outcome_line(view: SessionView) -> str:
     end = view.end
     if end is None:
         if view.running:
-            return "running: no end record yet"
+            flying = ""
+            if view.in_flight_all:
+                flying = f", {iterations_text(view.in_flight_all)} in flight"
+            return f"running: {fmt_seconds(view.elapsed)} so far{flying}, no end record yet"
         if view.in_flight_all:
             return f"unfinished: {iterations_were(view.in_flight_all)} running when the file ended"
         return "unfinished: no end record (its run stopped without one, a kill or a crash)"
@@ -362,8 +368,9 @@ def render_report(view: SessionView) -> str:
 <section id="timeline"><h2>Timeline</h2>{timeline_svg(view)}
 <p class="legend">one lane per hat, along the session's time; a bar per iteration (bars
 closer than the drawing's resolution are merged); click one to open it.
-<span class="sw-ok"></span>ok<span class="sw-bad"></span>failed<span class="sw-wait"></span>waiting
-out a rate or usage limit · dashed lines: markers</p>
+<span class="sw-ok"></span>ok<span class="sw-bad"></span>failed<span class="sw-open"></span>running
+or in flight (not ended)<span class="sw-wait"></span>waiting out a rate or usage limit · dashed
+lines: markers</p>
 </section>
 <section id="graph"><h2>Hats and the events that flowed</h2>{graph_svg(view, flows(view))}
 {_flow_table(view)}</section>

@@ -1,11 +1,12 @@
 """The report's two pictures, drawn as inline SVG from a session view (pure functions).
 
 - :func:`timeline_svg`: one lane per hat, a bar per iteration from its start to its end in
-  session time; failed iterations red; a limit waited out as a pale bar before the call
-  that followed it, in its iteration's lane; markers (an end before a resume, a resume, a
-  hat exhausted, a recording's cap) as vertical lines. Iterations closer together than the
-  drawing's resolution share one bar, so a 10,000-iteration session stays a few thousand
-  elements. Each bar links to its (first) iteration, ``#it-N``.
+  session time; failed iterations red; an iteration in flight (running, or not ended when
+  its run stopped) an open bar to the session's time so far; a limit waited out as a pale
+  bar before the call that followed it, in its iteration's lane; markers (an end before a
+  resume, a resume, a hat exhausted, a recording's cap) as vertical lines. Iterations
+  closer together than the drawing's resolution share one bar, so a 10,000-iteration
+  session stays a few thousand elements. Each bar links to its (first) iteration, ``#it-N``.
 - :func:`graph_svg`: the hats on a line, in the order they first ran, with an arc for every
   source and target that events actually flowed between (above: forward, below: back),
   labelled with the topics and their counts.
@@ -19,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from html import escape
 
-from loop.session.view import END, Flow, IterationView, SessionView, WaitView
+from loop.session.view import END, Flow, InFlightView, IterationView, SessionView, WaitView
 
 __all__ = ["fmt_seconds", "graph_svg", "timeline_svg"]
 
@@ -94,38 +95,62 @@ def _bar_title(hat: str, bar: _Bar, its: dict[int, IterationView]) -> str:
     )
 
 
-def _first(it: IterationView) -> float:
-    """When an iteration took its place in a lane: its last call's start, or its first
-    wait's (it waited in the lane before the call)."""
-    return min([it.started, *(w.at for w in it.waits if w.at is not None)])
+Run = IterationView | InFlightView  # what takes a place in a hat's lane
 
 
-def _lanes(hat: str, its: list[IterationView]) -> list[tuple[str, list[IterationView]]]:
+def _span(run: Run, now: float) -> tuple[float, float]:
+    """Where a run sits in a lane: an iteration from its first wait (it waited in the
+    lane before its call) or its last call's start, to its end; an iteration in flight
+    from its start to ``now`` (the session's time so far, or when it stopped)."""
+    if isinstance(run, InFlightView):
+        began = now if run.began is None else run.began
+        return began, max(began, now)
+    return min([run.started, *(w.at for w in run.waits if w.at is not None)]), run.elapsed
+
+
+def _lanes(hat: str, runs: list[Run], now: float) -> list[tuple[str, list[Run]]]:
     """A hat's lanes: one, unless its activations ran at once (parallel hats): then as
     many as ran together, each activation in the first lane free when it started."""
-    lanes: list[tuple[str, list[IterationView]]] = []
+    lanes: list[tuple[str, list[Run]]] = []
     ends: list[float] = []
-    for it in sorted(its, key=_first):
-        free = next((k for k, end in enumerate(ends) if end <= _first(it) + 1e-9), None)
+    for run in sorted(runs, key=lambda r: _span(r, now)[0]):
+        first, last = _span(run, now)
+        free = next((k for k, end in enumerate(ends) if end <= first + 1e-9), None)
         if free is None:
             lanes.append((hat if not lanes else f"{hat} ∥{len(lanes) + 1}", []))
             ends.append(0.0)
             free = len(lanes) - 1
-        lanes[free][1].append(it)
-        ends[free] = it.elapsed
+        lanes[free][1].append(run)
+        ends[free] = last
     return lanes or [(hat, [])]
 
 
+def _open_title(view: SessionView, flight: InFlightView) -> str:
+    """What an iteration in flight is: running, cut short by the end, or left by a run
+    that stopped without one."""
+    head = f"#{flight.iteration} {flight.hat}"
+    since = f" since {fmt_seconds(flight.began)}" if flight.began is not None else ""
+    if view.running:
+        return f"{head} · running{since} ({fmt_seconds(view.elapsed)} into the session so far)"
+    if view.end is not None:
+        return f"{head} · started{since}, cut short by the session's end ({view.end.reason})"
+    return (
+        f"{head} · started{since}, in flight when its run stopped without an end (a kill "
+        "or a crash): a resume runs it again"
+    )
+
+
 def timeline_svg(view: SessionView) -> str:
-    """Iterations per hat along the session's time (a lane per activation running at once)."""
-    names = list(view.hats) + sorted({i.hat for i in view.iterations} - set(view.hats))
-    hats = [
-        lane for hat in names for lane in _lanes(hat, [i for i in view.iterations if i.hat == hat])
-    ]
+    """Iterations per hat along the session's time (a lane per activation running at once),
+    and those in flight, open-ended."""
+    runs: list[Run] = [*view.iterations, *view.in_flight_runs]
+    names = list(view.hats) + sorted({r.hat for r in runs} - set(view.hats))
+    now = view.elapsed  # where the open bars end
+    hats = [lane for hat in names for lane in _lanes(hat, [r for r in runs if r.hat == hat], now)]
     total = max(
         [i.elapsed for i in view.iterations]
         + [w.at + w.seconds for w in view.waits if w.at is not None]
-        + [view.end.elapsed if view.end else 0.0]
+        + [view.end.elapsed if view.end else 0.0, now]
     )
     total = total or 1.0
     scale = WIDTH / total
@@ -145,20 +170,21 @@ def timeline_svg(view: SessionView) -> str:
             f'<text class="tick" x="{x:.1f}" y="{axis_y + 14:.0f}">{fmt_seconds(tick)}</text>'
         )
         tick += step
-    lane_of = {it.iteration: n for n, (_, its) in enumerate(hats) for it in its}
+    lane_of = {run.iteration: n for n, (_, lane_runs) in enumerate(hats) for run in lane_runs}
     first_lane: dict[str, int] = {}
-    for n, (label, its) in enumerate(hats):
-        first_lane.setdefault(its[0].hat if its else label, n)
+    for n, (label, lane_runs) in enumerate(hats):
+        first_lane.setdefault(lane_runs[0].hat if lane_runs else label, n)
     for wait in view.waits:  # before the bars: a call that followed a wait is drawn over it
         lane = lane_of.get(wait.iteration, first_lane.get(wait.hat))
         if wait.at is not None and lane is not None:
             parts.append(_wait_svg(wait, lane * LANE, scale, linked=wait.iteration in by_number))
-    for lane, (label, its) in enumerate(hats):
+    for lane, (label, lane_runs) in enumerate(hats):
         y = lane * LANE
-        hat = its[0].hat if its else label
+        hat = lane_runs[0].hat if lane_runs else label
         parts.append(
             f'<text class="lane" x="{LABEL - 6:.0f}" y="{y + 15:.0f}">{escape(label)}</text>'
         )
+        its = [r for r in lane_runs if isinstance(r, IterationView)]
         for bar in _bars(its, scale):
             cls = "bar failed" if bar.failed else "bar"
             # a merged bar is as opaque as its hat was busy over it (faint: mostly idle)
@@ -169,6 +195,16 @@ def timeline_svg(view: SessionView) -> str:
                 f'y="{y + 4:.0f}" width="{bar.x1 - bar.x0:.1f}" height="{LANE - 8:.0f}"'
                 f"{opacity}><title>{escape(_bar_title(hat, bar, by_number))}</title></rect></a>"
             )
+        for flight in lane_runs:  # not ended: open-ended, to the session's time so far
+            if isinstance(flight, InFlightView):
+                first, last = _span(flight, now)
+                x0 = LABEL + first * scale
+                parts.append(
+                    f'<rect class="bar open" x="{x0:.1f}" y="{y + 4:.0f}" '
+                    f'width="{max(MIN_BAR, (last - first) * scale):.1f}" '
+                    f'height="{LANE - 8:.0f}"><title>{escape(_open_title(view, flight))}'
+                    "</title></rect>"
+                )
     for marker in view.markers:
         if marker.kind == "wait":  # drawn as its bar
             continue
@@ -215,11 +251,12 @@ class _Edge:
 
 
 def _order(view: SessionView, edges: list[_Edge]) -> list[str]:
-    """``loop``, the hats in the order they first ran, the rest, then the end."""
+    """``loop``, the hats in the order they first ran (or run now), the rest, then the
+    end."""
     order = ["loop"]
-    for it in view.iterations:
-        if it.hat not in order:
-            order.append(it.hat)
+    for hat in [*(it.hat for it in view.iterations), *(f.hat for f in view.in_flight_runs)]:
+        if hat not in order:
+            order.append(hat)
     order += [h for h in view.hats if h not in order]
     for edge in edges:
         if edge.source not in order and edge.source != END:
@@ -276,14 +313,17 @@ def _edge_svg(edge: _Edge, x1: float, x2: float, span: int) -> tuple[str, str, f
     return path, labels, above, below
 
 
-def _node_svg(name: str, x: float, view: SessionView, runs: int) -> str:
+def _node_svg(name: str, x: float, view: SessionView, runs: int, flying: int) -> str:
     if name == "loop":
         cls, sub = "node loop", "start"
     elif name == END:
         cls, sub = "node end", view.completion_event
-    elif name in view.hats or runs:
-        cls = "node hat" if runs else "node hat idle"
-        sub = f"×{runs}" if runs else "not run"
+    elif name in view.hats or runs or flying:
+        cls = "node hat" if runs or flying else "node hat idle"
+        done = [f"×{runs}"] if runs else []
+        if flying:  # iterations of it not ended: running, or in flight when it stopped
+            done.append(f"{flying} {'running' if view.running else 'in flight'}")
+        sub = " + ".join(done) or "not run"
     else:
         cls, sub = "node other", "publisher"
     return (
@@ -306,6 +346,9 @@ def graph_svg(view: SessionView, flows: list[Flow]) -> str:
     runs: dict[str, int] = {}
     for it in view.iterations:
         runs[it.hat] = runs.get(it.hat, 0) + 1
+    flying: dict[str, int] = {}
+    for flight in view.in_flight_runs:
+        flying[flight.hat] = flying.get(flight.hat, 0) + 1
 
     def cx(name: str) -> float:
         return 20 + index[name] * (NODE_W + GAP) + NODE_W / 2
@@ -320,7 +363,9 @@ def graph_svg(view: SessionView, flows: list[Flow]) -> str:
         paths.append(path)
         labels.append(label)
         above, below = max(above, up), max(below, down)
-    nodes = [_node_svg(name, cx(name), view, runs.get(name, 0)) for name in order]
+    nodes = [
+        _node_svg(name, cx(name), view, runs.get(name, 0), flying.get(name, 0)) for name in order
+    ]
     return (
         # drawn at its own size (never scaled up), shrunk to fit a narrow window
         f'<svg class="graph" width="{width:.0f}" height="{above + below:.0f}" '

@@ -11,6 +11,7 @@ is read.
 from __future__ import annotations
 
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -417,6 +418,7 @@ def _from_journal(path: Path) -> SessionView:
             )
         )
     warnings = (f"{path}: torn last line ignored (a crash mid-write)",) if contents.torn else ()
+    elapsed, as_of = build.clock.elapsed(running=running, now=time.time())
     return SessionView(
         source="journal",
         path=str(path),
@@ -437,6 +439,8 @@ def _from_journal(path: Path) -> SessionView:
         in_flight_all=in_flight,
         in_flight_runs=build.in_flight(in_flight, records, start),
         running=running,
+        elapsed=round(elapsed, 6),  # as status rounds it: both say the same figure
+        elapsed_as_of=as_of,
         records=len(records),
         warnings=warnings,
     )
@@ -479,6 +483,7 @@ def _from_recording(path: Path) -> SessionView:
                     continue
             records += 1
     markers = tuple(build.markers)
+    end = build.end
     return SessionView(
         source="recording",
         path=str(path),
@@ -497,7 +502,9 @@ def _from_recording(path: Path) -> SessionView:
             *build.loop_events,
         ),
         markers=markers,
-        end=build.end,
+        end=end,
+        elapsed=end.elapsed if end else max((i.elapsed for i in build.iterations), default=0.0),
+        elapsed_as_of="end" if end else "last_commit",
         records=records,
         # the run summary counts the footer it writes; the footer counts what came before
         last_run_records=(

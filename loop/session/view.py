@@ -19,6 +19,7 @@ from loop import _json
 from loop.events import topic_matches
 from loop.exits import EXIT_INTERRUPTED, EXIT_LIMIT, EXIT_OK
 from loop.records import HatTopology
+from loop.session.runtime import ElapsedAsOf
 
 __all__ = [
     "END",
@@ -262,6 +263,10 @@ class SessionView(_View):
     in_flight_runs: tuple[InFlightView, ...] = ()  # the same iterations: hat, start, events
     # a journal's: a live process holds the session's lock (a run without an end goes on)
     running: bool = False
+    # the session's runtime, as status says it: as of its end, now (running: so far), or
+    # its last commit (a run stopped without an end; a recording without its footer)
+    elapsed: float = 0.0
+    elapsed_as_of: ElapsedAsOf = "end"
     records: int  # the records in the file (a recording's run summary counts the same)
     last_run_records: int | None = None  # a resumed recording: what its last run wrote
     write_failures: int = 0
@@ -337,14 +342,16 @@ class Flow(_View):
 
 
 def flows(view: SessionView) -> list[Flow]:
-    """The events that actually flowed: each iteration's triggers, into its hat, and each
-    completion event, into :data:`END`. An event tried again after a failed iteration
-    counts once per iteration that ran on it."""
+    """The events that actually flowed: each iteration's triggers (an iteration in
+    flight's too), into its hat, and each completion event, into :data:`END`. An event
+    tried again after a failed iteration counts once per iteration that ran on it."""
     counts: dict[tuple[str, str, str], int] = {}
-    for it in view.iterations:
-        for event in it.triggers:
-            key = (event.source, it.hat, event.topic)
+    runs: list[IterationView | InFlightView] = [*view.iterations, *view.in_flight_runs]
+    for run in runs:
+        for event in run.triggers:
+            key = (event.source, run.hat, event.topic)
             counts[key] = counts.get(key, 0) + 1
+    for it in view.iterations:
         if it.completed:
             key = (it.hat, END, view.completion_event)
             counts[key] = counts.get(key, 0) + 1

@@ -21,6 +21,7 @@ import structlog
 from loop.cli import main
 from loop.commands.report import CHUNK, render_report, script_json
 from loop.commands.report_svg import graph_svg, timeline_svg
+from loop.engine.session_dir import SessionLock
 from loop.session.load import load_session
 from loop.session.view import END, flows
 from tests.commands.helpers import (
@@ -294,6 +295,46 @@ def test_a_limit_waited_out_is_a_bar_and_a_marker_of_the_report(tmp_path: Path) 
         "for rate_limit (iteration 1): 429 Too Many Requests</li>"
     ) in page
     assert f"planner waited {second.seconds:.2f}s" in page
+
+
+def test_report_of_a_running_session_says_its_time_so_far_and_draws_what_runs(
+    recorded: Path, tmp_path: Path
+) -> None:
+    """A session whose builder (iteration 2) runs: the page says the runtime so far, as
+    status does (not the last commit's), the outcome names the iteration in flight, the
+    timeline draws it as an open bar in the builder's lane, and the hat graph has the
+    builder running on plan.ready. Killed instead, the figure is the last commit's and
+    says so."""
+    lines = (recorded / ".loop/sessions/demo/journal.jsonl").read_bytes().splitlines(True)
+    starts = [n for n, line in enumerate(lines) if line.startswith(b'{"kind":"iteration.start"')]
+    journal = tmp_path / "journal.jsonl"
+    journal.write_bytes(b"".join(lines[: starts[1] + 1]))
+    lock = SessionLock(tmp_path / "lock")
+    lock.acquire()
+    try:
+        view = load_session(journal)
+        page = render_report(view)
+    finally:
+        lock.release()
+    committed = view.iterations[0].elapsed
+    assert view.elapsed_as_of == "now" and view.elapsed > committed
+    assert "<dt>elapsed so far</dt>" in page
+    assert re.search(r"running: [\d.]+s so far, iteration 2 in flight, no end record yet", page)
+    svg = timeline_svg(view)
+    builder_y = re.search(r'class="lane" x="\d+" y="(\d+)">builder<', svg)
+    open_bar = re.search(r'<rect class="bar open" x="[\d.]+" y="(\d+)"[^>]*><title>([^<]*)<', svg)
+    assert builder_y is not None and open_bar is not None
+    assert int(open_bar.group(1)) == int(builder_y.group(1)) - 11  # the builder's lane
+    assert open_bar.group(2).startswith("#2 builder · running since ")
+    found = {(f.source, f.target, f.topic): f.count for f in flows(view)}
+    assert found[("planner", "builder", "plan.ready")] == 1
+    assert ">1 running<" in graph_svg(view, flows(view))
+    killed = load_session(journal)  # no run holds it: stopped without an end
+    assert (killed.elapsed, killed.elapsed_as_of) == (committed, "last_commit")
+    page = render_report(killed)
+    assert "<dt>elapsed at the last commit</dt>" in page
+    assert "in flight when its run stopped without an end" in timeline_svg(killed)
+    assert ">1 in flight<" in graph_svg(killed, flows(killed))
 
 
 def test_report_errors_are_one_line_with_exit_2(
