@@ -202,7 +202,7 @@ def _int(value: int | None) -> str:
 _ELAPSED = {"end": "elapsed", "now": "elapsed so far", "last_commit": "elapsed at the last commit"}
 
 
-def _figures(view: SessionView) -> str:
+def _figures(view: SessionView, rows: list[HatStats]) -> str:
     its = view.iterations
     failed = sum(1 for i in its if i.status == "failed")
     costs = [i.cost_usd for i in its if i.cost_usd is not None]
@@ -215,7 +215,8 @@ def _figures(view: SessionView) -> str:
         ("cost", _money(sum(costs)) if costs else "-"),
         ("tokens in", _int(sum(tin)) if tin else "-"),
         ("tokens out", _int(sum(tout)) if tout else "-"),
-        ("events", str(sum(len(i.published) for i in its))),
+        # as the run's summary counts them, and the per-hat table: what the hats published
+        ("events by hats", str(sum(r.events for r in rows))),
         ("records", str(view.records)),
     ]
     return "".join(f"<div><dt>{k}</dt><dd>{v}</dd></div>" for k, v in cells)
@@ -339,6 +340,7 @@ def render_report(view: SessionView) -> str:
         "img-src data:; base-uri 'none'; form-action 'none'"
     )
     kind = outcome(view)
+    rows = hat_stats(view)
     title = f"hatloop session {view.session_id}"
     origin = "journal" if view.source == "journal" else "recording"
     return f"""<!doctype html>
@@ -359,7 +361,7 @@ def render_report(view: SessionView) -> str:
 {escape(view.started_at)} · hatloop {escape(view.hatloop_version)} · hats
 {escape(", ".join(view.hats))}</p>
 <div class="outcome {kind}" id="outcome">{escape(_outcome_line(view))}</div>
-<dl class="figures">{_figures(view)}</dl>
+<dl class="figures">{_figures(view, rows)}</dl>
 <nav><a href="#problems">failures and markers</a><a href="#timeline">timeline</a>
 <a href="#graph">hat graph</a><a href="#hats">cost and tokens</a>
 <a href="#iterations">iterations</a></nav>
@@ -374,7 +376,7 @@ lines: markers</p>
 </section>
 <section id="graph"><h2>Hats and the events that flowed</h2>{graph_svg(view, flows(view))}
 {_flow_table(view)}</section>
-<section id="hats"><h2>Cost and tokens per hat</h2>{_hat_table(view, hat_stats(view))}
+<section id="hats"><h2>Cost and tokens per hat</h2>{_hat_table(view, rows)}
 <p class="legend">"-": the hat's backend did not report it.</p></section>
 <section id="iterations"><h2>Iterations (<span id="shown-count">{len(view.iterations)}</span>)</h2>
 <div class="controls">

@@ -337,6 +337,19 @@ def test_report_of_a_running_session_says_its_time_so_far_and_draws_what_runs(
     assert ">1 in flight<" in graph_svg(killed, flows(killed))
 
 
+def test_the_events_figure_counts_what_the_hats_published_as_the_summary_does() -> None:
+    """The tools recording: the hats published 4 events, and the loop one more during an
+    iteration; the figure is the hats' 4, as the run's summary and the per-hat table
+    count them."""
+    view = load_session(REPO / "recordings" / "tools.jsonl")
+    assert sum(len(i.published) for i in view.iterations) == 5
+    page = render_report(view)
+    assert "<dt>events by hats</dt><dd>4</dd>" in page
+    table = page[page.index('<table id="hat-table">') :].split("</table>")[0]
+    events = [int(n) for n in re.findall(r"<td class=num>(\d+)</td></tr>", table)]
+    assert sum(events) == 4
+
+
 def test_report_errors_are_one_line_with_exit_2(
     recorded: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
