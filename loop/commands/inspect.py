@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 CALL_INPUT_CHARS = 120  # of a tool call's input shown on its line
+# of a payload kept on a terminal whatever its width: narrower, the row wraps instead
+PAYLOAD_MIN_CHARS = 20
 
 TARGET_HELP = "a session id, a session folder, a journal or a recording (default: the most recent)"
 
@@ -364,7 +366,10 @@ def event_json(row: EventRow) -> dict[str, Any]:
 
 
 def render_events(rows: list[EventRow], *, width: int | None = None) -> str:
-    """A table of events; payloads on one line, cut to ``width`` columns when given."""
+    """A table of events; payloads on one line, cut to ``width`` columns when given, but
+    never below :data:`PAYLOAD_MIN_CHARS` (where the other columns leave less room, the
+    row is wider than ``width``: cutting the payload to nothing would not keep it on
+    one line)."""
     if not rows:
         return ""
     hat_w = max(3, *(len(r.hat or "-") for r in rows))
@@ -377,13 +382,14 @@ def render_events(rows: list[EventRow], *, width: int | None = None) -> str:
     for r in rows:
         target = f" → {r.event.target}" if r.event.target else ""
         payload = r.event.payload_text().replace("\r", "\\r").replace("\n", "\\n") + target
-        line = (
+        if width is not None:
+            room = max(width - len(head), PAYLOAD_MIN_CHARS)
+            if len(payload) > room:
+                payload = payload[: room - 1] + "…"
+        lines.append(
             f"{r.iteration:>5}  {r.hat or '-':<{hat_w}}  {r.event.topic:<{topic_w}}  "
             f"{r.event.source:<{source_w}}  {_to_text(r):>5}  {payload}"
         )
-        if width is not None and len(line) > width:
-            line = line[: max(width - 1, len(head))] + "…"
-        lines.append(line)
     return "\n".join(lines)
 
 

@@ -702,7 +702,7 @@ def test_events_on_a_terminal_cuts_payloads_to_its_width(made: Made) -> None:
             cwd=made.folder,
             stdout=follower,
             stderr=subprocess.PIPE,
-            env={**ENV, "COLUMNS": "60"},
+            env={**ENV, "COLUMNS": "80"},
             timeout=120,
             check=False,
         )
@@ -724,8 +724,28 @@ def test_events_on_a_terminal_cuts_payloads_to_its_width(made: Made) -> None:
     assert proc.returncode == 0, proc.stderr
     lines = data.decode().splitlines()
     assert len(lines) == 7
-    assert all(len(line) <= 60 for line in lines), lines
+    assert all(len(line) <= 80 for line in lines), lines
     assert lines[1].endswith("…")
+
+
+def test_events_on_a_narrow_terminal_keep_a_payloads_first_characters(made: Made) -> None:
+    """40 columns, narrower than the other columns: each payload keeps its first 19
+    characters and a `…` (the row wraps, as it would anyway), never a bare `…`; a
+    payload that fits is whole."""
+    from loop.commands.inspect import render_events
+    from loop.session.load import load_session
+    from loop.session.view import event_rows
+
+    least = 20  # docs/inspect.md: "keeps at least its first 20 characters"
+    rows = list(event_rows(load_session(made.journal)))
+    lines = render_events(rows, width=40).splitlines()[1:]
+    for row, line in zip(rows, lines, strict=True):
+        payload = row.event.payload_text()
+        if len(payload) > least:
+            assert line.endswith(" " + payload[: least - 1] + "…"), line
+        else:
+            assert line.endswith(" " + payload), line
+    assert any(len(r.event.payload_text()) > least for r in rows)
 
 
 def test_the_marker_table_in_the_docs_lists_every_marker_show_prints() -> None:
