@@ -86,12 +86,15 @@ def status_text(status: LiveStatus, now: float) -> str:
     """The status line's text at ``now`` (seconds since the epoch); pure."""
     spent = usage_text(status.spent.cost_usd, status.spent.input_tokens, status.spent.output_tokens)
     tail = f" · spent {spent}" if spent else ""
-    if status.waiting is not None:
-        wait = status.waiting
+    wait = status.waiting
+    if wait is not None and (wait.until is None or wait.until > now):  # once over: the call
         text = f"waiting for {wait.reason}"
         if wait.until is not None:
-            until = time.strftime("%H:%M", time.localtime(wait.until))
-            text += f" until {until} ({clock_text(wait.until - now)} left)"
+            left = wait.until - now
+            # to the second under an hour: "until 15:55" at 15:55:07 would read as past
+            shape = "%H:%M:%S" if left < 3600 else "%H:%M"
+            text += f" until {time.strftime(shape, time.localtime(wait.until))}"
+            text += f" ({clock_text(left)} left)"
         return text + tail
     if len(status.lanes) > 1:  # parallel hats: one lane per activation in flight
         lanes = " · ".join(

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -130,6 +131,19 @@ def test_the_line_says_iteration_hat_time_and_spend_or_the_wait() -> None:
     st.waiting = Waiting("rate limit", until=100.0 + 192)
     text = status_text(st, 100.0)
     assert text.startswith("waiting for rate limit until ") and "(3:12 left)" in text
+    assert status_text(st, 200.0 + 192) == (  # over: the hat is called again
+        "iteration 3 · builder · 5:34 · spent $0.0123, 12.0k in / 340 out tokens"
+    )
+
+
+def test_a_wait_under_an_hour_ends_at_a_second_a_longer_one_at_a_minute() -> None:
+    """At 15:55:07 a wait until 15:55:31 says 15:55:31 (15:55 would read as past); one
+    until the next morning says its minute."""
+    now = time.mktime((2026, 11, 29, 15, 55, 7, 0, 0, -1))
+    st = LiveStatus(waiting=Waiting("rate limit", until=now + 24))
+    assert status_text(st, now) == "waiting for rate limit until 15:55:31 (0:24 left)"
+    st.waiting = Waiting("usage limit", until=now + 5 * 3600 + 53)
+    assert status_text(st, now) == "waiting for usage limit until 20:56 (5:00:53 left)"
     assert [clock_text(s) for s in (0, 59.9, 61, 3600 + 62)] == ["0:00", "0:59", "1:01", "1:01:02"]
 
 
