@@ -420,6 +420,25 @@ class Override(LimitSettings):
         """The limits alone."""
         return LimitSettings(**{f.name: getattr(self, f.name) for f in fields(LimitSettings)})
 
+    def changes(self, before: LimitSettings | None) -> dict[str, int | float | str]:
+        """What it changes from ``before`` (all it sets, when the limits before are not
+        known), by name, in the settings' order: each limit it sets to another value,
+        each hat's budget where the hats' budgets changed (``builder.max_cost_usd``),
+        and each hat's backend (``builder.backend``). What ``show`` and the resume's log
+        line say."""
+        out: dict[str, int | float | str] = {}
+        for f in fields(LimitSettings):
+            value = getattr(self, f.name)
+            if before is not None and getattr(before, f.name) == value:
+                continue
+            if isinstance(value, dict):  # a hat's budgets: hat_max_cost_usd, hat_max_tokens
+                budget = f.name.removeprefix("hat_")
+                out.update({f"{hat}.{budget}": v for hat, v in value.items()})
+            elif value is not None:
+                out[f.name] = value
+        out.update({f"{hat}.backend": kind for hat, kind in self.backends.items()})
+        return out
+
 
 @with_config(RECORD_CONFIG)
 @dataclass(kw_only=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 from loop.backends.base import Backend, BackendRequest
 from loop.engine.state import HatUsage, LoopState
 from loop.events import Event
-from loop.records import Override, SessionEnd, SessionStart, Wait
+from loop.records import LimitSettings, Override, SessionEnd, SessionStart, Wait
 
 __all__ = [
     "ITERATION_DONE",
@@ -67,6 +67,7 @@ class SessionStarted:
     cost_usd: float = 0.0  # what the session had spent before this process took it over
     tokens: int = 0
     override: Override | None = None  # the limits a resume changed, journaled
+    limits_before: LimitSettings | None = None  # ...and those it ran with before the resume
     parallel: bool = False  # hats may run at once: each activation's start is published
 
 

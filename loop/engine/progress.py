@@ -246,18 +246,8 @@ class ProgressReporter(Extension):
             fields["spent"] = spent
         if started.resumed_at is not None:
             log.info("session resumed", **fields, after_iteration=started.resumed_at)
-            if (override := started.override) is not None:
-                log.info(
-                    "limits changed from here on",
-                    max_iterations=override.max_iterations,
-                    max_runtime_seconds=override.max_runtime_seconds,
-                    max_consecutive_failures=override.max_consecutive_failures,
-                    max_cost_usd=override.max_cost_usd,
-                    max_tokens=override.max_tokens,
-                    hat_max_cost_usd=override.hat_max_cost_usd or None,
-                    hat_max_tokens=override.hat_max_tokens or None,
-                    backends=override.backends or None,
-                )
+            if (override := started.override) is not None:  # what changed, as show says
+                log.info("limits changed from here on", **override.changes(started.limits_before))
         else:
             log.info("session started", **fields)
 

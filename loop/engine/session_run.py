@@ -29,7 +29,7 @@ from loop.engine.journal import Journal, read_journal
 from loop.engine.lifecycle import LOOP_TERMINATED, SessionEnded, SessionStarted
 from loop.engine.outside import OutsideEvents
 from loop.engine.records import session_end, session_start
-from loop.engine.resume import LimitOverrides, resume_records
+from loop.engine.resume import LimitOverrides, journaled_limits, resume_records
 from loop.engine.schedule import Schedule
 from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
 from loop.engine.stale import stop_stale
@@ -38,7 +38,7 @@ from loop.errors import SessionError
 from loop.events import Event
 from loop.exits import exit_code_for
 from loop.extensions import Extension
-from loop.records import JournalRecord, Override, Resume
+from loop.records import JournalRecord, LimitSettings, Override, Resume, SessionStart
 
 __all__ = ["finish_session", "start_session"]
 
@@ -101,6 +101,7 @@ async def start_session(engine: Engine) -> SessionStarted:
     start = session_start(engine.config, engine.paths.session_id, now)
     resumed_at: int | None = None
     override: Override | None = None
+    before: LimitSettings | None = None
     if engine.resume:
         if not contents.records:
             raise SessionError(f"session {engine.paths.session_id} has no journal to resume")
@@ -113,6 +114,9 @@ async def start_session(engine: Engine) -> SessionStarted:
             now=now,
         )
         engine.limits = limits_from(settings, engine.config.loop.stale_threshold)
+        first = contents.records[0]  # its session.start (resume_records checked it)
+        if isinstance(first, SessionStart):  # what it ran with: an override names changes
+            before = journaled_limits(engine.state, first)
         if contents.torn:
             log.warning(
                 "journal had a torn last line; it was dropped", journal=str(engine.paths.journal)
@@ -148,6 +152,7 @@ async def start_session(engine: Engine) -> SessionStarted:
         cost_usd=engine.state.cost_usd,
         tokens=engine.state.tokens,
         override=override,
+        limits_before=before,
         parallel=engine.schedule.parallel,
     )
 

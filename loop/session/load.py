@@ -314,30 +314,12 @@ def _end_marker(end: EndView) -> MarkerView:
 def _override_marker(record: Override, after: int, before: LimitSettings | None) -> MarkerView:
     """What a resume changed from here on: the limits that differ from ``before`` (all of
     them when the earlier ones are not known) and the hats' backends."""
-    now = record.settings()
-
-    def changed(name: str) -> bool:
-        return before is None or getattr(before, name) != getattr(now, name)
-
-    limits = [
-        f"{name} {value:g}"
-        for name, value in (
-            ("max_iterations", now.max_iterations),
-            ("max_runtime_seconds", now.max_runtime_seconds),
-            ("max_consecutive_failures", now.max_consecutive_failures),
-            ("max_cost_usd", now.max_cost_usd),
-            ("max_tokens", now.max_tokens),
-            ("max_wait_seconds", now.max_wait_seconds),
-        )
-        if value is not None and changed(name)
+    changes = [
+        f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}"
+        for name, value in record.changes(before).items()
     ]
-    if changed("hat_max_cost_usd"):
-        limits += [f"{hat}.max_cost_usd {v:g}" for hat, v in now.hat_max_cost_usd.items()]
-    if changed("hat_max_tokens"):
-        limits += [f"{hat}.max_tokens {v}" for hat, v in now.hat_max_tokens.items()]
-    limits += [f"{hat}.backend {kind}" for hat, kind in record.backends.items()]
     # none: what it changed, the recording's header holds already (a new file)
-    said = ", ".join(limits) or "the limits in the header"
+    said = ", ".join(changes) or "the limits in the header"
     return MarkerView(kind="override", after=after, message="from here on: " + said)
 
 

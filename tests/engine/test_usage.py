@@ -13,7 +13,7 @@ from loop.engine.lifecycle import SessionStarted
 from loop.engine.progress import ProgressReporter, RunSummary, render_summary, usage_text
 from loop.engine.state import HatUsage, fold
 from loop.events import Event
-from loop.records import IterationEnd
+from loop.records import IterationEnd, LimitSettings, Override
 from tests.engine.test_decide import CTX, end_record, start_record
 
 
@@ -132,3 +132,36 @@ async def test_progress_shows_the_sessions_spend_so_far_across_a_resume() -> Non
     line = next(e for e in logs if e["event"] == "iteration")
     assert resumed["spent"] == "$1.5000 · 20.0k tokens"
     assert line["spent"] == "$1.7500 · 20.9k tokens"
+
+
+async def test_a_resumes_log_line_names_only_the_limits_it_changed() -> None:
+    """Resumed with --max-iterations 12 and another builder backend: the line names those,
+    not every limit (no max_cost_usd=None), as show's override marker does."""
+    before = LimitSettings(
+        max_iterations=10,
+        max_runtime_seconds=3600.0,
+        max_consecutive_failures=3,
+        hat_max_tokens={"planner": 5000},
+    )
+    override = Override(
+        **{**before.__dict__, "max_iterations": 12},
+        after_iteration=4,
+        backends={"builder": "scripted"},
+        ts=0.0,
+    )
+    bus = EventBus()
+    ProgressReporter().attach(bus)
+    started = SessionStarted(
+        start=start_record(),
+        session_dir=Path("/s"),
+        resumed_at=4,
+        override=override,
+        limits_before=before,
+    )
+    with capture_logs() as logs:
+        await bus.publish(Event(topic="loop.resumed", source="loop", payload=started))
+    line = next(e for e in logs if e["event"] == "limits changed from here on")
+    assert {k: v for k, v in line.items() if k not in ("event", "log_level")} == {
+        "max_iterations": 12,
+        "builder.backend": "scripted",
+    }

@@ -75,7 +75,7 @@ async def test_a_failure_stop_resumes_with_a_higher_limit_and_status_agrees(
     assert again.resume_command == hint
 
     backend.broken = False  # the user fixed the outage, then ran the hint
-    done, _ = await run_hats(
+    done, capture = await run_hats(
         cfg,
         {"a": backend},
         workdir=tmp_path,
@@ -91,6 +91,9 @@ async def test_a_failure_stop_resumes_with_a_higher_limit_and_status_agrees(
     assert overrides[0].after_iteration == 2
     assert kinds[kinds.index("override") - 1] == "resume"
     assert kinds.count("resume") == 2  # the plain resume changed nothing: no override
+    [resumed] = [e.payload for e in capture.events if e.topic == "loop.resumed"]
+    assert resumed.override == overrides[0]  # and what it changed, its log line says
+    assert resumed.override.changes(resumed.limits_before) == {"max_consecutive_failures": 4}
     assert session_status(sessions, "f").status == "completed"
 
 
