@@ -7,7 +7,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from loop._log import live_line_allowed, log_format, use_colors
 from loop.cli import prog_name
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from loop.session.recorder import Recorder
 
 __all__ = ["add_config_options", "register", "wants_export"]
+
+_Budget = TypeVar("_Budget", int, float)
 
 
 def add_config_options(p: argparse.ArgumentParser) -> None:
@@ -116,9 +118,24 @@ def limit_overrides(args: argparse.Namespace) -> LimitOverrides:
         max_cost_usd=args.max_cost_usd,
         max_tokens=args.max_tokens,
         max_wait_seconds=args.max_wait,
-        hat_max_cost_usd=dict(args.hat_max_cost_usd) if args.hat_max_cost_usd else None,
-        hat_max_tokens=dict(args.hat_max_tokens) if args.hat_max_tokens else None,
+        hat_max_cost_usd=_per_hat("--hat-max-cost-usd", args.hat_max_cost_usd),
+        hat_max_tokens=_per_hat("--hat-max-tokens", args.hat_max_tokens),
     )
+
+
+def _per_hat(flag: str, given: list[tuple[str, _Budget]] | None) -> dict[str, _Budget] | None:
+    """The budgets a repeatable ``--hat-max-*`` flag gives, by hat (None: not given).
+
+    Raises:
+        UsageError: one hat given two different values (neither silently wins).
+    """
+    if not given:
+        return None
+    out: dict[str, _Budget] = {}
+    for hat, value in given:
+        if out.setdefault(hat, value) != value:
+            raise UsageError(f"{flag}: hat {hat!r} given two values, {out[hat]} and {value}")
+    return out
 
 
 def _hat_budget(kind: type[float] | type[int]) -> Callable[[str], tuple[str, float]]:

@@ -128,6 +128,23 @@ def test_a_hats_budget_flag_sets_that_hat_and_names_itself_when_wrong(tmp_path: 
     assert config.limit_settings().hat_max_cost_usd == {"echo": 0.5}
 
 
+def test_a_hats_budget_given_twice_with_different_values_is_refused(tmp_path: Path) -> None:
+    """One budget per hat: the same hat given two different values is an exit-2 error
+    naming the flag and the hat (neither silently wins); the same value twice is fine."""
+    (tmp_path / "loop.toml").write_text(ECHO, encoding="utf-8")
+    for flag, first, second in (
+        ("--hat-max-cost-usd", "echo=1", "echo=2"),
+        ("--hat-max-tokens", "echo=900", "echo=800"),
+    ):
+        res = loop("run", "-q", flag, first, flag, second, cwd=tmp_path)
+        assert res.returncode == 2
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: hat 'echo' given two")
+    args = ["run", "--hat-max-cost-usd", "echo=0.5", "--hat-max-cost-usd", "echo=0.50"]
+    overrides = overrides_from(build_parser("run").parse_args(args))
+    assert overrides["hat_max_cost_usd"] == {"echo": 0.5}
+
+
 def test_prompt_and_prompt_file_exclude_each_other(tmp_path: Path) -> None:
     """Both objectives at once is a usage error, not a silent choice."""
     res = loop("run", "--prompt", "a", "--prompt-file", "b.md", cwd=tmp_path)
