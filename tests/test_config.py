@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from loop.config import load_config, preset_names, tool_settings_from_project
-from loop.errors import ConfigError
+from loop.errors import ConfigError, UsageError
 
 HAT = '[hats.a]\ntriggers = ["task.start"]\n'
 
@@ -221,6 +221,30 @@ def test_completion_rules_and_budgets_are_validated(
     with pytest.raises(ConfigError) as err:
         load_config(path, root=tmp_path)
     assert err.value.key == key and message in err.value.message
+
+
+@pytest.mark.parametrize(
+    ("loop", "event", "key", "message"),
+    [
+        ("", "task.start", "hats.a.triggers", "a hat cannot be triggered by the completion event"),
+        ('cancellation_event = "halt"', "halt", "loop.cancellation_event", "must differ"),
+        ('required_events = ["tests.ok"]', "tests.ok", "loop.required_events", "cannot be one"),
+    ],
+)
+def test_a_completion_event_from_the_flag_that_the_config_refuses_names_the_flag(
+    tmp_path: Path, loop: str, event: str, key: str, message: str
+) -> None:
+    """``--completion-event`` is what is wrong, not loop.toml: the error names the flag;
+    the same value in loop.toml names the key."""
+    path = write(tmp_path / "loop.toml", f'[loop]\nprompt = "x"\n{loop}\n' + HAT)
+    with pytest.raises(UsageError) as flag:
+        load_config(path, root=tmp_path, overrides={"completion_event": event})
+    assert flag.value.message.startswith(f"--completion-event {event}: ")
+    assert message in flag.value.message
+    write(path, f'[loop]\nprompt = "x"\ncompletion_event = "{event}"\n{loop}\n' + HAT)
+    with pytest.raises(ConfigError) as config:
+        load_config(path, root=tmp_path)
+    assert config.value.key == key and message in config.value.message
 
 
 def test_a_hat_triggered_by_the_cancellation_event_is_refused(tmp_path: Path) -> None:
