@@ -30,6 +30,7 @@ from loop.records import LimitSettings
 from loop.topics import COMPLETION_REJECTED
 
 __all__ = [
+    "FIRST_BACKOFF_MAX",
     "NO_BUDGET",
     "Budget",
     "Limits",
@@ -363,15 +364,22 @@ BACKOFF_BASE = 30.0
 BACKOFF_CAP = 600.0
 RESET_MARGIN = 2.0
 JITTER = 0.2
+# The longest first wait when the CLI says nothing of when to try again: the backoff's
+# first step with the whole jitter (a resume after rate_limited starts its waits anew).
+FIRST_BACKOFF_MAX = BACKOFF_BASE + min(BACKOFF_BASE * JITTER, 60.0)
 
 
 @dataclass(frozen=True, slots=True)
 class WaitPlan:
-    """How long to wait before running the iteration again, or why the loop stops."""
+    """How long to wait before running the iteration again, or why the loop stops
+    (``stop``): the wait would pass ``passes`` (``max_wait_seconds`` or
+    ``max_runtime_seconds``) by ``over`` seconds."""
 
     seconds: float
     until: float
     stop: str | None = None
+    passes: Literal["max_wait_seconds", "max_runtime_seconds"] | None = None
+    over: float = 0.0
 
 
 def jitter_fraction(*key: object) -> float:
@@ -413,12 +421,16 @@ def plan_wait(
             plan,
             stop=f"{what}: waiting {_span(seconds)} more would pass max_wait_seconds "
             f"({max_wait:g}){reset}: {limit.message}",
+            passes="max_wait_seconds",
+            over=waited + seconds - max_wait,
         )
     if seconds > runtime_left:
         return replace(
             plan,
             stop=f"{what}: waiting {_span(seconds)} would pass max_runtime_seconds{reset}: "
             f"{limit.message}",
+            passes="max_runtime_seconds",
+            over=seconds - runtime_left,
         )
     return plan
 

@@ -42,6 +42,7 @@ from loop.config import LoadedConfig
 from loop.engine.collect import collect_events, lost_calls, malformed_records
 from loop.engine.decide import (
     Selection,
+    WaitPlan,
     budget_spent,
     check_limits,
     decide_outcome,
@@ -197,6 +198,7 @@ class Engine:
         self._t0 = 0.0
         self.session_started = False  # its journal opened (or reopened) by this run
         self._notes: list[str] = []
+        self._refused: WaitPlan | None = None  # the longest wait a rate_limited stop refused
         self._waits = LimitWaits(
             session_id=paths.session_id,
             bus=self.bus,
@@ -418,9 +420,8 @@ class Engine:
         called = await self._call(call, lane, iteration, hat)
         if called is None:  # cancelled as the loop stopped: nothing of it is committed
             return None
-        if called.stop is not None:  # a limit the loop does not wait for: it stops
-            self._notes.append(called.stop)
-            return "rate_limited"
+        if called.refused is not None:  # a limit the loop does not wait for: it stops
+            return self._rate_limited(called.refused)
         request, result, started = called.request, called.result, called.started
         now = self.wall_clock()
         events_path = (  # as text: no Path formatted
@@ -520,6 +521,14 @@ class Engine:
         log.warning("max_runtime passed: iteration cancelled", iteration=iteration, hat=hat)
         return None  # the summary names it, as every iteration the run's end cut short
 
+    def _rate_limited(self, refused: WaitPlan) -> str:
+        """The loop stops rather than wait: the note says why; the resume command raises
+        the limit above the longest wait refused."""
+        self._notes.append(refused.stop or "rate limited")
+        if self._refused is None or refused.over > self._refused.over:
+            self._refused = refused
+        return "rate_limited"
+
     def summary(self, reason: str, notes: list[str]) -> RunSummary:
         """The run summary for ``reason``."""
         return RunSummary.of(
@@ -531,4 +540,5 @@ class Engine:
             resumed=self.resume,
             notes=notes,
             limits=self.limits,
+            refused=self._refused,
         )

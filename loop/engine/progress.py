@@ -11,7 +11,7 @@ import structlog
 
 from loop._text import iterations_text, them
 from loop.bus import EventBus
-from loop.engine.decide import Limits
+from loop.engine.decide import FIRST_BACKOFF_MAX, Limits, WaitPlan
 from loop.engine.lifecycle import (
     ITERATION_DONE,
     LOOP_RESUMED,
@@ -64,9 +64,11 @@ class RunSummary:
         resumed: bool,
         notes: list[str],
         limits: Limits | None = None,
+        refused: WaitPlan | None = None,
     ) -> RunSummary:
         """The summary of a run that ended for ``reason`` in ``state`` (``limits``: what
-        it ran with, for the resume command's hint)."""
+        it ran with, and ``refused``: the wait a ``rate_limited`` stop would not make, for
+        the resume command's hint)."""
         return cls(
             session_id=session_id,
             reason=reason,
@@ -82,7 +84,7 @@ class RunSummary:
             notes=[*notes, *_state_notes(state, reason)],
             usage_per_hat=dict(state.usage_per_hat),
             tokens=state.tokens,
-            resume_command=resume_command(session_id, reason, state, limits),
+            resume_command=resume_command(session_id, reason, state, limits, refused),
             unrouted_topic=state.unrouted if reason == "unrouted_event" else None,
         )
 
@@ -128,13 +130,19 @@ def _state_notes(state: LoopState, reason: str) -> list[str]:
 
 
 def resume_command(
-    session_id: str, reason: str, state: LoopState, limits: Limits | None
+    session_id: str,
+    reason: str,
+    state: LoopState,
+    limits: Limits | None,
+    refused: WaitPlan | None = None,
 ) -> str | None:
     """The command that goes on with a session that ended for ``reason`` (None when it
     is done), raising the limit it reached: the summary and ``status`` both say this.
 
     Limits keep on counting across a resume (iterations, failures in a row, spend), so
-    the hint raises the limit above what was reached, not to a fresh allowance.
+    the hint raises the limit above what was reached, not to a fresh allowance. For
+    ``rate_limited``, above the wait the loop would not make (``refused``; ``status``,
+    whose journal does not hold it, goes by ``max_wait_seconds``).
     """
     if reason in REASONS_FINAL:
         return None
@@ -156,7 +164,21 @@ def resume_command(
         elif budget.max_tokens is not None and state.tokens >= budget.max_tokens:
             flag = f" --max-tokens {state.tokens * 2}"
         flag += _hat_budget_flags(state, limits)  # each hat's spent budget, too
+    elif reason == "rate_limited":
+        flag = _wait_flag(limits, refused)
     return f"python -m loop run --resume {session_id}{flag}"
+
+
+def _wait_flag(limits: Limits, refused: WaitPlan | None) -> str:
+    """The flag that lets a resume wait out the limit: ``--max-wait`` at twice the wait
+    refused (the iteration's waits in all), else twice ``max_wait_seconds``, and at
+    least twice a first backoff (a resume starts its waits anew); ``--max-runtime`` when
+    the wait would have passed the runtime left."""
+    if refused is not None and refused.passes == "max_runtime_seconds":
+        longer = (limits.max_runtime_seconds + refused.over) * 2
+        return f" --max-runtime {max(60, math.ceil(longer))}"
+    needed = limits.max_wait_seconds + (refused.over if refused is not None else 0.0)
+    return f" --max-wait {math.ceil(max(needed, FIRST_BACKOFF_MAX) * 2)}"
 
 
 def _twice_dollars(spent: float) -> str:

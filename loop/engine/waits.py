@@ -37,14 +37,19 @@ Sleep = Callable[[float], Awaitable[None]]
 @dataclass(slots=True)
 class Called:
     """A backend call that was not refused by a limit, or the last one that was
-    (``stop`` says why the loop does not wait for it: it ends, ``rate_limited``). A
-    value (one per iteration: not ``frozen``, which would triple its cost to build)."""
+    (``refused``: the wait the loop does not make; it ends, ``rate_limited``). A value
+    (one per iteration: not ``frozen``, which would triple its cost to build)."""
 
     request: BackendRequest
     result: BackendResult
     started: float
-    stop: str | None = None
+    refused: WaitPlan | None = None
     reran: bool = False  # the attempt's backend was called again after a wait
+
+    @property
+    def stop(self) -> str | None:
+        """Why the loop does not wait (the summary's note), or None."""
+        return self.refused.stop if self.refused is not None else None
 
 
 Attempt = Callable[[bool], Awaitable[tuple[BackendRequest, BackendResult, float]]]
@@ -106,7 +111,7 @@ class LimitWaits:
             plan, number = self.plan(state, limits, limit, iteration, elapsed())
             if plan.stop is not None:
                 log.warning("rate limited: not waiting", hat=hat, why=plan.stop)
-                return Called(request, result, started, plan.stop, reran=rerun)
+                return Called(request, result, started, plan, reran=rerun)
             pending = self.record(plan, number, limit, iteration, hat)
             record(pending)
             crash_point("wait")

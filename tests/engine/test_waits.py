@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +15,22 @@ import anyio
 
 from loop.backends.base import Backend, BackendRequest, BackendResult, RateLimit
 from loop.backends.scripted import ScriptedBackend
-from loop.engine.decide import BACKOFF_BASE, BACKOFF_CAP, RESET_MARGIN, plan_wait
+from loop.cli import build_parser
+from loop.commands.run import limit_overrides, overrides_from
+from loop.config import load_config
+from loop.engine.decide import (
+    BACKOFF_BASE,
+    BACKOFF_CAP,
+    RESET_MARGIN,
+    Limits,
+    jitter_fraction,
+    plan_wait,
+)
 from loop.engine.journal import read_journal
-from loop.engine.state import RouteContext, fold
+from loop.engine.progress import resume_command
+from loop.engine.state import LoopState, RouteContext, fold
 from loop.records import IterationEnd, Resume, SessionEnd, Wait
+from loop.session.store import session_status
 from loop.testing import FakeClock, make_config, run_hats, tag
 from tests.engine.test_decide import CTX, end_record, start_record
 
@@ -188,6 +202,51 @@ async def test_a_limit_past_max_wait_ends_the_run_as_rate_limited(tmp_path: Path
     assert (summary.reason, summary.exit_code, summary.iterations) == ("rate_limited", 3, 0)
     assert "would pass max_wait_seconds (600)" in summary.notes[0]
     assert clock.now == NOW  # it never waited
+    seconds = round(7200 + RESET_MARGIN + 60 * jitter_fraction("r", 1, 1), 3)
+    assert summary.resume_command == (  # above the wait refused: twice it
+        f"python -m loop run --resume r --max-wait {math.ceil(seconds * 2)}"
+    )
+    status = session_status(tmp_path / ".loop/sessions", "r")  # the journal has no wait
+    assert status.resume_command == "python -m loop run --resume r --max-wait 1200"
+
+
+async def test_a_rate_limited_stop_gives_the_resume_that_waits_it_out(tmp_path: Path) -> None:
+    """max_wait_seconds 5 refuses the first backoff (30 s and its jitter), which a plain
+    resume would refuse again at once: the summary and ``status`` give the command that
+    raises --max-wait to twice the longest first backoff; that command, parsed as the
+    command line parses it, waits and completes."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\nmax_wait_seconds = 5\n[hats.a]\ntriggers = ["task.start"]\n'
+    )
+    cfg = load_config(tmp_path / "loop.toml", root=tmp_path)
+    clock = FakeClock(NOW)
+    backend = Limited(tag("LOOP_COMPLETE"), times=3)
+    run = partial(
+        run_hats, workdir=tmp_path, session_id="m", clock=clock, wall_clock=clock, sleep=clock.sleep
+    )
+    first, _ = await run(cfg, {"a": backend})
+    assert first.reason == "rate_limited" and clock.now == NOW
+    hint = "python -m loop run --resume m --max-wait 72"  # 2 x (30 s + 20%)
+    assert first.resume_command == session_status(tmp_path / ".loop/sessions", "m").resume_command
+    assert first.resume_command == hint
+    again, _ = await run(cfg, {"a": backend}, resume=True)
+    assert (again.reason, again.resume_command, clock.now) == ("rate_limited", hint, NOW)
+
+    args = build_parser("run").parse_args(hint.split()[3:])
+    config = load_config(tmp_path / "loop.toml", root=tmp_path, overrides=overrides_from(args))
+    done, _ = await run(config, {"a": backend}, resume=True, limit_overrides=limit_overrides(args))
+    assert (done.reason, backend.calls) == ("completed", 4)
+    assert clock.now >= NOW + BACKOFF_BASE  # it waited, once
+
+
+def test_a_wait_past_the_runtime_left_gives_the_resume_that_raises_the_runtime() -> None:
+    """A wait that would pass max_runtime_seconds, not max_wait_seconds: the resume
+    command raises --max-runtime above the runtime the wait needs."""
+    refused = _plan(runtime_left=10.0)
+    assert refused.passes == "max_runtime_seconds" and refused.over == BACKOFF_BASE - 10
+    limits = Limits(max_iterations=9, max_runtime_seconds=100, max_consecutive_failures=3)
+    command = resume_command("s", "rate_limited", LoopState(), limits, refused)
+    assert command == "python -m loop run --resume s --max-runtime 240"  # 2 x (100 + 20)
 
 
 CONFIG = """
