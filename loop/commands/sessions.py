@@ -121,17 +121,9 @@ def _render(st: dict[str, Any]) -> str:
         until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st["waiting_until"]))
         lines.append(f"waiting     until {until} ({st['waiting_for']})")
     if st.get("resume_command"):
-        lines.append(
-            f"resume with {st['resume_command']}" + _CHANGE_FIRST.get(st["termination"], "")
-        )
+        after = f" (once {st['resume_after']})" if st.get("resume_after") else ""
+        lines.append(f"resume with {st['resume_command']}{after}")
     return "\n".join(lines)
-
-
-# the ends a resume of the session as it is meets again at once
-_CHANGE_FIRST = {
-    "stale_loop": " (once a hat or [loop] stale_threshold has changed in loop.toml)",
-    "unrouted_event": " (once loop.toml has a hat triggered by the topic)",
-}
 
 
 def _status(args: argparse.Namespace) -> int:

@@ -20,13 +20,19 @@ from loop.engine.lifecycle import (
     SessionStarted,
     Waiting,
 )
-from loop.engine.state import HatUsage, LoopState
+from loop.engine.state import Exhaustion, HatUsage, LoopState
 from loop.events import Event
 from loop.exits import REASONS_FINAL, exit_code_for
 from loop.extensions import Extension
 from loop.records import IterationEnd
 
-__all__ = ["ProgressReporter", "RunSummary", "render_summary", "resume_command"]
+__all__ = [
+    "ProgressReporter",
+    "RunSummary",
+    "render_summary",
+    "resume_after",
+    "resume_command",
+]
 
 log = structlog.get_logger("loop.progress")
 
@@ -126,7 +132,43 @@ def _state_notes(state: LoopState, reason: str) -> list[str]:
             f"add a hat triggered by {state.unrouted} to loop.toml (or have the hat publish "
             "a topic a hat takes) before you resume: a resume as it is stops again"
         )
+    if reason == "no_pending_events":
+        notes += [_exhausted_note(hat, why) for hat, why in state.exhausted.items()]
     return notes
+
+
+def _exhausted_note(hat: str, why: Exhaustion) -> str:
+    """Why a hat's events left the queue: it reached ``max_activations``, they were
+    dropped, and who took ``<hat>.exhausted``; with no taker, what a resume needs."""
+    note = (
+        f"hat {hat} reached max_activations ({why.activations}): {why.dropped} event(s) "
+        f"for it dropped, "
+    )
+    if why.taker is not None:
+        return note + f"{why.topic} went to hat {why.taker}"
+    return note + (
+        f"and {why.topic} had no taker; add a hat triggered by {why.topic} to loop.toml "
+        "before you resume (the dropped events are gone: raising max_activations brings "
+        "none back): a resume as it is stops again"
+    )
+
+
+def _untaken(state: LoopState) -> list[str]:
+    """The ``<hat>.exhausted`` topics no hat took."""
+    return [why.topic for why in state.exhausted.values() if why.taker is None]
+
+
+def resume_after(reason: str, state: LoopState) -> str | None:
+    """What ``loop.toml`` needs before a resume of a session that ended for ``reason``
+    goes on (None: nothing, or no resume goes on): its resume as it is stops again at
+    once. ``status`` says it beside the resume command, the summary in its note."""
+    if reason == "stale_loop":
+        return "a hat or [loop] stale_threshold has changed in loop.toml"
+    if reason == "unrouted_event" and state.unrouted is not None:
+        return f"loop.toml has a hat triggered by {state.unrouted}"
+    if reason == "no_pending_events" and (topics := _untaken(state)):
+        return f"loop.toml has a hat triggered by {' or '.join(topics)}"
+    return None
 
 
 def resume_command(
@@ -146,6 +188,8 @@ def resume_command(
     """
     if reason in REASONS_FINAL:
         return None
+    if reason == "no_pending_events" and not _untaken(state):
+        return None  # nothing is left to do, nor can be: no hat can take a dropped event
     flag = ""
     if limits is None:
         pass

@@ -34,6 +34,7 @@ from loop.records import (
 from loop.topics import COMPLETION_REJECTED, DEFAULT_COMPLETION_EVENT
 
 __all__ = [
+    "Exhaustion",
     "HatUsage",
     "InFlight",
     "LoopState",
@@ -147,6 +148,18 @@ class RouteContext:  # not slotted: cached_property needs the instance __dict__
 
 
 @dataclass(slots=True)
+class Exhaustion:
+    """A hat that reached its ``max_activations``: after how many, how many of the events
+    it was selected for were dropped in all, and which hat took its ``<hat>.exhausted``
+    (None: none did)."""
+
+    activations: int
+    dropped: int
+    topic: str
+    taker: str | None
+
+
+@dataclass(slots=True)
 class HatUsage:
     """What one hat's iterations cost, as far as its backend reported (None: never said)."""
 
@@ -213,6 +226,7 @@ class LoopState:
     cost_usd: float = 0.0
     tokens: int = 0
     usage_per_hat: dict[str, HatUsage] = field(default_factory=dict)
+    exhausted: dict[str, Exhaustion] = field(default_factory=dict)  # by hat
     resumes: int = 0
     # each iteration in flight's last wait for a rate or usage limit, and the seconds of
     # waits planned for it in all (max_wait_seconds bounds them); a commit ends them
@@ -273,6 +287,13 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
             state.pending = [p for p in state.pending if p.seq not in dropped]
             state.seen_topics.add(record.event.topic)
             _route_into(state, record.event, ctx)
+            before = state.exhausted.get(record.hat)
+            state.exhausted[record.hat] = Exhaustion(
+                activations=state.activations.get(record.hat, 0),
+                dropped=len(dropped) + (before.dropped if before is not None else 0),
+                topic=record.event.topic,
+                taker=ctx.route(record.event),
+            )
         case Wait():
             number = record.iteration
             state.waits[number] = record

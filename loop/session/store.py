@@ -23,7 +23,7 @@ from loop._names import check_name
 from loop._prefix import MIN_PREFIX, matches, shown
 from loop.engine.decide import check_limits, limits_from
 from loop.engine.journal import read_journal
-from loop.engine.progress import resume_command
+from loop.engine.progress import resume_after, resume_command
 from loop.engine.resume import journaled_limits
 from loop.engine.session_dir import JOURNAL_NAME, LATEST, SessionPaths, is_locked
 from loop.engine.state import LoopState, RouteContext, fold
@@ -228,6 +228,12 @@ class SessionStatus(BaseModel):
     resumes: int = 0
     torn_journal: bool = False
     resume_command: str | None = None
+    resume_after: str | None = Field(
+        default=None,
+        description="what loop.toml needs first, for resume_command to go on (a stale loop, "
+        "an unrouted topic, an exhausted hat's event no hat takes): as it is, the resume "
+        "stops again at once",
+    )
     directory: str | None = None
     error: str | None = Field(default=None, description="why an unreadable session is")
 
@@ -266,7 +272,7 @@ def session_status(
             f"{paths.journal}: holds no session start (a run killed before its first "
             "record): there is nothing to resume; start a new run"
         )
-    resume = None
+    resume = after = None
     if status != "running" and status not in REASONS_FINAL:
         limits = None
         if start is not None:
@@ -280,6 +286,7 @@ def session_status(
             ):  # a limit: the resume raises it
                 reason = reached  # (a completion still needs the resume to journal it)
         resume = resume_command(session_id, reason, state, limits)
+        after = resume_after(reason, state) if resume is not None else None
     taken = (  # what a stopped session had in flight runs again: it is only pending
         {seq: n for n, flight in state.in_flight.items() for seq in flight.triggers}
         if status == "running"
@@ -312,6 +319,7 @@ def session_status(
         resumes=state.resumes,
         torn_journal=contents.torn,
         resume_command=resume,
+        resume_after=after,
         directory=_absolute(paths.dir),
     )
 

@@ -16,10 +16,12 @@ from loop.backends.python_hat import HatContext, PythonBackend
 from loop.engine import journal as journal_mod
 from loop.engine.invoke import BACKSTOP_SECONDS
 from loop.engine.journal import read_journal
-from loop.engine.progress import render_summary
+from loop.engine.progress import RunSummary, render_summary, resume_after, resume_command
 from loop.engine.records import session_end
+from loop.engine.state import Exhaustion, LoopState
 from loop.extensions import Extension
 from loop.records import IterationEnd, IterationStart, SessionEnd, encode_record, parse_record
+from loop.session.store import session_status
 from loop.testing import make_config, run_hats, scripted, tag
 
 AGENTS = Path(__file__).parent / "agents"
@@ -260,6 +262,68 @@ async def test_max_activations_publishes_exhausted_once_then_stops(tmp_path: Pat
     assert summary.iterations == 2
     assert cap.topics(include_loop=False).count("a.exhausted") == 1
     assert summary.reason == "no_pending_events" and summary.exit_code == 3
+
+
+async def test_a_queue_emptied_by_an_exhausted_hat_says_why_and_what_a_resume_needs(
+    tmp_path: Path,
+) -> None:
+    """Hat a reached max_activations and a.exhausted had no taker: the summary's note says
+    so (the events dropped) and what loop.toml needs before a resume, status says it
+    beside the command, and a resume as it is stops again; once a hat takes a.exhausted,
+    the resume runs it."""
+    hats: dict[str, Any] = {"a": {"triggers": ["task.start", "a.again"], "max_activations": 2}}
+    cfg = make_config(hats, folder=tmp_path)
+    backend = scripted(tag("a.again", "1"), tag("a.again", "2"))
+    note = (
+        "hat a reached max_activations (2): 1 event(s) for it dropped, and a.exhausted had "
+        "no taker; add a hat triggered by a.exhausted to loop.toml before you resume (the "
+        "dropped events are gone: raising max_activations brings none back): a resume as "
+        "it is stops again"
+    )
+    for resume in (False, True):  # the run, then a resume as it is
+        summary, _ = await run_hats(
+            cfg, {"a": backend}, workdir=tmp_path, session_id="x", resume=resume
+        )
+        assert (summary.reason, summary.iterations, summary.notes) == (
+            "no_pending_events",
+            2,
+            [note],
+        )
+        assert summary.resume_command == "python -m loop run --resume x"
+        status = session_status(tmp_path / ".loop/sessions", "x")
+        assert status.resume_command == summary.resume_command
+        assert status.resume_after == "loop.toml has a hat triggered by a.exhausted"
+    hats["b"] = {"triggers": ["a.exhausted"], "publishes": ["LOOP_COMPLETE"]}
+    done, _ = await run_hats(
+        make_config(hats, folder=tmp_path),
+        {"a": backend, "b": scripted(tag("LOOP_COMPLETE"))},
+        workdir=tmp_path,
+        session_id="x",
+        resume=True,
+    )
+    assert (done.reason, done.activations) == ("completed", {"a": 2, "b": 1})
+
+
+def test_a_queue_emptied_with_nothing_a_hat_could_take_offers_no_resume() -> None:
+    """No pending event and no exhausted hat's event without a taker: no resume could go
+    on, so none is offered; an exhausted hat whose event a hat took is only said."""
+    taken = LoopState(exhausted={"a": Exhaustion(3, 2, "a.exhausted", "b")})
+    for state in (LoopState(), taken):
+        assert resume_command("s", "no_pending_events", state, None) is None
+        assert resume_after("no_pending_events", state) is None
+    summary = RunSummary.of(
+        taken,
+        "no_pending_events",
+        session_id="s",
+        session_dir="d",
+        elapsed=1.0,
+        resumed=False,
+        notes=[],
+    )
+    assert summary.notes == [
+        "hat a reached max_activations (3): 2 event(s) for it dropped, a.exhausted went to hat b"
+    ]
+    assert "resume" not in render_summary(summary)
 
 
 class _Blocker(Extension):
