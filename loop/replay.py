@@ -552,6 +552,7 @@ async def _replay(path: Path, extensions: Sequence[Extension]) -> ReplayResult:
                 backends=dict.fromkeys(config.hats, backend),
                 handle_signals=False,
                 scheduled_overrides=reader.overrides,  # a resume's limits, at its point
+                streak_restarts=reader.streak_restarts,  # a resume that went on, stale
                 call_clock=recorded_clock(reader.iteration),
                 commit_order=reader.recorded_order,  # parallel hats: as recorded
             )

@@ -58,8 +58,10 @@ class RunOptions:
     a replay the recorded times of tool calls.
     ``observer`` sees the hats' output as it arrives (``-v``).
     ``limit_overrides`` are a resume's command-line limits; ``scheduled_overrides`` the
-    recorded changes of limits a replay applies at their point; ``commit_order`` the
-    order a replay of parallel hats commits their activations in (the recording's).
+    recorded changes of limits a replay applies at their point; ``streak_restarts`` the
+    iterations after which a replay starts the stale streak afresh (where the recorded
+    session went on from a stale_loop stop); ``commit_order`` the order a replay of
+    parallel hats commits their activations in (the recording's).
     """
 
     workdir: Path
@@ -75,6 +77,7 @@ class RunOptions:
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     limit_overrides: LimitOverrides = field(default_factory=LimitOverrides)
     scheduled_overrides: Sequence[Override] = ()
+    streak_restarts: Sequence[int] = ()
     call_clock: Callable[[int, int], tuple[float, int]] | None = None
     commit_order: RecordedOrder | None = None
 
@@ -221,6 +224,7 @@ async def _run_session(
         sleep=options.sleep,
         limit_overrides=options.limit_overrides,
         scheduled_overrides=options.scheduled_overrides,
+        streak_restarts=options.streak_restarts,
         call_clock=options.call_clock,
         commit_order=options.commit_order,
     )

@@ -73,7 +73,7 @@ from loop.engine.resume import LimitOverrides
 from loop.engine.schedule import schedule_of
 from loop.engine.session_dir import SessionLock, SessionPaths
 from loop.engine.session_run import finish_session, start_session
-from loop.engine.state import LoopState, RouteContext, apply
+from loop.engine.state import LoopState, RouteContext, apply, restart_streak
 from loop.engine.waits import Called, LimitWaits
 from loop.errors import BackendUnavailable, SessionError
 from loop.events import Event
@@ -111,6 +111,8 @@ class Engine:
         limit_overrides: on a resume, the limits given on the command line (the
             session otherwise keeps the limits it ran with).
         scheduled_overrides: overrides to apply at their recorded point (a replay).
+        streak_restarts: the iterations after which the stale streak starts afresh (a
+            replay, where the recorded session went on from a stale_loop stop).
         call_clock: the time (seconds since the epoch, UTC offset) of the n-th tool call
             the engine's process makes in an iteration, ``(iteration, n)``; default:
             ``wall_clock`` in the local time zone (a replay gives the recorded ones).
@@ -135,6 +137,7 @@ class Engine:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         limit_overrides: LimitOverrides | None = None,
         scheduled_overrides: Sequence[Override] = (),
+        streak_restarts: Sequence[int] = (),
         call_clock: Callable[[int, int], tuple[float, int]] | None = None,
         commit_order: RecordedOrder | None = None,
     ) -> None:
@@ -148,6 +151,7 @@ class Engine:
         self.resume = resume
         self.limit_overrides = limit_overrides or LimitOverrides()
         self._scheduled = sorted(scheduled_overrides, key=lambda o: o.after_iteration)
+        self._restarts = sorted(streak_restarts)
         self.clock = clock
         self.wall_clock = wall_clock
         self.call_clock = call_clock or self._wall_call_clock
@@ -309,12 +313,16 @@ class Engine:
             await anyio.lowlevel.checkpoint_if_cancelled()
 
     def _apply_scheduled(self) -> None:
-        """Apply a recorded override whose point has come (a replay of a resumed session)."""
+        """Apply what a recorded resume did whose point has come (a replay of a resumed
+        session): its override, a restart of the stale streak."""
         while self._scheduled and self._scheduled[0].after_iteration <= self.state.iteration:
             override = replace(self._scheduled.pop(0), ts=self.wall_clock())
             self._record(override)
             self.limits = limits_from(override.settings(), self.config.loop.stale_threshold)
             log.info("limits overridden", after_iteration=override.after_iteration)
+        while self._restarts and self._restarts[0] <= self.state.iteration:
+            restart_streak(self.state)
+            log.info("stale streak restarted", after_iteration=self._restarts.pop(0))
 
     async def _loop(self, notes: list[str]) -> str:
         self._notes = notes
@@ -322,7 +330,7 @@ class Engine:
             return await ParallelLoop(self, self.schedule, self._gate).run(notes)
         while True:
             await self._checkpoint()
-            if self._scheduled:
+            if self._scheduled or self._restarts:
                 self._apply_scheduled()
             reason = check_limits(self.state, self.limits, self._elapsed())
             if reason is not None:

@@ -51,6 +51,7 @@ class Engine(Protocol):
     wall_clock: Callable[[], float]
     _caller: HatCaller
     _scheduled: list[Override]
+    _restarts: list[int]
     _waits: LimitWaits
 
     def _record(self, record: JournalRecord) -> None: ...
@@ -305,7 +306,7 @@ class ParallelLoop:
                 if not self.lanes:
                     self._end(self.stopping)
                 return
-            if engine._scheduled:
+            if engine._scheduled or engine._restarts:
                 engine._apply_scheduled()
             plan = plan_step(
                 engine.state,

@@ -124,8 +124,9 @@ def _state_notes(state: LoopState, reason: str) -> list[str]:
         shown = payload if len(payload) <= 60 else payload[:57] + "..."
         notes.append(
             f"{topic} from {source} came {state.repeat_count} times in a row, the same "
-            f"each time ({shown!r}); change {source}'s instructions, or raise [loop] "
-            "stale_threshold in loop.toml, before you resume: a resume as it is stops again"
+            f"each time ({shown!r}); change {source}'s prompt (its instructions, say) or "
+            "backend, or raise [loop] stale_threshold, in loop.toml before you resume: a "
+            "resume as it is stops again"
         )
     if reason == "unrouted_event" and state.unrouted is not None:
         notes.append(
@@ -163,7 +164,8 @@ def resume_after(reason: str, state: LoopState) -> str | None:
     goes on (None: nothing, or no resume goes on): its resume as it is stops again at
     once. ``status`` says it beside the resume command, the summary in its note."""
     if reason == "stale_loop":
-        return "a hat or [loop] stale_threshold has changed in loop.toml"
+        hat = f"hat {state.last_signature[1]}'s" if state.last_signature else "the hat's"
+        return f"{hat} prompt or backend, or [loop] stale_threshold, has changed in loop.toml"
     if reason == "unrouted_event" and state.unrouted is not None:
         return f"loop.toml has a hat triggered by {state.unrouted}"
     if reason == "no_pending_events" and (topics := _untaken(state)):

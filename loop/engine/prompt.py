@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from loop.config import LoadedConfig
 from loop.events import Event
@@ -70,6 +70,22 @@ class PromptTemplate:
         self._hat = hat
         self._head = "\n".join(head) + "\n"
         self._tail = "\n".join(tail).rstrip() + "\n"
+
+    def renders(self, prompt: str, redact: Callable[[str], str] | None = None) -> bool:
+        """Whether ``prompt`` is one this template renders, whatever its iteration,
+        triggers and context: the same hat, description, instructions, guardrails,
+        objective and publishing rules. ``redact``: what the journal that holds
+        ``prompt`` did to its text (secrets masked)."""
+        head, tail = self._head, self._tail
+        if redact is not None:
+            head, tail = redact(head), redact(tail)
+        first, _, rest = prompt.partition("\n")
+        return (
+            first.startswith("# hatloop · iteration ")
+            and first.endswith(f" · hat `{self._hat}`")
+            and rest.startswith(head)
+            and rest.endswith(tail)
+        )
 
     def render(self, iteration: int, triggers: Sequence[Event], context: Sequence[str] = ()) -> str:
         """The prompt for ``iteration``, run on ``triggers``, with ``context`` blocks."""

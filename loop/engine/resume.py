@@ -9,24 +9,29 @@ the session started (:func:`resumed_limits`); a hat whose backend type changed
 (:func:`carried_flags`): a plain ``run --resume`` runs as the session started. The
 changes are journaled as one ``override`` record right after the ``resume`` record, so
 ``status`` and a replay of the session's recording apply the same limits from the same
-iteration on.
+iteration on. A session that stopped as a stale loop goes on once the hat that repeated
+itself has changed (:func:`streak_hat_changed`) or ``stale_threshold`` rose, on a fresh
+streak (the journal's fold starts one at the first iteration after the stop).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from loop.backends.base import Backend
 from loop.config import LoadedConfig
 from loop.config.models import snapshot_limits
+from loop.engine.prompt import PromptTemplate
 from loop.engine.state import LoopState, RouteContext, fold
 from loop.errors import InputError, SessionError
 from loop.exits import REASONS_FINAL
 from loop.records import (
     FlagValue,
+    IterationEnd,
     JournalRecord,
     LimitSettings,
     Override,
@@ -41,6 +46,7 @@ __all__ = [
     "journaled_limits",
     "resume_records",
     "resumed_limits",
+    "streak_hat_changed",
 ]
 
 _SETTINGS: TypeAdapter[LimitSettings] = TypeAdapter(LimitSettings)
@@ -110,6 +116,36 @@ def resumed_limits(
         return _SETTINGS.validate_python(values, strict=False)  # a dict, of typed values
     except ValidationError as exc:
         raise ValueError(validation_message(exc)) from None
+
+
+def streak_hat_changed(
+    records: Sequence[JournalRecord],
+    state: LoopState,
+    templates: Mapping[str, PromptTemplate],
+    backends: Mapping[str, Backend],
+    redact: Callable[[str], str] | None = None,
+) -> bool:
+    """Whether a session that stopped as a stale loop resumes with the hat that repeated
+    itself changed since it last ran: its last iteration's prompt, as journaled, is not
+    one its template renders now (its instructions, description or publishes, the
+    guardrails...), or it runs on another backend, or it is gone. Then the streak starts
+    afresh (:func:`~loop.engine.state.restart_streak`), as the journal's fold does at the
+    resumed run's first iteration; otherwise the resume stops again at once.
+
+    ``templates`` and ``backends``: the resumed run's; ``redact``: the journal's
+    redaction of the prompts it holds."""
+    if not state.stale_stopped or state.last_signature is None:
+        return False
+    hat = state.last_signature[1]
+    template, backend = templates.get(hat), backends.get(hat)
+    if template is None or backend is None:
+        return True
+    last = next(
+        (r for r in reversed(records) if isinstance(r, IterationEnd) and r.hat == hat), None
+    )
+    if last is None:  # the repeats came from its iterations: a journal cut short
+        return False
+    return last.backend != backend.kind or not template.renders(last.prompt, redact)
 
 
 def journaled_limits(state: LoopState, start: SessionStart) -> LimitSettings:

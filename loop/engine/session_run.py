@@ -29,11 +29,16 @@ from loop.engine.journal import Journal, read_journal
 from loop.engine.lifecycle import LOOP_TERMINATED, SessionEnded, SessionStarted
 from loop.engine.outside import OutsideEvents
 from loop.engine.records import session_end, session_start
-from loop.engine.resume import LimitOverrides, journaled_limits, resume_records
+from loop.engine.resume import (
+    LimitOverrides,
+    journaled_limits,
+    resume_records,
+    streak_hat_changed,
+)
 from loop.engine.schedule import Schedule
 from loop.engine.session_dir import SessionLock, SessionPaths, mark_latest
 from loop.engine.stale import stop_stale
-from loop.engine.state import LoopState, RouteContext, fold
+from loop.engine.state import LoopState, RouteContext, fold, restart_streak
 from loop.errors import SessionError
 from loop.events import Event
 from loop.exits import exit_code_for
@@ -88,6 +93,11 @@ def _grace(engine: Engine) -> float:
     return min(graces, default=KILL_GRACE_SECONDS)
 
 
+def _redaction(journal: Journal) -> Callable[[str], str] | None:
+    """What the journal does to the text it holds (its secrets masked), or None."""
+    return journal.redactor.text if journal.redactor is not None else None
+
+
 async def start_session(engine: Engine) -> SessionStarted:
     """Start or resume ``engine``'s session: its folder, lock and journal (a resume stops
     what the stopped run left running first); what ``loop.started``/``resumed`` says."""
@@ -117,6 +127,14 @@ async def start_session(engine: Engine) -> SessionStarted:
         first = contents.records[0]  # its session.start (resume_records checked it)
         if isinstance(first, SessionStart):  # what it ran with: an override names changes
             before = journaled_limits(engine.state, first)
+        if streak_hat_changed(
+            contents.records,
+            engine.state,
+            engine._caller.templates,
+            engine.backends,
+            _redaction(engine.journal),
+        ):
+            restart_streak(engine.state)  # the hat that repeated itself runs as changed
         if contents.torn:
             log.warning(
                 "journal had a torn last line; it was dropped", journal=str(engine.paths.journal)

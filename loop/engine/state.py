@@ -44,6 +44,7 @@ __all__ = [
     "apply",
     "fold",
     "interrupt",
+    "restart_streak",
 ]
 
 
@@ -215,6 +216,9 @@ class LoopState:
     last_signature: tuple[str, str, str] | None = None
     repeat_count: int = 0
     signature_seq: int = 0  # ``next_seq`` when ``last_signature`` was set
+    # stopped as a stale loop, and nothing ran since: a resume that goes on (the hat that
+    # repeated itself changed, or the threshold rose) starts the streak afresh
+    stale_stopped: bool = False
     elapsed: float = 0.0
     unrouted: str | None = None
     completed: bool = False
@@ -268,6 +272,8 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
         case IterationEnd():
             _apply_iteration_end(state, record, ctx)
         case IterationStart():
+            if state.stale_stopped:  # a resume goes on after a stale_loop stop
+                restart_streak(state)
             number = record.iteration
             state.in_flight[number] = InFlight(record.hat, record.triggers)
             state.issued = max(state.issued, number)
@@ -315,16 +321,31 @@ def apply(state: LoopState, record: JournalRecord, ctx: RouteContext) -> LoopSta
                     del state.waits[number]
             state.malformed.clear()
         case SessionEnd():
-            state.termination = record.reason
-            # the runtime goes on from the end's: an interrupted iteration's time was spent
-            # too (a kill leaves no end: the last commit's is all that is known)
-            state.elapsed = max(state.elapsed, record.elapsed)
-            # what was in flight stays named (cut short, nothing of it committed) until a
-            # resume runs it again
-            if record.reason != "interrupted":  # a stop ends the waits; Ctrl-C keeps them
-                state.waits.clear()
-                state.waited.clear()
+            _apply_session_end(state, record)
     return state
+
+
+def _apply_session_end(state: LoopState, record: SessionEnd) -> None:
+    state.termination = record.reason
+    if record.reason == "stale_loop":
+        state.stale_stopped = True
+    # the runtime goes on from the end's: an interrupted iteration's time was spent too
+    # (a kill leaves no end: the last commit's is all that is known)
+    state.elapsed = max(state.elapsed, record.elapsed)
+    # what was in flight stays named (cut short, nothing of it committed) until a resume
+    # runs it again
+    if record.reason != "interrupted":  # a stop ends the waits; Ctrl-C keeps them
+        state.waits.clear()
+        state.waited.clear()
+
+
+def restart_streak(state: LoopState) -> None:
+    """The stale-loop streak starts afresh: a session that stopped as a stale loop goes
+    on (the fold, at its resumed run's first iteration; a resume, at once, when the hat
+    that repeated itself changed; a replay, where the recorded session went on)."""
+    state.stale_stopped = False
+    state.last_signature = None
+    state.repeat_count = 0
 
 
 def interrupt(state: LoopState) -> None:

@@ -105,6 +105,10 @@ class RecordingReader:
         self.footer: FooterRecord | None = None
         self.markers: list[tuple[int, MarkerRecord]] = []
         self.overrides: list[Override] = []  # a resume's changed limits, in order
+        # the iterations after which the recorded session went on from a stale_loop stop
+        # (its stale streak started afresh there)
+        self.streak_restarts: list[int] = []
+        self._stale_stop: int | None = None  # a stale_loop footer, no iteration after it yet
         self.published: list[tuple[int, PublishedRecord]] = []
         # a session with parallel hats: its starts and commits in order ("start 3 hat on
         # events 4, 5": schedule_start; "end 3 hat"); empty for a sequential one, which
@@ -255,6 +259,7 @@ class RecordingReader:
     ) -> None:
         self._check_iteration(iteration, hat, number, header)
         self._index[iteration] = (offset, size, number)
+        self._went_on()
         self.schedule.append(f"end {iteration} {hat}")
         self.commit_order.append(iteration)
         self._last = max(self._last, iteration)
@@ -288,11 +293,21 @@ class RecordingReader:
         elif isinstance(record, PublishedRecord):
             self.published.append((number, record))
         elif isinstance(record, StartRecord):
+            self._went_on()
             self.schedule.append(schedule_start(record.iteration, record.hat, record.triggers))
         elif isinstance(record, FooterRecord):
             self.footer = record
+            if record.reason == "stale_loop":
+                self._stale_stop = record.iterations
         else:
             raise self._error("a second header record", number)
+
+    def _went_on(self) -> None:
+        """An activation started or committed: after a stale_loop stop, the resume that
+        went on started the stale streak afresh (as the journal's fold does)."""
+        if self._stale_stop is not None:
+            self.streak_restarts.append(self._stale_stop)
+            self._stale_stop = None
 
     def _check_iteration(self, iteration: int, hat: str, number: int, header: HeaderRecord) -> None:
         """Refuse iteration ``iteration`` of line ``number`` if recorded twice or of no hat."""

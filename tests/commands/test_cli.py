@@ -345,8 +345,8 @@ def test_status_of_a_stale_loop_says_what_to_change_before_the_resume(tmp_path: 
     assert loop("run", "-q", "--session-id", "s", cwd=tmp_path).returncode == 3
     status = loop("status", "s", cwd=tmp_path).stdout.splitlines()
     assert status[-1] == (
-        "resume with python -m loop run --resume s (once a hat or [loop] stale_threshold "
-        "has changed in loop.toml)"
+        "resume with python -m loop run --resume s (once hat a's prompt or backend, or "
+        "[loop] stale_threshold, has changed in loop.toml)"
     )
 
 

@@ -21,7 +21,7 @@ from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.events import Event
 from loop.exits import exit_code_for
-from loop.records import IterationEnd, SessionStart
+from loop.records import IterationEnd, IterationStart, Resume, SessionEnd, SessionStart
 
 PLANNER = HatSpec("planner", ("task.start",), ("plan.ready",))
 BUILDER = HatSpec(
@@ -218,6 +218,30 @@ def test_stale_loop_is_detected_on_identical_topic_source_and_payload() -> None:
     for n in (4, 5, 6):
         apply(state, end_record(n, "planner", [same], []), CTX)
     assert check_limits(state, LIMITS, 0) == "stale_loop"
+
+
+def test_a_resume_that_goes_on_after_a_stale_stop_starts_the_streak_afresh() -> None:
+    """The journal's fold: after a stale_loop end, the streak holds through resumes that
+    run nothing (they stop again at once), and starts afresh at the first iteration a
+    resume runs; an end for another reason keeps the streak counting."""
+    same = Event(topic="plan.ready", payload="same", source="planner")
+    ended = [
+        start_record(),
+        *(end_record(n, "planner", [same], []) for n in (1, 2, 3)),
+        SessionEnd(reason="stale_loop", iterations=3, elapsed=3.0, ts=0.0),
+    ]
+    resumed = Resume(pid=1, iteration=3, ts=0.0)
+    state = fold([*ended, resumed, ended[-1], resumed], CTX)
+    assert (state.repeat_count, check_limits(state, LIMITS, 0)) == (3, "stale_loop")
+    apply(state, IterationStart(iteration=4, hat="planner", triggers=(), ts=0.0), CTX)
+    assert (state.repeat_count, state.last_signature) == (0, None)
+    for n in (4, 5):
+        apply(state, end_record(n, "planner", [same], []), CTX)
+    assert state.repeat_count == 2 and check_limits(state, LIMITS, 0) is None
+    other = [*ended[:3], SessionEnd(reason="max_iterations", iterations=2, elapsed=2.0, ts=0.0)]
+    state = fold([*other, resumed], CTX)
+    apply(state, IterationStart(iteration=3, hat="planner", triggers=(), ts=0.0), CTX)
+    assert state.repeat_count == 2
 
 
 def test_an_event_no_hat_takes_ends_the_loop_but_subscriber_results_do_not() -> None:

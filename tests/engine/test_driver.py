@@ -125,8 +125,8 @@ async def test_a_stale_loop_names_what_repeated_and_what_to_change_before_a_resu
     assert summary.reason == "stale_loop"
     assert (
         "a.again from a came 3 times in a row, the same each time ('same'); change a's "
-        "instructions, or raise [loop] stale_threshold in loop.toml, before you resume: a "
-        "resume as it is stops again"
+        "prompt (its instructions, say) or backend, or raise [loop] stale_threshold, in "
+        "loop.toml before you resume: a resume as it is stops again"
     ) in summary.notes
     cfg = make_config({"b": {"triggers": ["task.start"]}}, folder=tmp_path / "u")
     summary, _ = await run_hats(cfg, {"b": scripted(tag("nobody.cares"))}, workdir=tmp_path / "u")

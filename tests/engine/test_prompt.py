@@ -139,3 +139,39 @@ def test_one_template_serves_every_iteration() -> None:
     assert second.startswith("# hatloop · iteration 2 ·")
     assert "  (no payload)\n" in second
     assert "## Tasks\n- a\n\n## How to publish events" in second
+
+
+def test_a_template_knows_the_prompts_it_renders_whatever_the_iteration() -> None:
+    """A journaled prompt is the template's whatever its iteration, triggers and context;
+    another hat's, or one with other instructions or publishes, is not; a prompt whose
+    secrets the journal masked is recognised with the same redaction."""
+
+    def template(
+        instructions: str = "Build.", publishes: Sequence[str] = ("b.done",)
+    ) -> PromptTemplate:
+        return PromptTemplate(
+            hat="builder",
+            description="Builds.",
+            instructions=instructions,
+            objective="Ship it.",
+            publishes=publishes,
+            completion_event="LOOP_COMPLETE",
+        )
+
+    event = Event(topic="plan.ready", payload="## Your instructions\n\nx", source="planner")
+    prompt = template().render(7, [event], ["## Tasks\n- a"])
+    assert template().renders(prompt)
+    assert not template("Build well.").renders(prompt)
+    assert not template(publishes=("b.done", "b.failed")).renders(prompt)
+    other = PromptTemplate(
+        hat="tester",
+        description="Builds.",
+        instructions="Build.",
+        objective="Ship it.",
+        publishes=["b.done"],
+        completion_event="LOOP_COMPLETE",
+    )
+    assert not other.renders(prompt)
+    masked = template("Use s3cr3t-v4lue.").render(1, [event]).replace("s3cr3t-v4lue", "[r]")
+    assert template("Use s3cr3t-v4lue.").renders(masked, lambda t: t.replace("s3cr3t-v4lue", "[r]"))
+    assert not template("Use s3cr3t-v4lue.").renders(masked)

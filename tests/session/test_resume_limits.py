@@ -217,6 +217,69 @@ async def test_a_recording_resumed_with_other_limits_replays(tmp_path: Path) -> 
     assert not result.warnings  # only the limits changed: the same configuration
 
 
+class Repeating(Backend):
+    """Says the same each time, unless its prompt asks it to COUNT its steps."""
+
+    kind = "repeating"
+    uses_files = False
+    instant = True
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def run(self, request: BackendRequest) -> BackendResult:
+        """The same event, or a numbered one."""
+        self.calls += 1
+        said = f"step {self.calls}" if "COUNT" in request.prompt else "same"
+        return BackendResult(output=tag("a.again", said))
+
+
+async def test_a_stale_loop_resumed_with_its_hat_changed_runs_it_and_replays(
+    tmp_path: Path,
+) -> None:
+    """A stale_loop resumed as it is stops again at once, without a call (status says what
+    to change); resumed with the hat's instructions or its backend changed, the hat runs
+    again on a fresh streak: still the same, it stops after stale_threshold more; told to
+    count, it goes on to max_iterations. The recording of it all replays whole."""
+    path, backend, other = tmp_path / "rec.jsonl", Repeating(), Repeating()
+    other.kind = "other"
+
+    async def run(instructions: str, runs_on: Backend = backend) -> tuple[str, int]:
+        hat = {"triggers": ["task.start", "a.again"], "publishes": ["a.again"]}
+        config = make_config(
+            {"a": {**hat, "instructions": instructions}},
+            folder=tmp_path,
+            stale_threshold=3,
+            max_iterations=12,
+        )
+        resume = path.exists()
+        options = RunOptions(
+            workdir=tmp_path,
+            progress=False,
+            handle_signals=False,
+            session_id="s",
+            resume=resume,
+            backends={"a": runs_on},
+        )
+        summary = await run_loop(config, options, [Recorder(path, append=resume)])
+        return summary.reason, summary.iterations
+
+    assert (await run("Work."), backend.calls) == (("stale_loop", 3), 3)
+    assert (await run("Work."), backend.calls) == (("stale_loop", 3), 3)  # as it is
+    status = session_status(tmp_path / ".loop/sessions", "s")
+    assert status.resume_after == (
+        "hat a's prompt or backend, or [loop] stale_threshold, has changed in loop.toml"
+    )
+    assert (await run("Work well."), backend.calls) == (("stale_loop", 6), 6)
+    assert (await run("Work well."), backend.calls) == (("stale_loop", 6), 6)
+    assert (await run("Work well.", other), other.calls) == (("stale_loop", 9), 3)
+    assert await run("Work well. COUNT your steps.") == ("max_iterations", 12)
+
+    result = await replay_recording(path)
+    assert result.ok, result.divergence
+    assert (result.actual_iterations, result.actual_reason) == (12, "max_iterations")
+
+
 def test_a_plain_resume_keeps_the_flags_the_session_was_started_with(tmp_path: Path) -> None:
     """A session started with --backend scripted (the file says claude, not installed)
     and --max-iterations 1 resumes with both when they are not given again; a flag given
