@@ -38,6 +38,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop.locations",
             "loop.records",
             "loop.redact",
+            # which hat an event goes to: the engine routes by it, the config reasons with it
+            "loop.routing",
             "loop.topics",
             # what a tool is: the domains implement it, as backends implement backends.base
             "loop.tools.base",

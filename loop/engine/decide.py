@@ -23,10 +23,10 @@ from typing import Literal
 
 from loop.backends.base import Backend, RateLimit
 from loop.config import LoadedConfig
-from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent
 from loop.events import Event, topic_matches
 from loop.records import LimitSettings
+from loop.routing import HatSpec
 from loop.topics import COMPLETION_REJECTED
 
 __all__ = [

@@ -31,13 +31,13 @@ from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.engine.decide import Limits, Outcome, Selection
 from loop.engine.invoke import HatCaller
 from loop.engine.lifecycle import ACTIVATION_STARTED
-from loop.engine.routing import HatSpec
 from loop.engine.schedule import Running, Schedule, aggregators_of, plan_step, wave_notice
 from loop.engine.state import LoopState, interrupt
 from loop.engine.waits import Called, LimitWaits
 from loop.errors import BackendUnavailable, ReplayDivergence
 from loop.events import Event
 from loop.records import IterationStart, JournalRecord, Override
+from loop.routing import HatSpec
 
 
 class Engine(Protocol):

@@ -52,9 +52,9 @@ from typing import Literal
 
 from loop.config import LoadedConfig
 from loop.engine.decide import Limits, Selection, budget_spent, check_limits
-from loop.engine.routing import HatSpec, hat_specs
 from loop.engine.state import LoopState, PendingEvent
 from loop.events import Event, patterns_overlap
+from loop.routing import HatSpec, hat_specs
 
 __all__ = [
     "SEQUENTIAL",

@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from loop.engine.routing import HatSpec, hat_specs, route
 from loop.events import Event, is_reserved
 from loop.records import (
     ChildStarted,
@@ -31,6 +30,7 @@ from loop.records import (
     SessionStart,
     Wait,
 )
+from loop.routing import HatSpec, hat_specs, route
 from loop.topics import COMPLETION_REJECTED, DEFAULT_COMPLETION_EVENT
 
 __all__ = [
@@ -128,7 +128,7 @@ class RouteContext:  # not slotted: cached_property needs the instance __dict__
         return {}
 
     def route(self, event: Event) -> str | None:
-        """:func:`~loop.engine.routing.route` for this configuration, memoised per topic.
+        """:func:`~loop.routing.route` for this configuration, memoised per topic.
 
         Untargeted routing depends only on the topic and on whether the loop published
         it, so each (topic, from-loop) pair is decided once per run.

@@ -17,11 +17,11 @@ from loop.engine.decide import (
     missing_required,
     select_next,
 )
-from loop.engine.routing import HatSpec
 from loop.engine.state import LoopState, PendingEvent, RouteContext, apply, fold
 from loop.events import Event
 from loop.exits import exit_code_for
 from loop.records import IterationEnd, IterationStart, Resume, SessionEnd, SessionStart
+from loop.routing import HatSpec
 
 PLANNER = HatSpec("planner", ("task.start",), ("plan.ready",))
 BUILDER = HatSpec(

@@ -17,12 +17,12 @@ from structlog.testing import capture_logs
 from loop.bus import EventBus
 from loop.engine.journal import read_journal
 from loop.engine.lifecycle import ITERATION_DONE, LOOP_TERMINATED
-from loop.engine.routing import HatSpec
 from loop.engine.state import RouteContext, fold
 from loop.events import Event
 from loop.extensions import Extension
 from loop.records import EventsPublished, IterationEnd, SessionStart
 from loop.replay import replay_file, replay_recording
+from loop.routing import HatSpec
 from loop.runner import RunOptions, run_loop
 from loop.session.load import load_session
 from loop.session.recorder import Recorder

@@ -11,7 +11,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loop.engine.decide import Budget, Limits, select_next
-from loop.engine.routing import HatSpec
 from loop.engine.schedule import (
     Aggregate,
     HatSchedule,
@@ -26,6 +25,7 @@ from loop.engine.schedule import (
 from loop.engine.state import HatUsage, LoopState, PendingEvent, RouteContext, _route_into, apply
 from loop.events import Event
 from loop.records import IterationEnd, IterationStart, Resume
+from loop.routing import HatSpec
 from loop.testing import FakeClock
 
 COORD = HatSpec("coordinator", ("review.start",), ("review.perspective",))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loop.engine.routing import HatSpec, route
 from loop.events import Event
+from loop.routing import HatSpec, route
 
 HATS = (
     HatSpec("planner", ("task.start", "review.rejected")),
