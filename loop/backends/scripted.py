@@ -3,7 +3,8 @@
 Deterministic and instant: the default preset runs on it, and so do tests. The
 output for a hat's n-th activation is ``outputs[n]``; the activation number comes
 from the session journal, so a resumed session carries on where it was. Running
-past the end is a failed iteration that says so.
+past the end is a failed iteration that says so, or, with ``repeat_last``, the last
+output again (a stand-in answers every activation).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ class ScriptedBackend(Backend):
     instant = True  # awaits nothing
     writes_events = False  # its outputs are its only channel: no events file to read
 
-    def __init__(self, outputs: list[str]) -> None:
+    def __init__(self, outputs: list[str], *, repeat_last: bool = False) -> None:
         self.outputs = list(outputs)
+        self.repeat_last = repeat_last
 
     @classmethod
     def from_config(cls, config: ScriptedConfig) -> ScriptedBackend:
@@ -44,11 +46,14 @@ class ScriptedBackend(Backend):
                     "scripted outputs file must hold a JSON list of strings", file=path
                 )
             outputs.extend(data)
-        return cls(outputs)
+        return cls(outputs, repeat_last=config.repeat_last)
 
     async def run(self, request: BackendRequest) -> BackendResult:
-        """Return the output for this activation, or a failure past the end."""
+        """Return the output for this activation, or past the end the last one again
+        (``repeat_last``) or a failure."""
         index = request.activation
+        if index >= len(self.outputs) and self.repeat_last and self.outputs:
+            index = len(self.outputs) - 1
         if index >= len(self.outputs):
             return BackendResult.failed(
                 f"scripted outputs exhausted: hat {request.hat!r} has {len(self.outputs)} "

@@ -5,7 +5,8 @@ from a preset or converted from a Ralph Orchestrator configuration (``--from-ral
 comments above ``[backend]`` and the table, last in ``loop.toml``) is replaced by B's
 own commented block (``presets/_backends/B.toml``: its defaults and how to override
 them), and the hats' own backend tables are dropped. For the scripted backend, a hat
-left without outputs gets a stand-in that publishes its way onwards, so the loop runs.
+left without outputs gets a stand-in (:mod:`loop.config.stand_ins`): the stand-ins walk
+the topology from its starting event to its completion, so the loop runs.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from loop._fs import write_new_file
 from loop.cli import prog_name
 from loop.commands.common import add_path_argument
 from loop.config import preset_dir, preset_names
-from loop.config.backends import CLI_BACKENDS, stand_in_outputs
+from loop.config.backends import CLI_BACKENDS
+from loop.config.models import HatConfig, HatFile
 from loop.config.ralph import RalphConversion, convert_ralph
+from loop.config.sections import LoopSection
+from loop.config.stand_ins import StandIns, stand_ins
 from loop.errors import ConfigError, InputError, UsageError
-from loop.topics import DEFAULT_COMPLETION_EVENT
 
 __all__ = [
     "BACKENDS",
@@ -70,37 +73,33 @@ def _strip_backend_tables(text: str) -> str:
     return text[: match.start()].rstrip() + "\n" if match else text
 
 
-def _stand_ins(text: str, completion_event: str, takers: list[tuple[list[str], int]]) -> str:
-    """Scripted stand-ins for the hats of a hat file that have no backend of their own
-    (``takers``: every hat's triggers and concurrency, so a wave is published whole)."""
+def _stand_ins(files: dict[Path, str]) -> StandIns:
+    """The stand-ins of every hat in the TOML files (``loop.toml``'s ``[loop]`` and the
+    hats of every file), read with the models ``run`` reads them with."""
+    loop = LoopSection.model_validate(tomllib.loads(files[Path("loop.toml")]).get("loop", {}))
+    hats: dict[str, HatConfig] = {}
+    for rel, text in files.items():
+        if rel.suffix == ".toml":
+            hats.update(HatFile.model_validate({"hats": tomllib.loads(text).get("hats", {})}).hats)
+    return stand_ins(loop, hats)
+
+
+def _with_stand_ins(text: str, standing: StandIns) -> str:
+    """A hat file with a stand-in for each of its hats that has no backend of its own."""
     hats: dict[str, Any] = tomllib.loads(text).get("hats", {})
     tables = []
     for name, hat in hats.items():
         if not isinstance(hat, dict) or "backend" in hat:
             continue
-        outputs = stand_in_outputs(
-            name,
-            list(hat.get("publishes", [])),
-            completion_event,
-            concurrency=int(hat.get("concurrency", 1)),
-            takers=takers,
+        outputs = "".join(
+            f"  {json.dumps(o, ensure_ascii=False)},\n" for o in standing.outputs[name]
         )
         tables.append(
             f"\n[hats.{name}.backend]              # a stand-in: replace with an agent\n"
-            f'type = "scripted"\noutputs = [{", ".join(json.dumps(o) for o in outputs)}]\n'
+            f'type = "scripted"\noutputs = [\n{outputs}]\n'
+            "repeat_last = true                 # past its outputs, the last one again\n"
         )
     return text.rstrip() + "\n" + "".join(tables) if tables else text
-
-
-def _takers(files: dict[Path, str]) -> list[tuple[list[str], int]]:
-    """Every hat's triggers and concurrency, from the TOML files."""
-    takers = []
-    for rel, text in files.items():
-        hats = tomllib.loads(text).get("hats") if rel.suffix == ".toml" else None
-        for hat in hats.values() if isinstance(hats, dict) else ():
-            if isinstance(hat, dict):
-                takers.append((list(hat.get("triggers", [])), int(hat.get("concurrency", 1))))
-    return takers
 
 
 def plan_files(preset: str, backend: str | None) -> dict[Path, str]:
@@ -125,13 +124,13 @@ def with_backend(files: dict[Path, str], backend: str | None) -> dict[Path, str]
         return files  # the preset as shipped
     files = dict(files)
     files[Path("loop.toml")] = config[: _block_start(config)] + backend_block(backend)
-    loop_section = tomllib.loads(config).get("loop", {})
-    completion = loop_section.get("completion_event", DEFAULT_COMPLETION_EVENT)
-    takers = _takers(files)
-    for rel, text in files.items():
-        if rel.suffix == ".toml" and rel.name != "loop.toml":
-            hats = _strip_backend_tables(text)
-            files[rel] = _stand_ins(hats, completion, takers) if backend == "scripted" else hats
+    hat_files = [rel for rel in files if rel.suffix == ".toml" and rel.name != "loop.toml"]
+    for rel in hat_files:
+        files[rel] = _strip_backend_tables(files[rel])
+    if backend == "scripted":
+        standing = _stand_ins(files)
+        for rel in hat_files:
+            files[rel] = _with_stand_ins(files[rel], standing)
     return files
 
 
@@ -161,6 +160,7 @@ def _init(args: argparse.Namespace) -> int:
     notes: list[str] = []
     if args.from_ralph is not None:
         converted = ralph_files(Path(args.from_ralph))
+        check_converted(converted.files, args.from_ralph)  # before --backend reads its hats
         files, notes = with_backend(converted.files, args.backend), converted.notes_on(args.backend)
         check_converted(files, args.from_ralph)
         origin = f"converted from {args.from_ralph}"
@@ -187,6 +187,8 @@ def _init(args: argparse.Namespace) -> int:
         print(f"wrote {dest}")
     for note in notes:
         print(f"not carried over: {note}")
+    if args.backend == "scripted" and (stuck := _stand_ins(files).stuck):
+        print(f"stand-ins: {stuck}")
     if said:
         print(said)
     prog = prog_name()

@@ -14,6 +14,7 @@ from loop.cli import prog_name
 from loop.commands.common import add_path_argument, print_json, report_checks, run_async
 from loop.config import load_config
 from loop.config.backends import CLI_BACKENDS
+from loop.config.stand_ins import stand_ins
 from loop.engine.progress import render_summary
 from loop.engine.resume import LimitOverrides, carried_flags
 from loop.errors import LoopError, ToolError, UsageError
@@ -89,7 +90,7 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
         metavar="TYPE",
         choices=CLI_BACKENDS,
         help="run every hat on this backend (scripted: hats without scripted outputs get "
-        "stand-ins that publish onwards)",
+        "stand-ins that walk the topology to its completion)",
     )
 
 
@@ -372,6 +373,15 @@ def _warn_of_tool_state(config: LoadedConfig) -> None:
         )
 
 
+def _warn_of_stuck_stand_ins(config: LoadedConfig) -> None:
+    """Say before the run when the stand-ins of ``--backend scripted`` cannot complete it."""
+    stuck = stand_ins(config.loop, config.hats).stuck
+    if stuck:
+        import structlog  # noqa: PLC0415 - logging is configured by now
+
+        structlog.get_logger("loop.run").warning("stand-ins cannot complete", note=stuck)
+
+
 def _live(args: argparse.Namespace) -> Any:
     """The live view the flags and the terminal ask for (a LiveExtension), or None.
 
@@ -406,6 +416,8 @@ def _run(args: argparse.Namespace) -> int:
     resumed: str | None = None  # a resume's session, checked against its recording
     if args.resume is not None:
         config, resumed = _resumed(args, config)
+    if config.flags.get("backend") == "scripted":
+        _warn_of_stuck_stand_ins(config)
     if not args.no_preflight:
         from loop.session.preflight import preflight  # noqa: PLC0415 - on use
 

@@ -6,13 +6,11 @@ and :func:`loop.backends.build_backend` turns one into a running backend.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from loop.config.sections import PathSetting, Strict
-from loop.events import topic_matches
 
 __all__ = [
     "BACKEND_TYPES",
@@ -27,7 +25,6 @@ __all__ = [
     "PythonConfig",
     "ReplayConfig",
     "ScriptedConfig",
-    "stand_in_outputs",
 ]
 
 DEFAULT_MAX_OUTPUT = 10 * 1024 * 1024
@@ -40,6 +37,10 @@ class ScriptedConfig(Strict):
     outputs: list[str] = Field(default_factory=list)
     outputs_file: PathSetting | None = Field(
         default=None, description="a JSON file holding a list of outputs (relative to the hat file)"
+    )
+    repeat_last: bool = Field(
+        default=False,
+        description="past the end of its outputs, the hat gets the last one again (a stand-in)",
     )
 
 
@@ -136,38 +137,3 @@ BACKEND_TYPES = ("scripted", "command", "python", "claude", "gemini", "codex")
 # What `init --backend` and `run --backend` accept: the types that need no per-hat
 # settings (command and python do; replay is set by `replay`).
 CLI_BACKENDS = ("scripted", "claude", "gemini", "codex")
-
-
-def stand_in_outputs(
-    hat: str,
-    publishes: list[str],
-    completion_event: str,
-    *,
-    concurrency: int = 1,
-    takers: Sequence[tuple[Sequence[str], int]] = (),
-) -> list[str]:
-    """The canned outputs of a scripted stand-in for ``hat``: it publishes onwards (the
-    completion event when the hat may publish it, else its last concrete topic), so a
-    loop of stand-ins runs to its end.
-
-    ``takers``: every hat's triggers and concurrency. A topic that a hat of concurrency
-    N takes is published N times (a wave, its payloads numbered), and a hat of
-    ``concurrency`` N has N outputs, one per activation of its wave, each with its own
-    payload (the same payloads would be a stale loop)."""
-    concrete = [t for t in publishes if "*" not in t]
-    if not concrete:
-        return [f"(a scripted stand-in for {hat})"] * max(1, concurrency)
-    topic = completion_event if completion_event in concrete else concrete[-1]
-    width = max(
-        [n for triggers, n in takers if any(topic_matches(t, topic) for t in triggers)],
-        default=1,
-    )
-    width = 1 if topic == completion_event else width
-    outputs = []
-    for k in range(1, max(1, concurrency) + 1):
-        done = [] if concurrency <= 1 else [f"done {k}"]  # the activation's own
-        parts = [[f"part {i} of {width}"] for i in range(1, width + 1)] if width > 1 else [[]]
-        payloads = [", ".join(done + part) or "done" for part in parts]
-        tags = " ".join(f'<event topic="{topic}">{p}</event>' for p in payloads)
-        outputs.append(f"(a scripted stand-in for {hat}) {tags}")
-    return outputs

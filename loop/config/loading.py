@@ -19,13 +19,13 @@ from loop.config.backends import (
     CodexConfig,
     GeminiConfig,
     ScriptedConfig,
-    stand_in_outputs,
 )
 from loop.config.explain import FLAGS, explain, translate
 from loop.config.models import ConfigFile, HatConfig, HatFile, LoadedConfig
 from loop.config.project import DEFAULT_CONFIG_NAME, find_config, load_toml
 from loop.config.sections import ExperienceSection, LoopSection, TasksSection, ThemesSection
 from loop.config.settings import read_config_file
+from loop.config.stand_ins import stand_ins
 from loop.config.topology import validate_topology
 from loop.errors import ConfigError, UsageError
 
@@ -164,7 +164,7 @@ def load_config(
         all_hats = _with_budgets(all_hats, key, given)
     backend = parsed.backend
     if backend_type is not None:
-        backend, all_hats = _force_backend(backend_type, all_hats, loop.completion_event)
+        backend, all_hats = _force_backend(backend_type, all_hats, loop)
     objective = _prompt(loop, base, root, path) if prompt else ""
     loaded = LoadedConfig(
         loop=loop,
@@ -222,34 +222,22 @@ def _resolve_backend_paths(backend: BackendConfig, base: Path) -> BackendConfig:
 
 
 def _force_backend(
-    kind: str, hats: dict[str, HatConfig], completion_event: str
+    kind: str, hats: dict[str, HatConfig], loop: LoopSection
 ) -> tuple[BackendConfig, dict[str, HatConfig]]:
     """Every hat on ``kind``. For ``scripted``, a hat keeps its own scripted outputs, and
-    any other hat gets a stand-in that publishes onwards (as ``init --backend scripted``
-    writes): the topology runs with no agent."""
+    any other hat gets the stand-in ``init --backend scripted`` writes
+    (:mod:`loop.config.stand_ins`): the topology runs with no agent."""
     models: dict[str, type[ClaudeConfig | GeminiConfig | CodexConfig]] = {
         "claude": ClaudeConfig,
         "gemini": GeminiConfig,
         "codex": CodexConfig,
     }
     if kind == "scripted":
-        takers = [(h.triggers, h.concurrency or 1) for h in hats.values()]
+        standing = stand_ins(loop, hats)
         forced = {
             name: hat
             if isinstance(hat.backend, ScriptedConfig)
-            else hat.model_copy(
-                update={
-                    "backend": ScriptedConfig(
-                        outputs=stand_in_outputs(
-                            name,
-                            hat.publishes,
-                            completion_event,
-                            concurrency=hat.concurrency or 1,
-                            takers=takers,
-                        )
-                    )
-                }
-            )
+            else hat.model_copy(update={"backend": standing.backend(name)})
             for name, hat in hats.items()
         }
         return ScriptedConfig(), forced

@@ -338,6 +338,51 @@ def test_ralph_wave_review_on_scripted_stand_ins_fans_out_as_a_wave(
     assert sorted(e["events"][0]["payload"] for e in ends[1:4]) == ["done 1", "done 2", "done 3"]
 
 
+@pytest.mark.parametrize("preset", sorted(p.stem for p in RALPH.glob("*.yml")))
+def test_every_vendored_ralph_preset_completes_on_stand_ins(tmp_path: Path, preset: str) -> None:
+    """`init --from-ralph --backend scripted` runs each shipped preset to its completion
+    event with no agent, the required events published on the way; debug's investigator
+    runs three times (before, its one output ran out at its second activation)."""
+    init = _loop(
+        "init", "--from-ralph", str(RALPH / f"{preset}.yml"), "--backend", "scripted",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert init.returncode == 0, init.stderr
+    assert "stand-ins:" not in init.stdout  # a walk completes
+    run = _loop("run", "-q", "--json", "--prompt", "x", "--session-id", "s", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["reason"] == "completed"
+    config = load_config(tmp_path / "loop.toml", root=tmp_path, overrides={"prompt": "x"})
+    journal = tmp_path / ".loop/sessions/s/journal.jsonl"
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    ends = [r for r in records if r["kind"] == "iteration.end"]
+    published = [e["topic"] for r in ends for e in r["events"]]
+    assert published[-1] == config.loop.completion_event
+    assert set(config.loop.required_events) <= set(published)
+    if preset == "debug":
+        assert [r["hat"] for r in ends] == [
+            "investigator", "tester", "investigator", "fixer", "verifier", "investigator",
+        ]  # fmt: skip
+
+
+def test_a_session_on_stand_ins_resumes_where_it_stopped(tmp_path: Path) -> None:
+    """`run --resume` of a session on `--backend scripted` carries on along the walk:
+    each stand-in answers its hat's next activation (before, a hat that had run once had
+    no output left for its second)."""
+    init = _loop("init", "--from-ralph", str(RALPH / "debug.yml"), cwd=tmp_path)
+    assert init.returncode == 0, init.stderr
+    (tmp_path / "PROMPT.md").write_text("Look into the flaky test.\n", encoding="utf-8")
+    first = _loop(
+        "run", "-q", "--backend", "scripted", "--max-iterations", "3",
+        "--session-id", "s", cwd=tmp_path,
+    )  # fmt: skip
+    assert first.returncode == 3, first.stdout + first.stderr
+    again = _loop("run", "-q", "--json", "--resume", "s", "--max-iterations", "20", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    summary = json.loads(again.stdout)
+    assert (summary["reason"], summary["iterations"]) == ("completed", 6)
+
+
 def _solo_project(tmp_path: Path) -> tuple[Path, str]:
     """Ralph's hatless-baseline preset converted, on the solo stand-in agent; with what
     the conversion printed."""

@@ -13,6 +13,8 @@ from structlog.testing import capture_logs
 
 from loop.backends.command import CommandBackend
 from loop.backends.python_hat import HatContext, PythonBackend
+from loop.backends.scripted import ScriptedBackend
+from loop.config.backends import ScriptedConfig
 from loop.engine import journal as journal_mod
 from loop.engine.invoke import BACKSTOP_SECONDS
 from loop.engine.journal import read_journal
@@ -385,6 +387,21 @@ async def test_scripted_outputs_running_out_is_a_failed_iteration(tmp_path: Path
     ends = journal_ends(tmp_path, "x")
     assert "scripted outputs exhausted" in ends[-1].reason
     assert summary.reason == "max_consecutive_failures"
+
+
+async def test_scripted_outputs_with_repeat_last_answer_every_activation(tmp_path: Path) -> None:
+    """With ``repeat_last`` (a stand-in's), past the last output the hat gets it again;
+    the same event three times in a row is then a stale loop, as an agent's would be."""
+    cfg = make_config(
+        {"a": {"triggers": ["task.start", "a.more"]}}, folder=tmp_path, max_iterations=4
+    )
+    outputs = [tag("a.more", "first"), tag("a.more", "then")]
+    backend = ScriptedBackend.from_config(ScriptedConfig(outputs=outputs, repeat_last=True))
+    summary, _ = await run_hats(cfg, {"a": backend}, workdir=tmp_path, session_id="x")
+    ends = journal_ends(tmp_path, "x")
+    assert [e.status for e in ends] == ["ok"] * 4
+    assert [e.events[0].payload for e in ends] == ["first", "then", "then", "then"]
+    assert summary.reason == "stale_loop"
 
 
 @pytest.mark.parametrize("limit", ["max_iterations", "max_runtime_seconds"])
