@@ -61,7 +61,7 @@ def _list(args: argparse.Namespace) -> int:
                 "name": name,
                 "triggers": list(hat.triggers),
                 "publishes": list(hat.publishes),
-                "backend": config.hat_backend(name).type,
+                "backend": _backend(config, name),
                 "max_activations": hat.max_activations,
                 "concurrency": hat.concurrency or 1,
                 "aggregate": hat.aggregate.model_dump() if hat.aggregate else None,
@@ -77,7 +77,7 @@ def _list(args: argparse.Namespace) -> int:
                 name,
                 ", ".join(hat.triggers),
                 ", ".join(hat.publishes) or "-",
-                config.hat_backend(name).type,
+                _backend(config, name) or "-",
                 str(hat.max_activations or "-"),
                 _parallel(hat.concurrency, hat.aggregate),
             )
@@ -86,6 +86,13 @@ def _list(args: argparse.Namespace) -> int:
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     return 0
+
+
+def _backend(config: LoadedConfig, name: str) -> str | None:
+    """The type of the backend hat ``name`` runs on; ``None`` when it has none (neither
+    its own nor a default ``[backend]``: ``doctor`` and ``run`` refuse it)."""
+    backend = config.named_backend(name)
+    return backend.type if backend is not None else None
 
 
 def _parallel(concurrency: int | None, aggregate: AggregateConfig | None) -> str:

@@ -160,6 +160,13 @@ class LoadedConfig:
         """The backend config of hat ``name`` (its own, or the default ``[backend]``)."""
         return self.hats[name].backend or self.backend
 
+    def named_backend(self, name: str) -> BackendConfig | None:
+        """The backend the configuration names for hat ``name``: its own, or the default
+        ``[backend]`` when the file (or ``--backend``) sets one; ``None`` when neither
+        does, which ``doctor`` and the preflight refuse ("no backend")."""
+        hat = self.hats[name]
+        return hat.backend if hat.backend is not None or not self.backend_given else self.backend
+
     def topology(self) -> dict[str, HatTopology]:
         """The hat topology this configuration implies (journaled, recorded, routed on)."""
         return {

@@ -122,7 +122,8 @@ def backend_checks(config: LoadedConfig) -> list[Check]:
     checks: list[Check] = []
     shared: list[tuple[BackendConfig, list[str]]] = []  # in the order the hats come
     for name in config.hats:
-        if config.hats[name].backend is None and not config.backend_given:
+        backend = config.named_backend(name)
+        if backend is None:
             checks.append(
                 Check(
                     "backend",
@@ -132,7 +133,6 @@ def backend_checks(config: LoadedConfig) -> list[Check]:
                 )
             )
             continue
-        backend = config.hat_backend(name)
         same = next((names for known, names in shared if known == backend), None)
         if same is None:
             shared.append((backend, [name]))

@@ -323,6 +323,22 @@ def test_hats_list_as_json_and_the_built_in_demo_is_said(tmp_path: Path) -> None
     assert (b["aggregate"]["mode"], b["aggregate"]["count"]) == ("quorum", 1)
 
 
+def test_hats_list_shows_no_backend_for_a_hat_that_has_none(tmp_path: Path) -> None:
+    """A hat with no backend of its own and no default [backend] is listed with none
+    (`-`, null in JSON), as doctor and validate fail it; before, it showed `scripted`."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[hats.a]\ntriggers = ["task.start"]\n'
+        '[hats.b]\ntriggers = ["a.x"]\nbackend = { type = "scripted" }\n'
+    )
+    rows = [line.split() for line in loop("hats", "list", cwd=tmp_path).stdout.splitlines()]
+    assert rows[0][3] == "BACKEND"
+    assert (rows[1][0], rows[1][3], rows[2][0], rows[2][3]) == ("a", "-", "b", "scripted")
+    listed = json.loads(loop("hats", "list", "--json", cwd=tmp_path).stdout)["hats"]
+    assert [h["backend"] for h in listed] == [None, "scripted"]
+    doctor = loop("doctor", cwd=tmp_path)
+    assert "hat a: no backend" in doctor.stdout and "hat b: no backend" not in doctor.stdout
+
+
 def test_hats_graph_says_which_hats_run_alongside_others(tmp_path: Path) -> None:
     """A wave's hats carry their concurrency and aggregation, in text and in Mermaid."""
     _wave_project(tmp_path, 'aggregate = { mode = "wait_for_all", timeout_seconds = 60 }')
