@@ -131,6 +131,21 @@ def test_hat_files_and_folders_load_and_a_duplicate_hat_is_refused(tmp_path: Pat
         load_config(path)
 
 
+@pytest.mark.parametrize(
+    "listed", [["hats", "hats/one.toml"], ["hats", "hats"], ["hats", "./hats/"]]
+)
+def test_a_hat_file_listed_twice_is_loaded_once(tmp_path: Path, listed: list[str]) -> None:
+    """A folder and a file in it, or one folder twice, in [loop] hats (or --hats): each
+    file is loaded once (before, its hats were said to be also defined in itself)."""
+    write(tmp_path / "hats/one.toml", HAT)
+    write(tmp_path / "hats/two.toml", '[hats.b]\ntriggers = ["b.x"]\n')
+    entries = ", ".join(f'"{e}"' for e in listed)
+    path = write(tmp_path / "loop.toml", f'[loop]\nprompt = "x"\nhats = [{entries}]\n')
+    assert list(load_config(path).hats) == ["a", "b"]
+    flags = [tmp_path / e for e in listed]
+    assert list(load_config(path, hats=flags).hats) == ["a", "b"]
+
+
 def test_hat_files_may_hold_only_hats(tmp_path: Path) -> None:
     """A stray [loop] table in a hat file is an unknown key of that file."""
     hat_file = write(tmp_path / "h.toml", HAT + '[loop]\nprompt = "y"\n')

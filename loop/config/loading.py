@@ -54,19 +54,23 @@ def preset_dir(name: str) -> Path:
 
 
 def _hat_files(base: Path, entries: list[str], origin: Path) -> list[Path]:
-    files: list[Path] = []
+    """The hat files ``entries`` name (files, or folders of ``*.toml``), each once: a file
+    named twice (a folder and a file in it, or a folder listed twice) is loaded once."""
+    files: dict[Path, Path] = {}  # resolved -> as named
     for entry in entries:
         p = Path(entry)
         p = p if p.is_absolute() else base / p
         if p.is_dir():
-            files.extend(sorted(p.glob("*.toml")))
+            found = sorted(p.glob("*.toml"))
         elif p.exists():
-            files.append(p)
+            found = [p]
         else:
             raise ConfigError(
                 f"hat file or folder not found: {entry}", file=origin, key="loop.hats"
             )
-    return files
+        for f in found:
+            files.setdefault(f.resolve(), f)
+    return list(files.values())
 
 
 def _flag_hat_files(root: Path, hats: list[Path]) -> list[Path]:
