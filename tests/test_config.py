@@ -262,6 +262,23 @@ def test_a_completion_event_from_the_flag_that_the_config_refuses_names_the_flag
     assert config.value.key == key and message in config.value.message
 
 
+def test_a_completion_event_flag_against_the_files_rules_names_the_flag(tmp_path: Path) -> None:
+    """--completion-event equal to the file's cancellation event, or to one of its required
+    events, is the flag's error, naming the file's key it conflicts with."""
+    path = write(
+        tmp_path / "loop.toml",
+        '[loop]\nprompt = "x"\ncancellation_event = "stop.now"\nrequired_events = ["a.b"]\n' + HAT,
+    )
+    with pytest.raises(UsageError) as err:
+        load_config(path, overrides={"completion_event": "stop.now"})
+    assert str(err.value) == (
+        "--completion-event stop.now: the cancellation event must differ from the completion and "
+        f"starting events (loop.cancellation_event in {path})"
+    )
+    with pytest.raises(UsageError, match=r"^--completion-event a.b: the completion event cannot"):
+        load_config(path, overrides={"completion_event": "a.b"})
+
+
 def test_a_hat_triggered_by_the_cancellation_event_is_refused(tmp_path: Path) -> None:
     """The cancellation event ends the run: no hat can take it."""
     text = (

@@ -143,6 +143,12 @@ def load_config(
         loop = LoopSection.model_validate(loop_data)
     except ValidationError as exc:  # the file's values passed above: a flag's value is wrong
         key, message = explain(exc, LoopSection)
+        if key not in flags:  # a rule between keys refused the file's key with a flag's value
+            # (--completion-event: the one flag such a rule involves)
+            raise UsageError(
+                f"--completion-event {loop_data['completion_event']}: {message} "
+                f"(loop.{key} in {path})"
+            ) from exc
         raise UsageError(f"{FLAGS.get(key, '--' + key.replace('_', '-'))}: {message}") from exc
 
     all_hats = {n: _resolve_hat_paths(h, base) for n, h in parsed.hats.items()}

@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StrictBool,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -68,7 +69,9 @@ class Strict(BaseModel):
 
 class LoopSection(Strict):
     """``[loop]``: the objective, the starting and completion events, the limits, the
-    completion rules and the budgets."""
+    completion rules and the budgets. Its rules between keys are checked here too (a
+    key's validator sees the keys declared above it), so every command that reads
+    ``[loop]`` refuses what ``run`` refuses."""
 
     prompt: str | None = None
     prompt_file: PathSetting | None = None
@@ -102,10 +105,24 @@ class LoopSection(Strict):
 
     @field_validator("required_events")
     @classmethod
-    def _topics(cls, v: list[str]) -> list[str]:
+    def _topics(cls, v: list[str], info: ValidationInfo) -> list[str]:
         for t in v:
             if not is_valid_topic(t):
                 raise ValueError(f"not a valid topic: {t!r}")
+        if info.data.get("completion_event") in v:
+            raise ValueError("the completion event cannot be one of the required events")
+        return v
+
+    @field_validator("cancellation_event")
+    @classmethod
+    def _cancellation(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None and v in (
+            info.data.get("completion_event"),
+            info.data.get("starting_event"),
+        ):
+            raise ValueError(
+                "the cancellation event must differ from the completion and starting events"
+            )
         return v
 
     @model_validator(mode="after")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from loop.config.models import LoadedConfig
 from loop.errors import ConfigError, UsageError
 from loop.events import is_reserved, patterns_overlap, topic_matches
@@ -38,7 +36,6 @@ def validate_topology(cfg: LoadedConfig) -> None:
                 key=f"hats.{name}.triggers",
             )
     _check_completion_event(cfg)
-    _check_completion_rules(cfg)
     _check_aggregates(cfg)
     if cfg.loop.fallback_hat and cfg.loop.fallback_hat not in cfg.hats:
         raise ConfigError(
@@ -76,50 +73,26 @@ def _check_aggregates(cfg: LoadedConfig) -> None:
 
 
 def _check_completion_event(cfg: LoadedConfig) -> None:
-    """The completion event is no hat's trigger, nor the cancellation event, nor a
-    required event. Given by ``--completion-event``, the flag is what is wrong, so the
-    error names it (``loop.toml`` may be fine).
+    """No hat is triggered by the completion event. Given by ``--completion-event``, the
+    flag is what is wrong, so the error names it (``loop.toml`` may be fine). (The rules
+    between ``[loop]`` keys, the cancellation and required events among them, are
+    :class:`~loop.config.sections.LoopSection`'s.)
 
     Raises:
         UsageError: the flag gave the completion event.
         ConfigError: ``loop.toml`` did, naming the key.
     """
-    loop = cfg.loop
-    event = loop.completion_event
-    problem: tuple[str, str, str | Path, str] | None = None  # message, key, file, flag's
+    event = cfg.loop.completion_event
     for name, hat in cfg.hats.items():
         if event in hat.triggers:
             message = "a hat cannot be triggered by the completion event"
-            problem = (
-                message,
-                f"hats.{name}.triggers",
-                cfg.hat_sources.get(name, cfg.source),
-                f"{message} (it triggers hat {name!r})",
+            if "completion_event" in cfg.flags:
+                raise UsageError(
+                    f"--completion-event {event}: {message} (it triggers hat {name!r})"
+                )
+            raise ConfigError(
+                message, file=cfg.hat_sources.get(name, cfg.source), key=f"hats.{name}.triggers"
             )
-            break
-    else:
-        if event == loop.cancellation_event:
-            message = "the cancellation event must differ from the completion and starting events"
-            problem = (message, "loop.cancellation_event", cfg.source, message)
-        elif event in loop.required_events:
-            message = "the completion event cannot be one of the required events"
-            problem = (message, "loop.required_events", cfg.source, message)
-    if problem is None:
-        return
-    message, key, where, said = problem
-    if "completion_event" in cfg.flags:
-        raise UsageError(f"--completion-event {event}: {said}")
-    raise ConfigError(message, file=where, key=key)
-
-
-def _check_completion_rules(cfg: LoadedConfig) -> None:
-    loop = cfg.loop
-    if loop.cancellation_event is not None and loop.cancellation_event == loop.starting_event:
-        raise ConfigError(
-            "the cancellation event must differ from the completion and starting events",
-            file=cfg.source,
-            key="loop.cancellation_event",
-        )
 
 
 def edges(config: LoadedConfig) -> list[tuple[str, str, str]]:

@@ -697,13 +697,24 @@ def test_a_tool_command_imports_its_own_domain_only(
         ),
         ("[taks]\n", "taks: unknown key (did you mean 'tasks'?)"),
         ("[themes]\nworkspace = 3\n", "themes.workspace: expected a string, got 3"),
+        # rules between [loop] keys: before, only run, doctor and hats refused them
+        (
+            '[loop]\ncancellation_event = "LOOP_COMPLETE"\n',
+            "loop.cancellation_event: the cancellation event must differ from the completion "
+            "and starting events",
+        ),
+        (
+            '[loop]\nrequired_events = ["LOOP_COMPLETE"]\n',
+            "loop.required_events: the completion event cannot be one of the required events",
+        ),
     ],
 )
 def test_tool_commands_read_loop_toml_as_strictly_as_run(
     tmp_path: Path, toml: str, message: str
 ) -> None:
     """One reader: what `run` refuses in loop.toml, `task list`, `theme status`,
-    `experience list` and `status` refuse too, with the same one-line error (exit 2)."""
+    `experience list`, `status` and `sessions` refuse too, with the same one-line error
+    (exit 2)."""
     (tmp_path / "loop.toml").write_text(toml, encoding="utf-8")
     expected = f"{tmp_path / 'loop.toml'}: {message}"
     run = loop("run", "-q", cwd=tmp_path)
@@ -711,8 +722,9 @@ def test_tool_commands_read_loop_toml_as_strictly_as_run(
     for argv in (["task", "list"], ["theme", "status"], ["experience", "list"]):
         res = loop(*argv, cwd=tmp_path)
         assert (res.returncode, res.stderr) == (2, f"error: config_error: {expected}\n"), argv
-    status = loop("status", cwd=tmp_path)
-    assert (status.returncode, status.stderr) == (2, f"error: {expected}\n")
+    for argv in (["status"], ["sessions"]):
+        res = loop(*argv, cwd=tmp_path)
+        assert (res.returncode, res.stderr) == (2, f"error: {expected}\n"), argv
 
 
 def test_a_tool_command_reports_every_error_with_its_code(tmp_path: Path) -> None:
