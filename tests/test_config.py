@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -79,13 +80,18 @@ def test_config_errors_name_the_file_and_the_key(
     assert str(path) in str(err.value) and key in str(err.value) and message in str(err.value)
 
 
-def test_a_trigger_claimed_by_two_hats_is_refused(tmp_path: Path) -> None:
-    """Ambiguous routing is a config error naming both hats."""
+@pytest.mark.parametrize("trigger", ["task.start", "*"])
+def test_a_trigger_claimed_by_two_hats_is_refused(tmp_path: Path, trigger: str) -> None:
+    """Ambiguous routing is a config error naming both hats; the bare `*` too (before,
+    two catch-all hats were taken, and the second never got what `*` routes)."""
     path = write(
         tmp_path / "loop.toml",
-        '[loop]\nprompt = "x"\n' + HAT + '[hats.b]\ntriggers = ["task.start"]\n',
+        '[loop]\nprompt = "x"\n[hats.a]\ntriggers = ["task.start", "*"]\n'
+        f'[hats.b]\ntriggers = ["{trigger}"]\n',
     )
-    with pytest.raises(ConfigError, match="claimed by hats 'a' and 'b'"):
+    with pytest.raises(
+        ConfigError, match=re.escape(f"trigger {trigger!r} is claimed by hats 'a' and 'b'")
+    ):
         load_config(path)
 
 

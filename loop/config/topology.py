@@ -21,7 +21,7 @@ def validate_topology(cfg: LoadedConfig) -> None:
     for name, hat in cfg.hats.items():
         where = cfg.hat_sources.get(name, cfg.source)
         for trig in hat.triggers:
-            if trig in claimed and trig != "*":
+            if trig in claimed:  # the bare `*` too: the first hat would take all it routes
                 raise ConfigError(
                     f"trigger {trig!r} is claimed by hats {claimed[trig]!r} and "
                     f"{name!r} (each trigger may route to one hat)",
