@@ -483,11 +483,9 @@ def _completed_recording(
 
 def wants_export(config: LoadedConfig, reason: str, *, flag: bool) -> bool:
     """Whether a run that ended for ``reason`` is exported as an experience: always with
-    ``--export-experience``; with ``[experience] export_on_complete`` (and the domain
-    enabled) when the loop completed."""
-    section = config.experience
-    on = section.enabled is not False
-    return flag or (on and section.export_on_complete and reason == REASON_COMPLETED)
+    ``--export-experience``; with ``[experience] export_on_complete`` when the loop
+    completed (the section refuses it with ``enabled = false``)."""
+    return flag or (config.experience.export_on_complete and reason == REASON_COMPLETED)
 
 
 def _announce(config: LoadedConfig) -> None:

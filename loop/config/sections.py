@@ -160,6 +160,16 @@ class ExperienceSection(Strict):
     base_directory: PathSetting = DEFAULT_EXPERIENCES_DIR
     export_on_complete: bool = False
 
+    @field_validator("export_on_complete")
+    @classmethod
+    def _export(cls, v: bool, info: ValidationInfo) -> bool:
+        if v and info.data.get("enabled") is False:
+            raise ValueError(
+                "true with enabled = false: the domain is off, nothing would be exported; "
+                "drop one of them"
+            )
+        return v
+
 
 class RecordingSection(Strict):
     """``[recording]``: the session recording's cap and redaction."""

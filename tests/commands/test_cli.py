@@ -707,6 +707,12 @@ def test_a_tool_command_imports_its_own_domain_only(
             '[loop]\nrequired_events = ["LOOP_COMPLETE"]\n',
             "loop.required_events: the completion event cannot be one of the required events",
         ),
+        # before, accepted, and nothing was exported
+        (
+            "[experience]\nenabled = false\nexport_on_complete = true\n",
+            "experience.export_on_complete: true with enabled = false: the domain is off, "
+            "nothing would be exported; drop one of them",
+        ),
     ],
 )
 def test_tool_commands_read_loop_toml_as_strictly_as_run(
