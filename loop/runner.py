@@ -7,6 +7,7 @@ import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +34,8 @@ from loop.session.store import (
     require_session,
     validate_session_id,
 )
-from loop.tools.base import ToolContext
-from loop.tools.bus import ToolsOnBus
+from loop.tools.base import BusService, ToolContext
+from loop.tools.bus import ToolsOnBus, TurnedOff
 
 __all__ = [
     "RunOptions",
@@ -99,7 +100,8 @@ def tool_context(config: LoadedConfig, workdir: Path) -> ToolContext:
 
 
 def domain_extensions(config: LoadedConfig, ctx: ToolContext) -> list[Extension]:
-    """The task, theme and experience extensions of every domain not turned off.
+    """The task, theme and experience extensions of every domain not turned off, and for
+    one turned off, what answers its requests with an error (:class:`TurnedOff`).
 
     A domain's modules are imported only when the configuration does not turn it off:
     a loop without tasks starts without the task store. A domain that is neither
@@ -124,7 +126,33 @@ def domain_extensions(config: LoadedConfig, ctx: ToolContext) -> list[Extension]
         from loop.experience.tools import BUS as EXPERIENCE  # noqa: PLC0415 - start-up
 
         exts.append(ToolsOnBus(ctx, EXPERIENCE))
+    off = (
+        ("task", "tasks", config.tasks.enabled),
+        ("theme", "themes", config.themes.enabled),
+        ("experience", "experience", config.experience.enabled),
+    )
+    exts += [
+        TurnedOff(prefix, section, partial(_bus_service, section))
+        for prefix, section, enabled in off
+        if enabled is False  # its requests are answered all the same, with an error
+    ]
     return exts
+
+
+def _bus_service(section: str) -> BusService:
+    """The bus service of the domain of ``loop.toml``'s ``section``, imported when a hat
+    asks a domain turned off for something."""
+    if section == "tasks":
+        from loop.tasks.tools import BUS as TASKS  # noqa: PLC0415 - start-up: see TurnedOff
+
+        return TASKS
+    if section == "themes":
+        from loop.themes.tools import BUS as THEMES  # noqa: PLC0415 - start-up: see TurnedOff
+
+        return THEMES
+    from loop.experience.tools import BUS as EXPERIENCE  # noqa: PLC0415 - start-up: see TurnedOff
+
+    return EXPERIENCE
 
 
 def serves_tools(config: LoadedConfig, backends: Mapping[str, Backend]) -> bool:

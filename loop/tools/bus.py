@@ -18,10 +18,17 @@ Answers go to the requesting hat, or to every subscriber when the domain says so
 (:attr:`~loop.tools.base.BusService.reply_to_requester`). Events from the loop itself
 (a starting event called ``task.start``) and from the domain, its result topics,
 ``<prefix>.error`` and its notices are never requests, so a domain cannot answer itself.
+
+A domain that ``loop.toml`` turns off (``[tasks] enabled = false``) serves no tool, yet
+its requests are answered all the same: :class:`TurnedOff` answers each with
+``<prefix>.error``, code ``domain_off``, addressed as the domain addresses its answers.
+It imports the domain's :class:`~loop.tools.base.BusService` only when a request comes,
+so a loop with its domains off starts without them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio.to_thread
@@ -34,12 +41,13 @@ from loop.events import Event
 from loop.extensions import Extension
 from loop.tools.base import BusRequest, BusService, Tool, ToolContext
 
-__all__ = ["ERROR", "ToolsOnBus", "request_input"]
+__all__ = ["DOMAIN_OFF", "ERROR", "ToolsOnBus", "TurnedOff", "is_request", "request_input"]
 
 log = structlog.get_logger(__name__)
 
 ERROR = "error"  # the last segment of every domain's error topic
 LOOP_SOURCE = "loop"  # the loop's own events are never requests
+DOMAIN_OFF = "domain_off"  # the code of the answer to a request to a domain turned off
 
 
 def request_input(
@@ -81,6 +89,15 @@ def request_input(
     return payload
 
 
+def is_request(service: BusService, event: Event) -> bool:
+    """Whether ``event`` asks ``service`` for something: a ``<prefix>.*`` event from a hat
+    that is none of the domain's answers (its results, ``<prefix>.error``) or notices."""
+    if event.source in (LOOP_SOURCE, service.source):
+        return False
+    action = event.topic.split(".", 1)[1]
+    return action not in {ERROR, *service.notices, *(r.result for r in service.requests)}
+
+
 class ToolsOnBus(Extension):
     """Serves one domain's tools (a :class:`~loop.tools.base.BusService`) on the bus."""
 
@@ -95,8 +112,8 @@ class ToolsOnBus(Extension):
                 raise ValueError(f"{service.prefix}.{request.action}: no tool {request.tool!r}")
             self._requests[request.action] = request
             self._requests.setdefault(request.tool, request)
-        self._not_requests = {ERROR, *service.notices, *(r.result for r in service.requests)}
-        if clash := self._not_requests & set(self._requests):
+        answers = {ERROR, *service.notices, *(r.result for r in service.requests)}
+        if clash := answers & set(self._requests):
             raise ValueError(f"{service.prefix}: {sorted(clash)} both request and answer")
         self._bus: EventBus | None = None
 
@@ -106,10 +123,9 @@ class ToolsOnBus(Extension):
         bus.subscribe(f"{self.service.prefix}.*", self._on_event, name=self.name)
 
     async def _on_event(self, event: Event) -> None:
-        action = event.topic.split(".", 1)[1]
-        if event.source in (LOOP_SOURCE, self.service.source) or action in self._not_requests:
+        if not is_request(self.service, event):
             return
-        request = self._requests.get(action)
+        request = self._requests.get(event.topic.split(".", 1)[1])
         topic, payload = await self.answer(event.topic, request, event.payload)
         if self._bus is not None:
             target = event.source if self.service.reply_to_requester else None
@@ -148,3 +164,58 @@ class ToolsOnBus(Extension):
             f"{topic} is not a request; use one of {', '.join(known)}",
             details={"known": [f"{self.service.prefix}.{a}" for a in known]},
         )
+
+
+class TurnedOff(Extension):
+    """Answers the requests of a domain turned off in ``loop.toml``, so that none is left
+    unanswered: each gets ``<prefix>.error`` with the code ``domain_off``, from the
+    domain's source, addressed as the domain's own answers are (to the requesting hat, or
+    to every subscriber), and a warning in the log.
+
+    Args:
+        prefix: the domain's topics' first segment (``task``): what it listens to.
+        section: the domain's section in ``loop.toml`` (``tasks``), for the message.
+        load: the domain's bus service, called on the first event: the domain is
+            imported only when a hat asks it for something.
+    """
+
+    def __init__(self, prefix: str, section: str, load: Callable[[], BusService]) -> None:
+        self.prefix = prefix
+        self.section = section
+        self.name = f"{section}-off"
+        self._load = load
+        self._service: BusService | None = None
+        self._bus: EventBus | None = None
+
+    def attach(self, bus: EventBus) -> None:
+        """Subscribe to ``<prefix>.*``."""
+        self._bus = bus
+        bus.subscribe(f"{self.prefix}.*", self._on_event, name=self.name)
+
+    def service(self) -> BusService:
+        """The domain's bus service (imported on the first call)."""
+        if self._service is None:
+            self._service = self._load()
+        return self._service
+
+    async def _on_event(self, event: Event) -> None:
+        service = self.service()
+        if not is_request(service, event):
+            return
+        why = ToolError(
+            DOMAIN_OFF,
+            f"{event.topic}: the {self.section} domain is off ([{self.section}] enabled = "
+            "false in loop.toml); nothing was done",
+        )
+        log.warning("bus request refused", request=event.topic, hat=event.source, why=why.message)
+        if self._bus is not None:
+            target = event.source if service.reply_to_requester else None
+            body = {"request": event.topic, "tool": None, **why.to_dict()}
+            await self._bus.publish(
+                Event(
+                    topic=f"{service.prefix}.{ERROR}",
+                    payload=body,
+                    source=service.source,
+                    target=target,
+                )
+            )

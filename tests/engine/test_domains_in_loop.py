@@ -6,9 +6,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from loop.backends.python_hat import HatContext, PythonBackend
 from loop.config import load_config
+from loop.runner import domain_extensions, tool_context
 from loop.testing import make_config, run_hats, scripted, tag
+from loop.tools.bus import TurnedOff
 
 
 def _last(ctx: HatContext, topic: str) -> Any:
@@ -263,3 +267,57 @@ async def test_a_run_that_a_limit_ends_after_a_refused_completion_says_why(tmp_p
         "LOOP_COMPLETE refused: 1 task(s) still open: 'left open' (todo). Complete them "
         "(task.complete) or delete them (task.delete) before completing the loop."
     ]
+
+
+async def test_a_request_to_a_domain_turned_off_gets_an_error_answer(tmp_path: Path) -> None:
+    """`[tasks] enabled = false`: a hat's task.create is answered with task.error, code
+    domain_off, from `tasks` to every subscriber (as the tasks' answers go), and a
+    warning; nothing is written. A theme request's error goes back to its hat, which runs
+    on it; an experience.thought is data, not a request: no answer. Before, each request
+    was dropped without a word."""
+    hats = {
+        "a": {
+            "triggers": ["task.start", "theme.error"],
+            "publishes": ["LOOP_COMPLETE"],
+        }
+    }
+    cfg = make_config(hats, folder=tmp_path)  # every domain turned off
+    assert cfg.tasks.enabled is False and cfg.themes.enabled is False
+    agent = scripted(
+        tag("task.create", {"name": "x"})
+        + tag("experience.thought", {"t": 1})
+        + tag("theme.preview", {}),
+        tag("LOOP_COMPLETE"),
+    )
+    with capture_logs() as logs:
+        summary, cap = await run_hats(cfg, {"a": agent}, workdir=tmp_path, session_id="s")
+    assert summary.reason == "completed" and summary.iterations == 2  # the theme error ran a
+    errors = [e for e in cap.events if e.topic.endswith(".error")]
+    assert [(e.topic, e.source, e.target) for e in errors] == [
+        ("task.error", "tasks", None),
+        ("theme.error", "themes", "a"),
+    ]
+    assert errors[0].payload == {
+        "request": "task.create",
+        "tool": None,
+        "error": {
+            "code": "domain_off",
+            "message": "task.create: the tasks domain is off ([tasks] enabled = false in "
+            "loop.toml); nothing was done",
+        },
+    }
+    refused = [e["request"] for e in logs if e["event"] == "bus request refused"]
+    assert refused == ["task.create", "theme.preview"]
+    assert not (tmp_path / ".loop/tasks.json").exists()
+    assert not (tmp_path / ".loop/works").exists()
+
+
+def test_a_domain_turned_off_answers_for_the_domain_it_names(tmp_path: Path) -> None:
+    """Each domain turned off listens to its own prefix, and answers from the service it
+    imports on the first request (the domain's own)."""
+    cfg = make_config({"a": {"triggers": ["task.start"]}}, folder=tmp_path)
+    exts = domain_extensions(cfg, tool_context(cfg, tmp_path))
+    off = [e for e in exts if isinstance(e, TurnedOff)]
+    assert [e.prefix for e in off] == ["task", "theme", "experience"]
+    assert all(e.service().prefix == e.prefix for e in off)
+    assert [e.service().source for e in off] == ["tasks", "themes", "experience"]
