@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import unicodedata
 
 from loop.cli import prog_name
 from loop.commands.common import report_checks
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("hats", help="list, validate or graph the hats")
     hs = p.add_subparsers(dest="hats_command", metavar="COMMAND", required=True)
     for name, handler, help_text in (
-        ("list", _list, "one line per hat: triggers, publishes, backend"),
+        ("list", _list, "one line per hat: its name, triggers, publishes, backend"),
         (
             "validate",
             _validate,
@@ -59,6 +60,7 @@ def _list(args: argparse.Namespace) -> int:
         hats = [
             {
                 "name": name,
+                "display_name": hat.name,
                 "triggers": list(hat.triggers),
                 "publishes": list(hat.publishes),
                 "backend": _backend(config, name),
@@ -70,11 +72,12 @@ def _list(args: argparse.Namespace) -> int:
         ]
         print(json.dumps({"config": str(config.source), "builtin": config.builtin, "hats": hats}))
         return 0
-    rows = [("HAT", "TRIGGERS", "PUBLISHES", "BACKEND", "MAX", "PARALLEL")]
+    rows = [("HAT", "NAME", "TRIGGERS", "PUBLISHES", "BACKEND", "MAX", "PARALLEL")]
     for name, hat in config.hats.items():
         rows.append(
             (
                 name,
+                hat.name or "-",
                 ", ".join(hat.triggers),
                 ", ".join(hat.publishes) or "-",
                 _backend(config, name) or "-",
@@ -82,10 +85,27 @@ def _list(args: argparse.Namespace) -> int:
                 _parallel(hat.concurrency, hat.aggregate),
             )
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    widths = [max(_cells(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        print(
+            "  ".join(
+                cell + " " * (w - _cells(cell)) for cell, w in zip(row, widths, strict=True)
+            ).rstrip()
+        )
     return 0
+
+
+def _cells(text: str) -> int:
+    """How many terminal columns ``text`` takes: a wide character (an emoji, as in a
+    Ralph hat's name ``👷 Worker``) two, a combining mark or a format character none."""
+    return sum(
+        0
+        if unicodedata.category(c) in ("Mn", "Me", "Cf")
+        else 2
+        if unicodedata.east_asian_width(c) in "WF"
+        else 1
+        for c in text
+    )
 
 
 def _backend(config: LoadedConfig, name: str) -> str | None:

@@ -331,12 +331,33 @@ def test_hats_list_shows_no_backend_for_a_hat_that_has_none(tmp_path: Path) -> N
         '[hats.b]\ntriggers = ["a.x"]\nbackend = { type = "scripted" }\n'
     )
     rows = [line.split() for line in loop("hats", "list", cwd=tmp_path).stdout.splitlines()]
-    assert rows[0][3] == "BACKEND"
-    assert (rows[1][0], rows[1][3], rows[2][0], rows[2][3]) == ("a", "-", "b", "scripted")
+    assert rows[0][4] == "BACKEND"
+    assert (rows[1][0], rows[1][4], rows[2][0], rows[2][4]) == ("a", "-", "b", "scripted")
     listed = json.loads(loop("hats", "list", "--json", cwd=tmp_path).stdout)["hats"]
     assert [h["backend"] for h in listed] == [None, "scripted"]
     doctor = loop("doctor", cwd=tmp_path)
     assert "hat a: no backend" in doctor.stdout and "hat b: no backend" not in doctor.stdout
+
+
+def test_hats_list_shows_each_hats_name(tmp_path: Path) -> None:
+    """A hat's `name` (Ralph's, which --from-ralph writes) is listed beside its key, the
+    columns aligned past a wide character, and is `display_name` in --json (null when
+    unset); before, it was shown nowhere."""
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[backend]\ntype = "scripted"\n'
+        '[hats.worker]\nname = "👷 Worker"\ntriggers = ["task.start"]\n'
+        '[hats.b]\ntriggers = ["a.x"]\n',
+        encoding="utf-8",
+    )
+    lines = loop("hats", "list", cwd=tmp_path).stdout.splitlines()
+    assert lines[0].split()[:3] == ["HAT", "NAME", "TRIGGERS"]
+    assert lines[1].startswith("worker  👷 Worker  task.start")
+    assert lines[2].startswith("b       -          a.x")  # 👷 takes two columns
+    listed = json.loads(loop("hats", "list", "--json", cwd=tmp_path).stdout)["hats"]
+    assert [(h["name"], h["display_name"]) for h in listed] == [
+        ("worker", "👷 Worker"),
+        ("b", None),
+    ]
 
 
 def test_hats_graph_says_which_hats_run_alongside_others(tmp_path: Path) -> None:
