@@ -8,7 +8,7 @@ from __future__ import annotations
 import signal
 import sys
 
-from loop._signals import take_early
+from loop._signals import early_signals, take_early
 from loop.exits import EXIT_INTERRUPTED
 
 
@@ -30,8 +30,9 @@ def main(argv: list[str] | None = None) -> int:
         code = emit_main(args[1:])
     else:
         if argv is None:
-            taken = take_early()
-        try:
+            taken = early_signals()
+        try:  # a signal may come as soon as the first of them is taken
+            take_early(taken)
             from loop.cli import main as cli_main  # noqa: PLC0415 - the full CLI, on use
 
             code = cli_main(args)

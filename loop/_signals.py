@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["early_stop", "hung_up", "stop_signals", "take_early"]
+__all__ = ["early_signals", "early_stop", "hung_up", "stop_signals", "take_early"]
 
 _terminals = [fd for fd in (1, 2) if os.isatty(fd)]  # at start-up, before any hang-up
 
@@ -40,15 +40,22 @@ def early_stop(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def take_early() -> list[signal.Signals]:
-    """Make SIGTERM, and SIGHUP unless it is ignored (``nohup``), :func:`early_stop`'s
-    until the command takes the signals it handles; the signals so taken."""
+def early_signals() -> list[signal.Signals]:
+    """The signals :func:`take_early` takes: SIGTERM, and SIGHUP unless it is ignored
+    (``nohup``)."""
     taken = [signal.SIGTERM]
     if signal.getsignal(signal.SIGHUP) is signal.SIG_DFL:
         taken.append(signal.SIGHUP)
-    for signum in taken:
-        signal.signal(signum, early_stop)
     return taken
+
+
+def take_early(signals: list[signal.Signals]) -> None:
+    """Make ``signals`` (:func:`early_signals`) :func:`early_stop`'s until the command
+    takes the signals it handles. One may come while they are taken (the first is
+    already caught as the second is set): the caller catches the KeyboardInterrupt
+    around this call too."""
+    for signum in signals:
+        signal.signal(signum, early_stop)
 
 
 def hung_up(signum: int) -> None:
