@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import signal
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -36,6 +37,7 @@ from loop.session.store import (
 )
 from loop.tools.base import BusService, ToolContext
 from loop.tools.bus import ToolsOnBus, TurnedOff
+from loop.tools.registry import domain_module
 
 __all__ = [
     "RunOptions",
@@ -126,15 +128,10 @@ def domain_extensions(config: LoadedConfig, ctx: ToolContext) -> list[Extension]
         from loop.experience.tools import BUS as EXPERIENCE  # noqa: PLC0415 - start-up
 
         exts.append(ToolsOnBus(ctx, EXPERIENCE))
-    off = (
-        ("task", "tasks", config.tasks.enabled),
-        ("theme", "themes", config.themes.enabled),
-        ("experience", "experience", config.experience.enabled),
-    )
-    exts += [
-        TurnedOff(prefix, section, partial(_bus_service, section))
-        for prefix, section, enabled in off
-        if enabled is False  # its requests are answered all the same, with an error
+    prefixes = {"tasks": "task", "themes": "theme", "experience": "experience"}
+    exts += [  # a domain turned off: its requests are answered all the same, with an error
+        TurnedOff(prefixes[section], section, partial(_bus_service, section))
+        for section in domains_off(config)
     ]
     return exts
 
@@ -142,17 +139,18 @@ def domain_extensions(config: LoadedConfig, ctx: ToolContext) -> list[Extension]
 def _bus_service(section: str) -> BusService:
     """The bus service of the domain of ``loop.toml``'s ``section``, imported when a hat
     asks a domain turned off for something."""
-    if section == "tasks":
-        from loop.tasks.tools import BUS as TASKS  # noqa: PLC0415 - start-up: see TurnedOff
+    service: BusService = importlib.import_module(domain_module(section)).BUS
+    return service
 
-        return TASKS
-    if section == "themes":
-        from loop.themes.tools import BUS as THEMES  # noqa: PLC0415 - start-up: see TurnedOff
 
-        return THEMES
-    from loop.experience.tools import BUS as EXPERIENCE  # noqa: PLC0415 - start-up: see TurnedOff
-
-    return EXPERIENCE
+def domains_off(config: LoadedConfig) -> list[str]:
+    """The domains ``loop.toml`` turns off (``enabled = false``), by their section."""
+    enabled = {
+        "tasks": config.tasks.enabled,
+        "themes": config.themes.enabled,
+        "experience": config.experience.enabled,
+    }
+    return [name for name, on in enabled.items() if on is False]
 
 
 def serves_tools(config: LoadedConfig, backends: Mapping[str, Backend]) -> bool:
@@ -235,7 +233,7 @@ async def _run_session(
     if serves_tools(config, backends):
         from loop.tools.endpoint import SessionEndpoint  # noqa: PLC0415 - the MCP SDK: ~1 s
 
-        endpoint = SessionEndpoint(ctx)
+        endpoint = SessionEndpoint(ctx, off=domains_off(config))
         exts.append(endpoint)
     engine = Engine(
         config,

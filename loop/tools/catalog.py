@@ -25,7 +25,7 @@ import os
 import re
 import sys
 import typing
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -131,6 +131,20 @@ class Catalog:
         built = cls.build()
         _write(path, key, built)
         return built
+
+    def without(self, domains: Collection[str]) -> Catalog:
+        """This catalog without the tools of ``domains`` (``tasks``: those of the domains
+        ``loop.toml`` turns off, which a session does not serve)."""
+        if not domains:
+            return self
+        modules = {registry.domain_module(d) for d in domains}
+        gone = {name for name, module in self._modules.items() if module in modules}
+        gone |= {name for name, tool in self._tools.items() if tool.domain in domains}
+        return Catalog(
+            [d for d in self.definitions if d.name not in gone],
+            {n: m for n, m in self._modules.items() if n not in gone},
+            {n: t for n, t in self._tools.items() if n not in gone},
+        )
 
     def __contains__(self, name: object) -> bool:
         return name in self._modules or name in self._tools

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 import anyio
@@ -138,13 +138,22 @@ class SessionEndpoint(Extension):
         base: the loop's tool context (where the tasks file and workspace live).
         tools: the tools to serve (default: every registered tool, listed from the
             cached catalog).
+        off: the domains ``loop.toml`` turns off (``tasks``...): their tools are not
+            served (their calls are unknown tools), as their requests on the bus are
+            answered ``domain_off``.
     """
 
     name = "mcp-endpoint"
 
-    def __init__(self, base: ToolContext, tools: Mapping[str, Tool] | None = None) -> None:
+    def __init__(
+        self,
+        base: ToolContext,
+        tools: Mapping[str, Tool] | None = None,
+        *,
+        off: Collection[str] = (),
+    ) -> None:
         self.grants = GrantTable(base)
-        catalog = Catalog.load() if tools is None else Catalog.of(tools)
+        catalog = (Catalog.load() if tools is None else Catalog.of(tools)).without(off)
         self.server = _GrantedServer(self.grants, base, catalog)
         self.url: str | None = None
 

@@ -13,7 +13,7 @@ from typing import Any
 from loop.errors import ToolError
 from loop.tools.base import Tool, ToolContext
 
-__all__ = ["DOMAIN_MODULES", "all_tools", "call_tool", "get_tool", "known_tools"]
+__all__ = ["DOMAIN_MODULES", "all_tools", "call_tool", "domain_module", "get_tool", "known_tools"]
 
 # Each domain module exposes ``TOOLS: list[Tool]`` (served over the CLI, MCP and the bus),
 # and may expose ``OWN_TOOLS``: the ones the loop and the CLI call but no agent is served
@@ -25,6 +25,19 @@ DOMAIN_MODULES: tuple[str, ...] = (
     "loop.experience.tools",
     "loop.session.tools",
 )
+
+
+def domain_module(domain: str) -> str:
+    """The module of the domain named as its ``loop.toml`` section and its tools'
+    ``domain`` (``tasks`` → ``loop.tasks.tools``).
+
+    Raises:
+        ValueError: no such domain.
+    """
+    module = f"loop.{domain}.tools"
+    if module not in DOMAIN_MODULES:
+        raise ValueError(f"no tool domain {domain!r}")
+    return module
 
 
 _cache: dict[str, Tool] | None = None

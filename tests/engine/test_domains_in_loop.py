@@ -321,3 +321,18 @@ def test_a_domain_turned_off_answers_for_the_domain_it_names(tmp_path: Path) -> 
     assert [e.prefix for e in off] == ["task", "theme", "experience"]
     assert all(e.service().prefix == e.prefix for e in off)
     assert [e.service().source for e in off] == ["tasks", "themes", "experience"]
+
+
+def test_the_domains_turned_off_are_those_loop_toml_sets_enabled_false(tmp_path: Path) -> None:
+    """Only ``enabled = false`` turns a domain off (not a section left out)."""
+    from loop.config import load_config
+    from loop.runner import domains_off
+
+    (tmp_path / "loop.toml").write_text(
+        '[loop]\nprompt = "x"\n[tasks]\nenabled = false\n[experience]\nenabled = false\n'
+        '[hats.a]\ntriggers = ["task.start"]\n'
+    )
+    assert domains_off(load_config(tmp_path / "loop.toml", root=tmp_path)) == [
+        "tasks",
+        "experience",
+    ]

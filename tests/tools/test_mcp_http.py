@@ -357,3 +357,25 @@ async def test_a_loop_serves_its_agents_and_stops_serving_at_the_end(tmp_path: P
     assert first["url"] == second["url"]  # one endpoint for the whole session
     with pytest.raises(httpx2.ConnectError):
         await post(first["url"], None)
+
+
+async def test_the_tools_of_a_domain_turned_off_are_not_served(tmp_path: Path) -> None:
+    """With ``[tasks] enabled = false`` the session's agents are not handed the task
+    tools (listed or called: an unknown tool, and nothing written), as a hat's task
+    request on the bus is answered ``domain_off``; the other domains' tools are served."""
+    served = SessionEndpoint(
+        ToolContext(root=tmp_path, tasks_file=Path("tasks.json")), off=["tasks"]
+    )
+    async with anyio.create_task_group() as tg:
+        await tg.start(served.serve)
+        it = running(tmp_path, 1)
+        assert served.url is not None
+        async with connect(served.url, grant(served, it)) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            refused = await client.call_tool("createTask", {"name": "over http"})
+        tg.cancel_scope.cancel()
+    tasks = {t.name for t in all_tools().values() if t.domain == "tasks"}
+    assert tasks and not tasks & set(names)
+    assert "emit_event" in names and "get_theme_status" in names
+    assert refused.is_error
+    assert not (tmp_path / "tasks.json").exists()
