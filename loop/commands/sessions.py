@@ -107,6 +107,8 @@ def _render(st: dict[str, Any]) -> str:
     lines = [f"session     {st['session_id']}", f"status      {st['status']}"]
     if st["status"] == "not_found":
         return "\n".join(lines)
+    if st.get("started_at") is not None:
+        lines.append(f"started     {_local(st['started_at'], seconds=True)}")
     lines += [
         f"iterations  {st['iterations']}" + _in_flight_text(st),
         f"last hat    {st['last_hat'] or '-'}",
@@ -118,7 +120,7 @@ def _render(st: dict[str, Any]) -> str:
     if spent := spent_text(st.get("cost_usd") or 0.0, st.get("tokens") or 0):
         lines.append(f"spent       {spent}")
     if st.get("waiting_until"):
-        until = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(st["waiting_until"]))
+        until = _local(st["waiting_until"], seconds=True)
         lines.append(f"waiting     until {until} ({st['waiting_for']})")
     if st.get("resume_command"):
         after = f" (once {st['resume_after']})" if st.get("resume_after") else ""
@@ -168,7 +170,12 @@ def _sessions(args: argparse.Namespace) -> int:
     return 0
 
 
-_HEADER = ("SESSION", "STATUS", "ITERATIONS", "ENDED BY", "LAST HAT")
+def _local(ts: float, *, seconds: bool = False) -> str:
+    """An epoch time in this machine's time zone, as a person reads it."""
+    return time.strftime("%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+_HEADER = ("SESSION", "STATUS", "ITERATIONS", "ENDED BY", "LAST HAT", "STARTED")
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
@@ -176,7 +183,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
     cells = [_HEADER]
     for st in rows:
         if st["status"] == "unreadable":
-            cells.append((st["session_id"], "unreadable", "-", "-", "-"))
+            cells.append((st["session_id"], "unreadable", "-", "-", "-", "-"))
             continue
         cells.append(
             (
@@ -185,6 +192,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
                 str(st["iterations"]),
                 st["termination"] or "-",
                 st["last_hat"] or "-",
+                _local(st["started_at"]) if st.get("started_at") is not None else "-",
             )
         )
     widths = [max(len(r[i]) for r in cells) for i in range(len(_HEADER) - 1)]

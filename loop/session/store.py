@@ -197,6 +197,9 @@ class SessionStatus(BaseModel):
 
     session_id: str | None = Field(description="the session id; null when there is no session")
     status: SessionState
+    started_at: float | None = Field(
+        default=None, description="when the session started (its session.start, epoch s)"
+    )
     iterations: int = 0
     last_hat: str | None = None
     in_flight: int | None = Field(
@@ -297,6 +300,7 @@ def session_status(
     return SessionStatus(
         session_id=session_id,
         status=status,
+        started_at=start.ts if start is not None else None,
         iterations=state.iteration,
         last_hat=state.last_hat,
         in_flight=min(state.in_flight, default=None),

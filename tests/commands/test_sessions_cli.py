@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,16 @@ def test_sessions_lists_the_others_and_flags_a_corrupt_journal(project: Path) ->
     res = loop("sessions", cwd=project)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0].split() == ["SESSION", "STATUS", "ITERATIONS", "ENDED", "BY", "LAST", "HAT"]
+    assert lines[0].split() == [
+        "SESSION",
+        "STATUS",
+        "ITERATIONS",
+        "ENDED",
+        "BY",
+        "LAST",
+        "HAT",
+        "STARTED",
+    ]
     rows = {line.split()[0]: line.split()[1] for line in lines[1:]}
     assert rows == {"demo-one": "completed", "demo-two": "completed", "broken": "unreadable"}
     assert "warning: session broken is unreadable: " in res.stderr
@@ -48,6 +58,13 @@ def test_sessions_lists_the_others_and_flags_a_corrupt_journal(project: Path) ->
     data = json.loads(loop("sessions", "--json", cwd=project).stdout)
     broken = next(d for d in data if d["session_id"] == "broken")
     assert broken["status"] == "unreadable" and "corrupt journal line" in broken["error"]
+    # when each started: its session.start's time, in the table in this machine's zone
+    one = next(d for d in data if d["session_id"] == "demo-one")
+    journal = project / ".loop/sessions/demo-one/journal.jsonl"
+    assert one["started_at"] == json.loads(journal.read_text().splitlines()[0])["ts"]
+    row = next(line for line in lines if line.startswith("demo-one"))
+    assert row.endswith(time.strftime("%Y-%m-%d %H:%M", time.localtime(one["started_at"])))
+    assert next(line for line in lines if line.startswith("broken")).endswith("-")
 
 
 def _put(journal: Path, what: str, elsewhere: Path) -> None:
