@@ -25,15 +25,18 @@ The engine calls a per-iteration hook only on the extensions that override it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from loop.bus import EventBus
+from loop.errors import UsageError
 from loop.events import Event
 from loop.records import EventsPublished, IterationEnd
 
-__all__ = ["Extension", "RunningIteration"]
+__all__ = ["Extension", "RunningIteration", "extensions_from"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +110,43 @@ class Extension:
 
     async def aclose(self) -> None:
         """Release what the extension holds when the run ends."""
+
+
+def extensions_from(specs: Sequence[str], *, where: Path, option: str) -> list[Extension]:
+    """New extensions from their names, ``module:factory`` each (a class of
+    :class:`Extension`, or a function that returns one), imported from ``where`` (the
+    folder a replay runs in, the pytest rootdir) as a ``python`` hat's module is: what
+    a replay of a session they published in needs (``replay --extension``, the pytest
+    plugin's ``hatloop_extensions``). Each call makes new ones: each replay its own.
+
+    Raises:
+        UsageError: one line naming ``option`` and the name: not ``module:factory``, the
+            module cannot be imported (or raised as it was), no such factory, or it did
+            not give an :class:`Extension`.
+    """
+    out: list[Extension] = []
+    for spec in specs:
+        module_name, colon, factory_name = spec.partition(":")
+        if not colon or not module_name or not factory_name:
+            raise UsageError(f"{option} {spec}: expected module:factory (such as hooks:Nudger)")
+        if str(where) not in sys.path:
+            sys.path.insert(0, str(where))
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # ImportError, or what the module raised as it ran
+            raise UsageError(
+                f"{option} {spec}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+            ) from None
+        factory = getattr(module, factory_name, None)
+        if not callable(factory):
+            raise UsageError(f"{option} {spec}: {module_name} has no {factory_name!r} to call")
+        try:
+            made = factory()
+        except Exception as exc:
+            raise UsageError(f"{option} {spec}: raised {type(exc).__name__}: {exc}") from None
+        if not isinstance(made, Extension):
+            raise UsageError(
+                f"{option} {spec}: gave a {type(made).__name__}, not an Extension of hatloop's"
+            )
+        out.append(made)
+    return out

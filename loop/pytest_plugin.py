@@ -33,6 +33,7 @@ from loop.errors import LoopError
 from loop.session.discover import RecordingRule, is_jsonl
 
 __all__ = [
+    "EXTENSIONS_OPTION",
     "INI_OPTION",
     "RecordingFile",
     "RecordingItem",
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 INI_OPTION = "hatloop_recordings"
+EXTENSIONS_OPTION = "hatloop_extensions"
 _GLOB = frozenset("*?[")
 _RULE = pytest.StashKey[RecordingRule]()  # one per session: each folder is read once
 
@@ -50,7 +52,7 @@ class ReplayFailed(Exception):
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Declare the ``hatloop_recordings`` ini option."""
+    """Declare the ``hatloop_recordings`` and ``hatloop_extensions`` ini options."""
     parser.addini(
         INI_OPTION,
         type="linelist",
@@ -58,6 +60,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="folders, files or glob patterns (relative to the rootdir) whose .jsonl files "
         "are hatloop recordings to replay as tests (default: the .jsonl files that start "
         "with a hatloop recording header, and the others in their folders)",
+    )
+    parser.addini(
+        EXTENSIONS_OPTION,
+        type="linelist",
+        default=[],
+        help="extensions of your own (module:factory, imported from the rootdir) that took "
+        "part in the recorded runs, made anew for each recording's replay",
     )
 
 
@@ -112,9 +121,13 @@ class RecordingItem(pytest.Item):
         """Replay through the real engine; raise :class:`ReplayFailed` on a divergence."""
         # imported when a recording runs, not when pytest loads the plugin: every pytest
         # run of a project with hatloop installed loads it, and the engine is heavy
+        from loop.extensions import extensions_from  # noqa: PLC0415 - start-up speed
         from loop.replay import replay_file  # noqa: PLC0415 - start-up speed, see above
 
-        result = replay_file(self.path)
+        config = self.config
+        names = [str(n) for n in config.getini(EXTENSIONS_OPTION)]
+        made = extensions_from(names, where=config.rootpath, option=EXTENSIONS_OPTION)
+        result = replay_file(self.path, made)
         notes = list(result.warnings) + (
             [f"prefix only: {result.partial}"] if result.partial else []
         )

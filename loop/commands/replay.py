@@ -80,6 +80,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="also write one JUnit XML file (one test case per recording)",
     )
     p.add_argument(
+        "--extension",
+        action="append",
+        default=[],
+        metavar="MODULE:FACTORY",
+        help="an extension of your own that took part in the recorded runs (it published "
+        "events between iterations): a class or function that makes one, imported from "
+        "this folder, made anew for each recording (repeatable)",
+    )
+    p.add_argument(
         "-q",
         "--quiet",
         action="store_true",
@@ -186,16 +195,23 @@ class Progress:
 def _replay(args: argparse.Namespace) -> int:
     # the engine, imported when recordings are replayed (not for --help)
     from loop.commands.replay_pool import replay_all  # noqa: PLC0415 - start-up
+    from loop.extensions import extensions_from  # noqa: PLC0415 - start-up
 
     shard = Shard.parse(args.shard) if args.shard else None
     jobs = parse_jobs(args.jobs, cpu_count())
     if args.junit:  # written after the last replay: checked before the first
         check_output_file(Path(args.junit), "--junit")
+    where = str(Path.cwd())
+    extensions_from(args.extension, where=Path(where), option="--extension")  # one line now
     found = collect_recordings(args.paths)
     files, skipped = found.recordings, [str(p) for p in found.skipped]
     selected = shard.select(files) if shard is not None else files
     outcomes: list[ReplayOutcome] = []
-    todo = [ReplayJob(index=i, path=str(p)) for i, p in enumerate(selected)]
+    named = tuple(args.extension)
+    todo = [
+        ReplayJob(index=i, path=str(p), extensions=named, where=where)
+        for i, p in enumerate(selected)
+    ]
     workers = min(jobs, len(todo))
     used = max(1, workers)  # what the summary says: --jobs 100000 on 3 recordings runs 3
     progress = Progress(

@@ -47,12 +47,16 @@ T = TypeVar("T")
 
 
 class ReplayJob(BaseModel):
-    """One recording to replay: its place in the run's order and its path."""
+    """One recording to replay: its place in the run's order and its path; the
+    extensions of the user's own the replay takes part (``--extension``, made anew for
+    each recording), imported from ``where``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     index: int
     path: str
+    extensions: tuple[str, ...] = ()
+    where: str = "."
 
 
 class ReplayOutcome(BaseModel):

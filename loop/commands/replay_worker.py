@@ -27,6 +27,7 @@ from loop._faults import crash_point
 from loop._log import configure_logging
 from loop.commands.replay_suite import ReplayJob, ReplayOutcome
 from loop.errors import LoopError
+from loop.extensions import extensions_from
 from loop.replay import ReplayResult, replay_recording
 
 __all__ = ["crash_point_name", "main", "outcome_of", "replay_outcome"]
@@ -50,7 +51,8 @@ async def replay_outcome(job: ReplayJob) -> ReplayOutcome:
     """Replay ``job``'s recording; every way it can end is an outcome."""
     path = Path(job.path)
     try:
-        result = await replay_recording(path)
+        extensions = extensions_from(job.extensions, where=Path(job.where), option="--extension")
+        result = await replay_recording(path, extensions)
     except LoopError as exc:
         message = str(exc)
         return ReplayOutcome(
