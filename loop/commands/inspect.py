@@ -141,9 +141,10 @@ def _end_line(view: SessionView) -> str:
             head = "(no footer: the recording was cut off)"
         else:
             head = (
-                "(no end record: the session is running)"
+                f"(no end record: the session is running, {view.elapsed:.2f}s so far)"
                 if view.running
-                else "(no end record: its run stopped without one, a kill or a crash)"
+                else "(no end record: its run stopped without one, a kill or a crash; "
+                f"{view.elapsed:.2f}s at the last commit)"
             )
     else:
         head = (
