@@ -25,12 +25,11 @@ The engine calls a per-iteration hook only on the extensions that override it.
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from loop._user_code import load_named
 from loop.bus import EventBus
 from loop.errors import UsageError
 from loop.events import Event
@@ -126,20 +125,12 @@ def extensions_from(specs: Sequence[str], *, where: Path, option: str) -> list[E
     """
     out: list[Extension] = []
     for spec in specs:
-        module_name, colon, factory_name = spec.partition(":")
-        if not colon or not module_name or not factory_name:
-            raise UsageError(f"{option} {spec}: expected module:factory (such as hooks:Nudger)")
-        if str(where) not in sys.path:
-            sys.path.insert(0, str(where))
         try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:  # ImportError, or what the module raised as it ran
-            raise UsageError(
-                f"{option} {spec}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
-            ) from None
-        factory = getattr(module, factory_name, None)
+            factory = load_named(spec, where)
+        except ValueError as exc:
+            raise UsageError(f"{option} {spec}: {exc}") from None
         if not callable(factory):
-            raise UsageError(f"{option} {spec}: {module_name} has no {factory_name!r} to call")
+            raise UsageError(f"{option} {spec}: not a class or function to call")
         try:
             made = factory()
         except Exception as exc:

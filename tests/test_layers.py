@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "loop._prefix",
             "loop._signals",
             "loop._text",
+            "loop._user_code",
             "loop._version",
             "loop.bus",
             "loop.emit",

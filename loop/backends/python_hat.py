@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import importlib
 import inspect
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +32,7 @@ import anyio
 import anyio.from_thread
 import anyio.lowlevel
 
+from loop._user_code import load_named
 from loop.backends.base import Backend, BackendRequest, BackendResult
 from loop.config.backends import PythonConfig
 from loop.emit import append_event
@@ -74,21 +73,19 @@ class HatContext:
 
 
 def resolve_target(target: str, workdir: Path) -> Callable[[HatContext], Any]:
-    module_name, _, func_name = target.partition(":")
-    if str(workdir) not in sys.path:
-        sys.path.insert(0, str(workdir))
+    """The function ``target`` (``module:function``) names, imported from ``workdir``.
+
+    Raises:
+        BackendUnavailable: it cannot be had (see :func:`loop._user_code.load_named`), or
+            is not a function: the hat cannot run at all.
+    """
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise BackendUnavailable(f"cannot import {module_name!r} for python hat: {exc}") from exc
-    except Exception as exc:  # the module raised as it was imported: it cannot run at all
-        raise BackendUnavailable(
-            f"cannot import {module_name!r} for python hat: {type(exc).__name__}: {exc}"
-        ) from exc
-    func = getattr(module, func_name, None)
+        func = load_named(target, workdir)
+    except ValueError as exc:
+        raise BackendUnavailable(f"{target}: {exc}") from exc
     if not callable(func):
-        raise BackendUnavailable(f"{target!r}: {func_name!r} is not a function of {module_name}")
-    return func  # type: ignore[no-any-return]
+        raise BackendUnavailable(f"{target}: not a function")
+    return func
 
 
 class PythonBackend(Backend):

@@ -196,7 +196,7 @@ def _python(subject: str, target: str, root: Path) -> Check:
     try:
         resolve_target(target, root)
     except Exception as exc:  # an import runs the module's code: any error is its answer
-        return Check("python", subject, "fail", f"{target}: {exc}")
+        return Check("python", subject, "fail", str(exc))
     return Check("python", subject, "ok", f"{target} imports")
 
 

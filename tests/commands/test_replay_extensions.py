@@ -86,12 +86,12 @@ def test_replay_takes_the_extensions_the_recorded_run_had(recorded: Path, jobs: 
 @pytest.mark.parametrize(
     ("spec", "said"),
     [
-        ("hooks", "expected module:factory (such as hooks:Nudger)"),
+        ("hooks", "expected module:name"),
         (
             "nowhere:Nudger",
             "cannot import 'nowhere': ModuleNotFoundError: No module named 'nowhere'",
         ),
-        ("hooks:Nope", "hooks has no 'Nope' to call"),
+        ("hooks:Nope", "hooks has no 'Nope'"),
         ("hooks:not_one", "gave a int, not an Extension of hatloop's"),
     ],
 )
