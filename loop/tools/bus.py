@@ -41,7 +41,16 @@ from loop.events import Event
 from loop.extensions import Extension
 from loop.tools.base import BusRequest, BusService, Tool, ToolContext
 
-__all__ = ["DOMAIN_OFF", "ERROR", "ToolsOnBus", "TurnedOff", "is_request", "request_input"]
+__all__ = [
+    "DOMAIN_OFF",
+    "ERROR",
+    "ToolsOnBus",
+    "TurnedOff",
+    "error_answer",
+    "is_request",
+    "reply",
+    "request_input",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -98,6 +107,23 @@ def is_request(service: BusService, event: Event) -> bool:
     return action not in {ERROR, *service.notices, *(r.result for r in service.requests)}
 
 
+def error_answer(
+    service: BusService, topic: str, tool: str | None, exc: LoopError
+) -> tuple[str, dict[str, Any]]:
+    """The domain's answer to the request ``topic`` that failed with ``exc``: its topic
+    (``<prefix>.error``) and payload (the request, the tool, the error)."""
+    return f"{service.prefix}.{ERROR}", {"request": topic, "tool": tool, **exc.to_dict()}
+
+
+async def reply(
+    bus: EventBus, service: BusService, request: Event, topic: str, payload: dict[str, Any]
+) -> None:
+    """Publish the domain's answer to ``request``, from the domain's source, addressed as
+    its answers are (to the requesting hat, or to every subscriber)."""
+    target = request.source if service.reply_to_requester else None
+    await bus.publish(Event(topic=topic, payload=payload, source=service.source, target=target))
+
+
 class ToolsOnBus(Extension):
     """Serves one domain's tools (a :class:`~loop.tools.base.BusService`) on the bus."""
 
@@ -128,10 +154,7 @@ class ToolsOnBus(Extension):
         request = self._requests.get(event.topic.split(".", 1)[1])
         topic, payload = await self.answer(event.topic, request, event.payload)
         if self._bus is not None:
-            target = event.source if self.service.reply_to_requester else None
-            await self._bus.publish(
-                Event(topic=topic, payload=payload, source=self.service.source, target=target)
-            )
+            await reply(self._bus, self.service, event, topic, payload)
 
     async def answer(
         self, topic: str, request: BusRequest | None, payload: Any
@@ -154,8 +177,7 @@ class ToolsOnBus(Extension):
 
     def _error(self, topic: str, tool: str | None, exc: LoopError) -> tuple[str, dict[str, Any]]:
         log.info("bus request failed", request=topic, code=exc.code)
-        body = {"request": topic, "tool": tool, **exc.to_dict()}
-        return f"{self.service.prefix}.{ERROR}", body
+        return error_answer(self.service, topic, tool, exc)
 
     def _unknown(self, topic: str) -> ToolError:
         known = sorted(r.action for r in self.service.requests)
@@ -199,6 +221,8 @@ class TurnedOff(Extension):
         return self._service
 
     async def _on_event(self, event: Event) -> None:
+        if event.source == LOOP_SOURCE:  # never a request: the domain stays unimported
+            return
         service = self.service()
         if not is_request(service, event):
             return
@@ -209,13 +233,5 @@ class TurnedOff(Extension):
         )
         log.warning("bus request refused", request=event.topic, hat=event.source, why=why.message)
         if self._bus is not None:
-            target = event.source if service.reply_to_requester else None
-            body = {"request": event.topic, "tool": None, **why.to_dict()}
-            await self._bus.publish(
-                Event(
-                    topic=f"{service.prefix}.{ERROR}",
-                    payload=body,
-                    source=service.source,
-                    target=target,
-                )
-            )
+            topic, payload = error_answer(service, event.topic, None, why)
+            await reply(self._bus, service, event, topic, payload)
